@@ -1,0 +1,129 @@
+// Dense strided tensor on the host, its storage booked with a rank's Allocator.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/core/allocator.hpp"
+#include "tessera/core/dtype.hpp"
+#include "tessera/core/error.hpp"
+
+namespace tessera::core {
+
+using Shape = std::vector<std::int64_t>;
+
+/// Number of elements of a shape (1 for a 0-d shape).
+std::int64_t shape_numel(const Shape& s);
+/// "[2,96,128,512]".
+std::string shape_str(const Shape& s);
+/// Row-major (C-order) strides of a shape, in elements.
+Shape contiguous_strides(const Shape& s);
+
+/// A block of bytes. Owns it through an Allocator (booked under one category) or borrows it
+/// (from_blob: not booked, kept alive by `keepalive`).
+class Storage {
+ public:
+  Storage(std::size_t bytes, MemCategory category, AllocatorPtr allocator);
+  Storage(void* data, std::size_t bytes, std::shared_ptr<void> keepalive);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const noexcept { return data_; }
+  std::size_t bytes() const noexcept { return bytes_; }
+  MemCategory category() const noexcept { return category_; }
+  const AllocatorPtr& allocator() const noexcept { return allocator_; }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+  MemCategory category_ = MemCategory::Workspace;
+  AllocatorPtr allocator_;
+  std::shared_ptr<void> keepalive_;
+};
+
+/// A dense N-d tensor (layout NCHW for images): shape, strides in elements, an offset into shared
+/// storage. Copies of a Tensor share storage; `narrow` makes views; `clone` copies data.
+/// Without an allocator, storage is plain heap memory that no one books (tests, scratch).
+class Tensor {
+ public:
+  Tensor() = default;
+
+  /// Uninitialised contiguous tensor.
+  static Tensor empty(Shape shape, DType dtype = DType::F32,
+                      MemCategory category = MemCategory::Activation,
+                      AllocatorPtr allocator = nullptr);
+  /// Zero-filled contiguous tensor.
+  static Tensor zeros(Shape shape, DType dtype = DType::F32,
+                      MemCategory category = MemCategory::Activation,
+                      AllocatorPtr allocator = nullptr);
+  /// Wraps memory owned elsewhere (e.g. a NumPy array) without copying or booking it.
+  static Tensor from_blob(void* data, Shape shape, DType dtype, std::shared_ptr<void> keepalive,
+                          Shape strides = {});
+
+  bool defined() const noexcept { return storage_ != nullptr; }
+  DType dtype() const noexcept { return dtype_; }
+  const Shape& shape() const noexcept { return shape_; }
+  const Shape& strides() const noexcept { return strides_; }
+  int ndim() const noexcept { return static_cast<int>(shape_.size()); }
+  /// Size of dimension `d` (negative counts from the end).
+  std::int64_t size(int d) const;
+  std::int64_t stride(int d) const;
+  std::int64_t numel() const noexcept { return shape_numel(shape_); }
+  std::size_t nbytes() const noexcept { return static_cast<std::size_t>(numel()) * dtype_size(dtype_); }
+  bool is_contiguous() const noexcept;
+  MemCategory category() const noexcept;
+  const AllocatorPtr& allocator() const noexcept;
+  /// True when both tensors view the same storage.
+  bool shares_storage(const Tensor& other) const noexcept { return storage_ == other.storage_; }
+
+  /// Address of the first element.
+  void* raw_data() const noexcept;
+  /// Typed address of the first element; throws InvalidArgument on a dtype mismatch.
+  template <class T>
+  T* data() const {
+    TESSERA_CHECK(dtype_of<T> == dtype_, "tensor ", describe(), ": requested element type ",
+                  dtype_name(dtype_of<T>), " but the tensor holds ", dtype_name(dtype_));
+    return static_cast<T*>(raw_data());
+  }
+  /// Element at an index (bounds-checked; for tests and small tools, not for kernels).
+  template <class T>
+  T& at(std::initializer_list<std::int64_t> index) const {
+    return data<T>()[element_offset(index)];
+  }
+
+  /// View of `length` entries of dimension `dim` starting at `start`.
+  Tensor narrow(int dim, std::int64_t start, std::int64_t length) const;
+  /// Same data, new shape; the tensor must be contiguous.
+  Tensor reshape(Shape shape) const;
+  /// This tensor if contiguous, else a contiguous copy (same category and allocator).
+  Tensor contiguous() const;
+  /// A contiguous copy, booked under `category` (default: this tensor's) with this allocator.
+  Tensor clone() const;
+  Tensor clone(MemCategory category) const;
+
+  /// Copies `src` (same shape and dtype, any strides) into this tensor's elements.
+  void copy_from(const Tensor& src);
+  /// Adds `src` (same shape, float dtype) elementwise into this tensor.
+  void add_from(const Tensor& src);
+  /// Sets every element to `value` (float dtypes) or to zero (any dtype, value 0).
+  void fill(double value);
+  void zero() { fill(0.0); }
+
+  /// "f32[2,96,128,512]".
+  std::string describe() const;
+
+ private:
+  std::int64_t element_offset(std::initializer_list<std::int64_t> index) const;
+
+  std::shared_ptr<Storage> storage_;
+  DType dtype_ = DType::F32;
+  Shape shape_;
+  Shape strides_;
+  std::int64_t offset_ = 0;  // in elements
+};
+
+}  // namespace tessera::core

@@ -1,0 +1,91 @@
+// Test helpers: seeded data, float64 views and the closeness report.
+#include "support/test_utils.hpp"
+
+#include <cmath>
+#include <random>
+#include <sstream>
+
+namespace tessera::test {
+
+std::vector<double> random_doubles(std::size_t n, std::uint64_t seed, double lo, double hi) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<double> v(n);
+  for (auto& x : v) x = dist(gen);
+  return v;
+}
+
+core::Tensor random_tensor(const core::Shape& shape, core::DType dtype, std::uint64_t seed,
+                           double lo, double hi) {
+  return from_doubles(random_doubles(static_cast<std::size_t>(core::shape_numel(shape)), seed, lo, hi),
+                      shape, dtype);
+}
+
+std::vector<double> to_doubles(const core::Tensor& t) {
+  core::Tensor c = t.contiguous();
+  std::vector<double> v(static_cast<std::size_t>(c.numel()));
+  if (c.dtype() == core::DType::F32) {
+    const float* p = c.data<float>();
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = p[i];
+  } else if (c.dtype() == core::DType::F64) {
+    const double* p = c.data<double>();
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = p[i];
+  } else {
+    FAIL("to_doubles: unsupported dtype " << core::dtype_name(c.dtype()));
+  }
+  return v;
+}
+
+core::Tensor from_doubles(const std::vector<double>& values, const core::Shape& shape, core::DType dtype) {
+  core::Tensor t = core::Tensor::empty(shape, dtype, core::MemCategory::Workspace);
+  REQUIRE(static_cast<std::int64_t>(values.size()) == t.numel());
+  if (dtype == core::DType::F32) {
+    float* p = t.data<float>();
+    for (std::size_t i = 0; i < values.size(); ++i) p[i] = static_cast<float>(values[i]);
+  } else if (dtype == core::DType::F64) {
+    double* p = t.data<double>();
+    for (std::size_t i = 0; i < values.size(); ++i) p[i] = values[i];
+  } else {
+    FAIL("from_doubles: unsupported dtype " << core::dtype_name(dtype));
+  }
+  return t;
+}
+
+Closeness compare(const std::vector<double>& actual, const std::vector<double>& ref, double rtol) {
+  Closeness c;
+  std::ostringstream os;
+  if (actual.size() != ref.size()) {
+    c.ok = false;
+    os << "size mismatch: actual has " << actual.size() << " elements, reference " << ref.size();
+    c.report = os.str();
+    return c;
+  }
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double e = std::abs(actual[i] - ref[i]);
+    if (!(e <= c.max_abs_err)) {  // also catches NaN
+      c.max_abs_err = std::isnan(e) ? INFINITY : e;
+      c.worst = static_cast<std::int64_t>(i);
+    }
+    c.ref_scale = std::max(c.ref_scale, std::abs(ref[i]));
+  }
+  c.rel_err = c.ref_scale > 0 ? c.max_abs_err / c.ref_scale : (c.max_abs_err > 0 ? INFINITY : 0.0);
+  c.ok = c.rel_err <= rtol;
+  os.precision(6);
+  os << (c.ok ? "close" : "NOT close") << ": " << ref.size() << " elements, max |err| "
+     << c.max_abs_err << " at index " << c.worst;
+  if (c.worst >= 0)
+    os << " (actual " << actual[c.worst] << ", reference " << ref[c.worst] << ")";
+  os << ", reference scale " << c.ref_scale << ", relative " << c.rel_err << " = "
+     << (rtol > 0 ? 100.0 * c.rel_err / rtol : 0.0) << "% of the threshold " << rtol;
+  c.report = os.str();
+  return c;
+}
+
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  REQUIRE(a.size() == b.size());
+  double s = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+}  // namespace tessera::test

@@ -1,0 +1,50 @@
+// Helpers shared by the test suites: seeded random tensors, conversion to float64, and the
+// comparison that prints the worst element (llm.c's check_tensor style).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "support/catch.hpp"
+#include "tessera/core/tensor.hpp"
+
+namespace tessera::test {
+
+/// Tensor of `shape` with values uniform in [lo, hi), from a seeded generator (same seed, same data).
+core::Tensor random_tensor(const core::Shape& shape, core::DType dtype, std::uint64_t seed,
+                           double lo = -1.0, double hi = 1.0);
+/// Values uniform in [lo, hi) as float64 (row-major), from a seeded generator.
+std::vector<double> random_doubles(std::size_t n, std::uint64_t seed, double lo = -1.0, double hi = 1.0);
+/// Elements of an f32/f64 tensor (any strides) in row-major order, as float64.
+std::vector<double> to_doubles(const core::Tensor& t);
+/// A contiguous tensor holding `values` (row-major) converted to `dtype`.
+core::Tensor from_doubles(const std::vector<double>& values, const core::Shape& shape, core::DType dtype);
+
+/// Result of comparing `actual` with a float64 reference.
+struct Closeness {
+  bool ok = true;
+  double max_abs_err = 0;   ///< max_i |a_i − r_i|
+  double ref_scale = 0;     ///< max_i |r_i|
+  double rel_err = 0;       ///< max_abs_err / ref_scale (0 when both are 0)
+  std::int64_t worst = -1;  ///< index of the worst element
+  std::string report;       ///< one line naming the worst element and the error vs the threshold
+};
+
+/// Tensor-scaled relative error: max_i |a_i − r_i| ≤ rtol · max_i |r_i|. Element-wise relative
+/// error is meaningless where sums cancel to near zero; scaling by the tensor's largest magnitude
+/// is what an fp32 dot product of bounded length guarantees.
+Closeness compare(const std::vector<double>& actual, const std::vector<double>& ref, double rtol);
+
+/// Σ a_i·b_i in float64.
+double dot(const std::vector<double>& a, const std::vector<double>& b);
+
+}  // namespace tessera::test
+
+/// REQUIRE that `actual` (vector<double>) is within `rtol` (tensor-scaled) of `ref`.
+#define REQUIRE_CLOSE(actual, ref, rtol)                                       \
+  do {                                                                         \
+    const auto tessera_close_ = ::tessera::test::compare((actual), (ref), (rtol)); \
+    INFO(tessera_close_.report);                                               \
+    REQUIRE(tessera_close_.ok);                                                \
+  } while (0)

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Builds tessera and runs its tests (the README's test command; CI runs it too).
+#   tools/test.sh          install what is missing, release build (preset ci), every test that
+#                          is not labelled gpu or slow
+#   tools/test.sh --asan   the same under AddressSanitizer + UndefinedBehaviorSanitizer
+#                          (preset asan: core, backends, tools and tests; optional parts off)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+preset=ci
+case "${1:-}" in
+  "") ;;
+  --asan) preset=asan ;;
+  *) echo "usage: tools/test.sh [--asan]" >&2; exit 2 ;;
+esac
+tools/setup.sh
+cmake --preset "$preset" >/dev/null
+cmake --build --preset "$preset" -j "$(nproc)"
+ctest --preset "$preset"
