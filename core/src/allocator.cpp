@@ -24,7 +24,7 @@ std::string_view mem_category_name(MemCategory c) noexcept {
   return "?";
 }
 
-Allocator::Allocator(std::string name) : name_(std::move(name)) {}
+Allocator::Allocator(std::string name, bool meta) : name_(std::move(name)), meta_(meta) {}
 
 void* Allocator::allocate(std::size_t bytes, MemCategory category) {
   const int c = static_cast<int>(category);
@@ -42,6 +42,7 @@ void* Allocator::allocate(std::size_t bytes, MemCategory category) {
     if (stats_.current_total > stats_.peak_total) stats_.peak_total = stats_.current_total;
     ++stats_.num_allocations;
   }
+  if (meta_) return nullptr;
   const std::size_t rounded = ((bytes + kAlignment - 1) / kAlignment) * kAlignment;
   void* p = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
   if (p == nullptr) {

@@ -46,8 +46,8 @@ Storage::Storage(void* data, std::size_t bytes, std::shared_ptr<void> keepalive)
     : data_(data), bytes_(bytes), keepalive_(std::move(keepalive)) {}
 
 Storage::~Storage() {
-  if (keepalive_ || data_ == nullptr) return;  // borrowed
-  if (allocator_) {
+  if (keepalive_) return;  // borrowed
+  if (allocator_) {  // also unbooks meta blocks (data_ == nullptr)
     allocator_->deallocate(data_, bytes_, category_);
   } else {
     std::free(data_);
@@ -72,7 +72,7 @@ Tensor Tensor::empty(Shape shape, DType dtype, MemCategory category, AllocatorPt
 
 Tensor Tensor::zeros(Shape shape, DType dtype, MemCategory category, AllocatorPtr allocator) {
   Tensor t = empty(std::move(shape), dtype, category, std::move(allocator));
-  std::memset(t.raw_data(), 0, t.nbytes());
+  if (!t.is_meta()) std::memset(t.raw_data(), 0, t.nbytes());
   return t;
 }
 
@@ -124,7 +124,7 @@ const AllocatorPtr& Tensor::allocator() const noexcept {
 }
 
 void* Tensor::raw_data() const noexcept {
-  if (!storage_) return nullptr;
+  if (!storage_ || storage_->data() == nullptr) return nullptr;
   return static_cast<char*>(storage_->data()) + offset_ * static_cast<std::int64_t>(dtype_size(dtype_));
 }
 
@@ -208,7 +208,7 @@ void Tensor::copy_from(const Tensor& src) {
   TESSERA_CHECK(shape_ == src.shape_, "copy_from: shape ", src.describe(), " into ", describe());
   TESSERA_CHECK(dtype_ == src.dtype_, "copy_from: dtype ", dtype_name(src.dtype_), " into ",
                 dtype_name(dtype_));
-  if (numel() == 0) return;
+  if (numel() == 0 || is_meta() || src.is_meta()) return;
   const std::size_t es = dtype_size(dtype_);
   if (is_contiguous() && src.is_contiguous()) {
     std::memmove(raw_data(), src.raw_data(), nbytes());
@@ -223,7 +223,7 @@ void Tensor::add_from(const Tensor& src) {
   TESSERA_CHECK(shape_ == src.shape_, "add_from: shape ", src.describe(), " into ", describe());
   TESSERA_CHECK(dtype_ == src.dtype_, "add_from: dtype ", dtype_name(src.dtype_), " into ",
                 dtype_name(dtype_));
-  if (numel() == 0) return;
+  if (numel() == 0 || is_meta() || src.is_meta()) return;
   const std::size_t es = dtype_size(dtype_);
   auto body = [&](auto zero) {
     using T = decltype(zero);
@@ -246,7 +246,7 @@ void Tensor::add_from(const Tensor& src) {
 }
 
 void Tensor::fill(double value) {
-  if (numel() == 0) return;
+  if (numel() == 0 || is_meta()) return;
   const std::size_t es = dtype_size(dtype_);
   auto body = [&](auto typed) {
     using T = decltype(typed);

@@ -28,11 +28,13 @@ struct Conv2dParams {
   int groups = 1;
 };
 
-/// Kernels on tensors of one memory space. Shapes: x (N,Cin,H,W), w (Cout,Cin/groups,kh,kw),
-/// bias (Cout), y/dy (N,Cout,Ho,Wo). Inputs may be strided views; outputs may be strided views
-/// (written element by element through their strides). Float dtypes f32 and f64; all tensors of a
-/// call share one dtype. Shape errors throw InvalidArgument; a dtype the backend lacks throws
-/// Unsupported. One Backend object serves one rank; calls may use up to num_threads() threads.
+struct OpCall;
+
+/// Kernels on tensors of one memory space, reached through execute() (the typed entry points in
+/// compute/ops.hpp check arguments, then call it). Inputs and outputs may be strided views.
+/// Float dtypes f32 and f64; all tensors of a call share one dtype unless the op says otherwise.
+/// A dtype or op the backend lacks throws Unsupported. One Backend object serves one rank; calls
+/// may use up to num_threads() threads.
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -40,16 +42,12 @@ class Backend {
   virtual int num_threads() const noexcept = 0;
   virtual void set_num_threads(int n) = 0;
 
-  /// y = conv(x, w) + bias (bias may be null). Overwrites y.
-  virtual void conv2d_forward(const Conv2dParams& p, const core::Tensor& x, const core::Tensor& w,
-                              const core::Tensor* bias, core::Tensor& y) = 0;
-  /// dx = ∂⟨y, dy⟩/∂x: the adjoint of conv2d_forward in x. Overwrites dx (or adds when accumulate).
-  virtual void conv2d_backward_data(const Conv2dParams& p, const core::Tensor& dy,
-                                    const core::Tensor& w, core::Tensor& dx, bool accumulate) = 0;
-  /// dw = ∂⟨y, dy⟩/∂w and db = Σ dy over (n, oh, ow) (db may be null). Overwrites or adds.
-  virtual void conv2d_backward_weight(const Conv2dParams& p, const core::Tensor& x,
-                                      const core::Tensor& dy, core::Tensor& dw, core::Tensor* db,
-                                      bool accumulate) = 0;
+  /// Runs one kernel (see compute/ops.hpp for the operations and their typed entry points, which
+  /// check arguments before calling this). Throws Unsupported for an operation the backend lacks.
+  virtual void execute(const OpCall& call) = 0;
+
+  /// Optional: names the layer the next calls belong to (tracing decorators use it).
+  virtual void set_scope(std::string_view) {}
 };
 
 struct BackendOptions {

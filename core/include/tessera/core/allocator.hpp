@@ -41,9 +41,15 @@ struct MemStats {
 /// Every allocation is booked under a category; `stats()` reports current and peak bytes.
 /// An optional capacity makes an allocation that would exceed it throw OutOfMemory, which lets a
 /// run check "does this fit on a device of N bytes" on the host.
+///
+/// A *meta* allocator books exactly the same bytes but hands out no memory (allocate returns
+/// nullptr): running a model on meta tensors with a recording backend yields the runtime's own
+/// allocation sequence and peaks for any input size, which is how the simulator's memory model
+/// stays equal to the runtime's.
 class Allocator {
  public:
-  explicit Allocator(std::string name = "host");
+  explicit Allocator(std::string name = "host", bool meta = false);
+  bool is_meta() const noexcept { return meta_; }
   Allocator(const Allocator&) = delete;
   Allocator& operator=(const Allocator&) = delete;
 
@@ -63,6 +69,7 @@ class Allocator {
 
  private:
   std::string name_;
+  bool meta_ = false;
   mutable std::mutex mu_;
   MemStats stats_;
   std::size_t capacity_ = 0;

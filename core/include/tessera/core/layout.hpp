@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,11 @@ struct Range {
   Range intersect(const Range& o) const noexcept;
   bool operator==(const Range& o) const noexcept { return begin == o.begin && end == o.end; }
 };
+
+/// Prints "[begin,end)".
+inline std::ostream& operator<<(std::ostream& os, const Range& r) {
+  return os << '[' << r.begin << ',' << r.end << ')';
+}
 
 /// How a tensor relates to one mesh dimension:
 ///  - Shard(d): split along tensor dimension d, balanced (see balanced_split);

@@ -33,6 +33,8 @@ class Storage {
   Storage& operator=(const Storage&) = delete;
 
   void* data() const noexcept { return data_; }
+  /// Booked but holding no memory (from a meta Allocator).
+  bool is_meta() const noexcept { return allocator_ && allocator_->is_meta(); }
   std::size_t bytes() const noexcept { return bytes_; }
   MemCategory category() const noexcept { return category_; }
   const AllocatorPtr& allocator() const noexcept { return allocator_; }
@@ -65,6 +67,9 @@ class Tensor {
                           Shape strides = {});
 
   bool defined() const noexcept { return storage_ != nullptr; }
+  /// A tensor with a shape and booked bytes but no data (see Allocator's meta mode). Data
+  /// operations (copy_from, add_from, fill) on it do nothing; kernels must not read it.
+  bool is_meta() const noexcept { return storage_ && storage_->is_meta(); }
   DType dtype() const noexcept { return dtype_; }
   const Shape& shape() const noexcept { return shape_; }
   const Shape& strides() const noexcept { return strides_; }
@@ -105,7 +110,8 @@ class Tensor {
   Tensor clone() const;
   Tensor clone(MemCategory category) const;
 
-  /// Copies `src` (same shape and dtype, any strides) into this tensor's elements.
+  /// Copies `src` (same shape and dtype, any strides) into this tensor's elements (a no-op when
+  /// either is meta).
   void copy_from(const Tensor& src);
   /// Adds `src` (same shape, float dtype) elementwise into this tensor.
   void add_from(const Tensor& src);

@@ -14,21 +14,32 @@ namespace tessera::comm::local {
 /// rank fails. Several Worlds may exist in one process (no global state).
 class World : public Rendezvous {
  public:
+  /// A world of `size` ≥ 1 ranks whose backends wait at most `timeout` (> 0) in any blocking
+  /// call. Throws InvalidArgument otherwise.
   explicit World(int size, std::chrono::milliseconds timeout = std::chrono::minutes(5));
+  /// Backends taken from the world keep its state alive; destroying the World first is fine.
   ~World() override;
+  /// Number of ranks.
   int size() const noexcept;
+  /// Default deadline of the backends from backend(rank).
   std::chrono::milliseconds timeout() const noexcept;
+  /// "local world of 4 ranks (timeout 60000 ms)".
   std::string describe() const override;
 
-  /// The world-group backend of `rank` (0 ≤ rank < size). Each rank calls it once, from its thread.
+  /// The world-group backend of `rank` (0 ≤ rank < size). Each rank calls it once, from its thread;
+  /// a second call for the same rank throws InvalidArgument.
   std::unique_ptr<Backend> backend(int rank);
+  /// As backend(rank), with its own deadline for every blocking wait instead of the world's.
+  std::unique_ptr<Backend> backend(int rank, std::chrono::milliseconds timeout);
 
   /// Marks the world failed: every pending and later wait of every rank throws BackendError
   /// quoting `reason` (e.g. "rank 2 failed: ..."). The first reason wins. Never throws.
   void abort(const std::string& reason) noexcept;
+  /// True once abort() was called.
   bool aborted() const noexcept;
 
-  struct State;  // defined in the backend's sources
+  /// Groups, rendezvous slots, mailboxes, abort flag (defined in the backend's sources).
+  struct State;
 
  private:
   std::shared_ptr<State> state_;

@@ -1,0 +1,29 @@
+// CpuBackend::execute: routes each op to the convolution paths or to the other CPU kernels.
+#include "cpu_ops.hpp"
+#include "tessera/compute/cpu.hpp"
+#include "tessera/core/error.hpp"
+
+namespace tessera::compute::cpu {
+
+void CpuBackend::execute(const OpCall& call) {
+  for (const core::Tensor* t : call.in)
+    TESSERA_CHECK(t == nullptr || !t->is_meta(), "cpu ", op_name(call.kind), ": input ", t->describe(),
+                  " is a meta tensor (no data); meta runs need a recording backend, not cpu");
+  for (const core::Tensor* t : call.out)
+    TESSERA_CHECK(t == nullptr || !t->is_meta(), "cpu ", op_name(call.kind), ": output ", t->describe(),
+                  " is a meta tensor (no data); meta runs need a recording backend, not cpu");
+  switch (call.kind) {
+    case OpKind::Conv2dForward:
+      conv2d_forward(call.conv, *call.in[0], *call.in[1], call.in[2], *call.out[0]);
+      return;
+    case OpKind::Conv2dBackwardData:
+      conv2d_backward_data(call.conv, *call.in[0], *call.in[1], *call.out[0], call.accumulate);
+      return;
+    case OpKind::Conv2dBackwardWeight:
+      conv2d_backward_weight(call.conv, *call.in[0], *call.in[1], *call.out[0], call.out[1], call.accumulate);
+      return;
+    default: run_cpu_op(call, pool());
+  }
+}
+
+}  // namespace tessera::compute::cpu

@@ -1,0 +1,77 @@
+// Trace events in the one schema runtime and simulator share (Chrome trace JSON, opened by
+// Perfetto and drawn by the studio), a per-rank recorder and the JSON writer.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tessera::core {
+
+/// Lanes (Chrome "tid") of a rank's timeline.
+enum TraceLane : int {
+  kLaneCompute = 0,   ///< kernels, in program order
+  kLaneComm = 1,      ///< collectives
+  kLaneHaloBase = 16  ///< point-to-point: one lane per peer, kLaneHaloBase + peer
+};
+
+/// One event. ph 'X' = complete event (ts, dur), 'C' = counter (counters), flows are carried on
+/// 'X' events through flow_id with flow_out (the send) / flow_in (the receive).
+struct TraceEvent {
+  char ph = 'X';
+  std::string name;
+  std::string cat;          ///< "compute", "comm", "halo", "memory", "phase"
+  int pid = 0;              ///< rank
+  int tid = kLaneCompute;   ///< lane
+  double ts_us = 0;
+  double dur_us = 0;
+  // args
+  std::string op;           ///< kernel or collective name ("conv2d_forward", "all_reduce")
+  std::string layer;        ///< module path ("stages.1.blocks.0.dwconv")
+  std::int64_t bytes = -1;  ///< bytes moved (comm) or touched (compute); -1 = not applicable
+  double flops = -1;        ///< floating-point operations; -1 = not applicable
+  int peer = -1;            ///< peer rank for point-to-point
+  std::vector<int> coords;  ///< the rank's mesh coordinates
+  std::string flow_id;      ///< "0x1a"; empty = no flow
+  bool flow_out = false;
+  bool flow_in = false;
+  std::vector<std::pair<std::string, double>> counters;  ///< for ph 'C'
+};
+
+/// Collects one run's events from every rank (thread-safe). Timestamps are microseconds since
+/// the recorder's epoch, so all ranks share one clock.
+class TraceRecorder {
+ public:
+  TraceRecorder();
+  /// Microseconds since this recorder was created.
+  double now_us() const;
+  void add(TraceEvent e);
+  std::vector<TraceEvent> events() const;
+  /// Names a rank's process track ("rank 3 (1,1)").
+  void set_process_name(int pid, std::string name);
+  std::vector<std::pair<int, std::string>> process_names() const;
+
+ private:
+  std::chrono::steady_clock::time_point epoch_;
+  mutable std::mutex mu_;
+  std::vector<TraceEvent> events_;
+  std::vector<std::pair<int, std::string>> process_names_;
+};
+
+/// Writes {"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {...}} with process and
+/// thread name metadata. `other` holds string key/value pairs for otherData (e.g. model, mesh).
+void write_chrome_trace(std::ostream& os, const std::vector<TraceEvent>& events,
+                        const std::vector<std::pair<int, std::string>>& process_names,
+                        const std::vector<std::pair<std::string, std::string>>& other = {});
+
+/// The name of a lane: "compute", "comm", "halo <-> rank 3".
+std::string trace_lane_name(int tid);
+
+/// Escapes a string for a JSON string literal (without the quotes).
+std::string json_escape(const std::string& s);
+
+}  // namespace tessera::core

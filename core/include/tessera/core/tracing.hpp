@@ -1,0 +1,73 @@
+// Decorators that time every compute op and every communication call of a rank and record them
+// as trace events (the schema of core/trace.hpp), without changing what they do.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "tessera/comm/backend.hpp"
+#include "tessera/compute/backend.hpp"
+#include "tessera/core/allocator.hpp"
+#include "tessera/core/trace.hpp"
+#include "tessera/nn/module.hpp"
+
+namespace tessera::core {
+
+/// What every event of one rank carries.
+struct TraceTarget {
+  TraceRecorder* recorder = nullptr;
+  int rank = 0;                   ///< world rank (the trace's pid)
+  std::vector<int> coords;        ///< mesh coordinates
+  const nn::Scope* scope = nullptr;  ///< current layer, or null
+  AllocatorPtr allocator;         ///< when set, a memory counter event follows each op
+};
+
+/// Wraps a compute backend: each execute() becomes one 'X' event on the compute lane with the
+/// op's name, layer, FLOPs and bytes (compute::op_cost).
+class TracingCompute final : public compute::Backend {
+ public:
+  TracingCompute(compute::Backend& inner, TraceTarget target);
+  std::string_view name() const noexcept override { return inner_.name(); }
+  int num_threads() const noexcept override { return inner_.num_threads(); }
+  void set_num_threads(int n) override { inner_.set_num_threads(n); }
+  void execute(const compute::OpCall& call) override;
+
+ private:
+  compute::Backend& inner_;
+  TraceTarget target_;
+};
+
+/// Wraps a comm backend: collectives become events on the comm lane (from the call until the
+/// Work completes); each send and receive of a batch becomes an event on the lane of its peer,
+/// sends and receives joined by flow arrows. Sub-groups from split() are traced too, with peers
+/// reported as world ranks.
+class TracingComm final : public comm::Backend {
+ public:
+  TracingComm(std::unique_ptr<comm::Backend> owned, TraceTarget target, std::vector<int> world_ranks = {});
+  TracingComm(comm::Backend& inner, TraceTarget target);
+  std::string_view name() const noexcept override { return inner_->name(); }
+  int rank() const noexcept override { return inner_->rank(); }
+  int size() const noexcept override { return inner_->size(); }
+  comm::Capabilities capabilities() const noexcept override { return inner_->capabilities(); }
+  std::chrono::milliseconds timeout() const noexcept override { return inner_->timeout(); }
+  comm::WorkPtr all_reduce(comm::BufferView buf, comm::ReduceOp op) override;
+  comm::WorkPtr all_gather(comm::BufferView send, comm::BufferView recv) override;
+  comm::WorkPtr reduce_scatter(comm::BufferView send, comm::BufferView recv, comm::ReduceOp op) override;
+  comm::WorkPtr broadcast(comm::BufferView buf, int root) override;
+  comm::WorkPtr batch_p2p(const std::vector<comm::P2POp>& ops) override;
+  void barrier() override;
+  comm::WorkPtr all_to_all(comm::BufferView send, comm::BufferView recv) override;
+  std::unique_ptr<comm::Backend> split(const std::vector<int>& ranks) override;
+
+ private:
+  comm::WorkPtr traced(const char* op, std::int64_t bytes, comm::WorkPtr w, double t0);
+  int world_rank(int group_rank) const;
+
+  std::unique_ptr<comm::Backend> owned_;
+  comm::Backend* inner_;
+  TraceTarget target_;
+  std::vector<int> world_ranks_;  // group rank → world rank (empty: identity)
+  std::vector<std::int64_t> sent_, received_;  // per peer message counts, for flow ids
+};
+
+}  // namespace tessera::core

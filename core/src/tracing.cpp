@@ -1,0 +1,187 @@
+// TracingCompute and TracingComm: time each call, record it, pass it on unchanged.
+#include "tessera/core/tracing.hpp"
+
+#include "tessera/compute/ops.hpp"
+#include "tessera/core/error.hpp"
+
+namespace tessera::core {
+
+namespace {
+
+std::string layer_of(const TraceTarget& t) { return t.scope ? t.scope->layer : std::string(); }
+
+void memory_counter(const TraceTarget& t, double ts) {
+  if (!t.allocator) return;
+  const MemStats s = t.allocator->stats();
+  TraceEvent c;
+  c.ph = 'C';
+  c.name = "memory";
+  c.pid = t.rank;
+  c.ts_us = ts;
+  for (int i = 0; i < kNumMemCategories; ++i)
+    c.counters.emplace_back(std::string(mem_category_name(static_cast<MemCategory>(i))), double(s.current[i]));
+  t.recorder->add(std::move(c));
+}
+
+}  // namespace
+
+TracingCompute::TracingCompute(compute::Backend& inner, TraceTarget target) : inner_(inner), target_(std::move(target)) {
+  TESSERA_CHECK(target_.recorder != nullptr, "TracingCompute needs a TraceRecorder");
+}
+
+void TracingCompute::execute(const compute::OpCall& call) {
+  const double t0 = target_.recorder->now_us();
+  inner_.execute(call);
+  const double t1 = target_.recorder->now_us();
+  const compute::OpCost cost = compute::op_cost(call);
+  TraceEvent e;
+  e.name = std::string(compute::op_name(call.kind));
+  e.cat = "compute";
+  e.pid = target_.rank;
+  e.tid = kLaneCompute;
+  e.ts_us = t0;
+  e.dur_us = t1 - t0;
+  e.op = e.name;
+  e.layer = layer_of(target_);
+  e.bytes = cost.bytes_read + cost.bytes_written;
+  e.flops = cost.flops;
+  e.coords = target_.coords;
+  target_.recorder->add(std::move(e));
+  memory_counter(target_, t1);
+}
+
+namespace {
+
+// Completes the traced event when the inner Work completes.
+class TracedWork final : public comm::Work {
+ public:
+  TracedWork(comm::WorkPtr inner, TraceTarget target, std::vector<TraceEvent> events)
+      : inner_(std::move(inner)), target_(std::move(target)), events_(std::move(events)) {}
+  ~TracedWork() override { flush(); }
+  bool is_completed() override {
+    const bool done = !inner_ || inner_->is_completed();
+    if (done) flush();
+    return done;
+  }
+  void wait() override {
+    if (inner_) inner_->wait();
+    flush();
+  }
+
+ private:
+  void flush() noexcept {
+    if (events_.empty()) return;
+    const double t1 = target_.recorder->now_us();
+    for (auto& e : events_) {
+      e.dur_us = t1 - e.ts_us;
+      target_.recorder->add(std::move(e));
+    }
+    events_.clear();
+  }
+  comm::WorkPtr inner_;
+  TraceTarget target_;
+  std::vector<TraceEvent> events_;
+};
+
+}  // namespace
+
+TracingComm::TracingComm(std::unique_ptr<comm::Backend> owned, TraceTarget target, std::vector<int> world_ranks)
+    : owned_(std::move(owned)), inner_(owned_.get()), target_(std::move(target)), world_ranks_(std::move(world_ranks)) {
+  TESSERA_CHECK(target_.recorder != nullptr, "TracingComm needs a TraceRecorder");
+  sent_.assign(inner_->size(), 0);
+  received_.assign(inner_->size(), 0);
+}
+
+TracingComm::TracingComm(comm::Backend& inner, TraceTarget target) : inner_(&inner), target_(std::move(target)) {
+  TESSERA_CHECK(target_.recorder != nullptr, "TracingComm needs a TraceRecorder");
+  sent_.assign(inner_->size(), 0);
+  received_.assign(inner_->size(), 0);
+}
+
+int TracingComm::world_rank(int group_rank) const {
+  return world_ranks_.empty() ? group_rank : world_ranks_.at(group_rank);
+}
+
+comm::WorkPtr TracingComm::traced(const char* op, std::int64_t bytes, comm::WorkPtr w, double t0) {
+  TraceEvent e;
+  e.name = op;
+  e.cat = "comm";
+  e.pid = target_.rank;
+  e.tid = kLaneComm;
+  e.ts_us = t0;
+  e.op = op;
+  e.layer = layer_of(target_);
+  e.bytes = bytes;
+  e.coords = target_.coords;
+  std::vector<TraceEvent> events;
+  events.push_back(std::move(e));
+  return std::make_unique<TracedWork>(std::move(w), target_, std::move(events));
+}
+
+comm::WorkPtr TracingComm::all_reduce(comm::BufferView buf, comm::ReduceOp op) {
+  const double t0 = target_.recorder->now_us();
+  return traced("all_reduce", std::int64_t(buf.bytes()), inner_->all_reduce(buf, op), t0);
+}
+
+comm::WorkPtr TracingComm::all_gather(comm::BufferView send, comm::BufferView recv) {
+  const double t0 = target_.recorder->now_us();
+  return traced("all_gather", std::int64_t(recv.bytes()), inner_->all_gather(send, recv), t0);
+}
+
+comm::WorkPtr TracingComm::reduce_scatter(comm::BufferView send, comm::BufferView recv, comm::ReduceOp op) {
+  const double t0 = target_.recorder->now_us();
+  return traced("reduce_scatter", std::int64_t(send.bytes()), inner_->reduce_scatter(send, recv, op), t0);
+}
+
+comm::WorkPtr TracingComm::broadcast(comm::BufferView buf, int root) {
+  const double t0 = target_.recorder->now_us();
+  return traced("broadcast", std::int64_t(buf.bytes()), inner_->broadcast(buf, root), t0);
+}
+
+comm::WorkPtr TracingComm::all_to_all(comm::BufferView send, comm::BufferView recv) {
+  const double t0 = target_.recorder->now_us();
+  return traced("all_to_all", std::int64_t(send.bytes()), inner_->all_to_all(send, recv), t0);
+}
+
+void TracingComm::barrier() {
+  const double t0 = target_.recorder->now_us();
+  inner_->barrier();
+  traced("barrier", 0, nullptr, t0)->wait();
+}
+
+comm::WorkPtr TracingComm::batch_p2p(const std::vector<comm::P2POp>& ops) {
+  const double t0 = target_.recorder->now_us();
+  std::vector<TraceEvent> events;
+  for (const auto& o : ops) {
+    const int peer = world_rank(o.peer);
+    const bool send = o.kind == comm::P2POp::Kind::Send;
+    TraceEvent e;
+    e.name = send ? "send" : "recv";
+    e.cat = "halo";
+    e.pid = target_.rank;
+    e.tid = kLaneHaloBase + peer;
+    e.ts_us = t0;
+    e.op = e.name;
+    e.layer = layer_of(target_);
+    e.bytes = std::int64_t(o.buf.bytes());
+    e.peer = peer;
+    e.coords = target_.coords;
+    const int src = send ? target_.rank : peer, dst = send ? peer : target_.rank;
+    const std::int64_t seq = send ? sent_.at(o.peer)++ : received_.at(o.peer)++;
+    e.flow_id = std::to_string(src) + "_" + std::to_string(dst) + "_" + std::to_string(seq);
+    e.flow_out = send;
+    e.flow_in = !send;
+    events.push_back(std::move(e));
+  }
+  return std::make_unique<TracedWork>(inner_->batch_p2p(ops), target_, std::move(events));
+}
+
+std::unique_ptr<comm::Backend> TracingComm::split(const std::vector<int>& ranks) {
+  auto sub = inner_->split(ranks);
+  if (!sub) return nullptr;
+  std::vector<int> wr;
+  for (int r : ranks) wr.push_back(world_rank(r));
+  return std::make_unique<TracingComm>(std::move(sub), target_, std::move(wr));
+}
+
+}  // namespace tessera::core

@@ -1,0 +1,460 @@
+// Tests of the local backend beyond the conformance suite: several Worlds at once, create() and
+// the registry, bit-for-bit determinism, abort and late arrivals, local-only rules.
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "comm/conformance.hpp"
+#include "tessera/builtin_backends.hpp"
+#include "tessera/comm/local.hpp"
+
+namespace {
+
+using namespace tessera;
+using namespace std::chrono_literals;
+using test::conformance::inputs;
+using test::conformance::view;
+using Clock = std::chrono::steady_clock;
+
+long long ms_since(Clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+}
+
+using test::conformance::missing_from;
+
+/// Runs `fn` on `size` local ranks; returns "" or the rethrown failure's message.
+std::string run_local(int size, const std::function<void(comm::Backend&)>& fn) {
+  try {
+    comm::local::run(size, fn, 10s);
+    return "";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+/// A loop of all_reduces and a p2p ring with seed `seed`; throws on a wrong result.
+void busy_rank(comm::Backend& b, std::uint64_t seed, int iterations) {
+  for (int it = 0; it < iterations; ++it) {
+    const auto s = seed * 1000 + static_cast<std::uint64_t>(it);
+    std::vector<double> x = inputs<double>(s, b.rank(), 33);
+    b.all_reduce(view(x), comm::ReduceOp::Sum)->wait();
+    test::conformance::expect_equal(
+        b, x, test::conformance::reference_reduce<double>(comm::ReduceOp::Sum, s, b.size(), 0, 33),
+        "all_reduce");
+    const int next = (b.rank() + 1) % b.size(), prev = (b.rank() + b.size() - 1) % b.size();
+    std::vector<std::int64_t> out = inputs<std::int64_t>(s, b.rank(), 5), in(5);
+    b.batch_p2p({{comm::P2POp::Kind::Send, view(out), next, it},
+                 {comm::P2POp::Kind::Recv, view(in), prev, it}})
+        ->wait();
+    test::conformance::expect_equal(b, in, inputs<std::int64_t>(s, prev, 5), "ring");
+  }
+}
+
+}  // namespace
+
+TEST_CASE("two Worlds run concurrently without sharing state", "[comm][local]") {
+  SECTION("two runs on separate threads") {
+    std::string err_a, err_b;
+    std::thread a([&] {
+      try {
+        comm::local::run(4, [](comm::Backend& b) { busy_rank(b, 1, 200); });
+      } catch (const std::exception& e) {
+        err_a = e.what();
+      }
+    });
+    std::thread c([&] {
+      try {
+        comm::local::run(3, [](comm::Backend& b) { busy_rank(b, 2, 200); });
+      } catch (const std::exception& e) {
+        err_b = e.what();
+      }
+    });
+    a.join();
+    c.join();
+    REQUIRE(err_a == "");
+    REQUIRE(err_b == "");
+  }
+  SECTION("each thread holds a rank of both worlds and alternates between them") {
+    comm::local::World wa(2, 10s), wb(2, 10s);
+    std::string errs[2];
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        try {
+          auto ba = wa.backend(r);
+          auto bb = wb.backend(1 - r);  // the same thread is rank r in A and 1-r in B
+          for (int it = 0; it < 100; ++it) {
+            std::vector<std::int32_t> xa = {r + 1}, xb = {10 * (r + 1)};
+            ba->all_reduce(view(xa), comm::ReduceOp::Sum)->wait();
+            bb->all_reduce(view(xb), comm::ReduceOp::Max)->wait();
+            if (xa[0] != 3 || xb[0] != 20) throw std::runtime_error("wrong result");
+          }
+        } catch (const std::exception& e) {
+          errs[r] = e.what();
+          wa.abort(e.what());
+          wb.abort(e.what());
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    REQUIRE(errs[0] == "");
+    REQUIRE(errs[1] == "");
+  }
+}
+
+TEST_CASE("create() needs an in-process World of the right size", "[comm][local]") {
+  comm::BackendOptions opts;
+  opts.size = 2;
+  SECTION("no rendezvous") {
+    std::string msg;
+    try {
+      comm::local::create(opts);
+    } catch (const InvalidArgument& e) {
+      msg = e.what();
+    }
+    REQUIRE(missing_from(msg, "in-process World") == "");
+    REQUIRE(missing_from(msg, "local::run") == "");
+  }
+  SECTION("a rendezvous of another kind") {
+    struct Foreign : comm::Rendezvous {
+      std::string describe() const override { return "env://somewhere:1234"; }
+    };
+    opts.rendezvous = std::make_shared<Foreign>();
+    std::string msg;
+    try {
+      comm::local::create(opts);
+    } catch (const InvalidArgument& e) {
+      msg = e.what();
+    }
+    REQUIRE(missing_from(msg, "env://somewhere:1234") == "");
+  }
+  SECTION("a World of another size") {
+    opts.rendezvous = std::make_shared<comm::local::World>(3);
+    std::string msg;
+    try {
+      comm::local::create(opts);
+    } catch (const InvalidArgument& e) {
+      msg = e.what();
+    }
+    REQUIRE(missing_from(msg, "3 ranks") == "");
+  }
+  SECTION("a World: backends from create() talk to each other with the options' timeout") {
+    auto world = std::make_shared<comm::local::World>(2);
+    opts.rendezvous = world;
+    opts.timeout = 1234ms;
+    std::atomic<int> ok{0};
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        comm::BackendOptions o = opts;
+        o.rank = r;
+        auto b = comm::local::create(o);
+        std::vector<float> x = {1.5f};
+        b->all_reduce(view(x), comm::ReduceOp::Sum)->wait();
+        if (x[0] == 3.0f && b->timeout() == 1234ms && b->name() == "local") ++ok;
+      });
+    }
+    for (auto& t : threads) t.join();
+    REQUIRE(ok == 2);
+  }
+}
+
+TEST_CASE("the built-in comm registry holds exactly the local backend", "[comm][registry]") {
+  comm::Registry registry;
+  register_builtin_backends(registry);
+  REQUIRE(registry.names() == std::vector<std::string>{"local"});
+  const auto caps = registry.capabilities("local");
+  REQUIRE(caps.all_to_all);
+  REQUIRE(caps.split);
+  REQUIRE(!caps.cuda_memory);
+  REQUIRE(!caps.multi_process);
+
+  std::string msg;
+  try {
+    registry.create("nope", comm::BackendOptions{});
+  } catch (const InvalidArgument& e) {
+    msg = e.what();
+  }
+  REQUIRE(missing_from(msg, "'nope'") == "");
+  REQUIRE(missing_from(msg, "available: local") == "");
+
+  comm::BackendOptions opts;
+  opts.rendezvous = std::make_shared<comm::local::World>(1);
+  auto b = registry.create("local", opts);
+  REQUIRE(b->name() == "local");
+  REQUIRE(b->size() == 1);
+}
+
+TEST_CASE("same inputs give the same bits, reduced in rank order", "[comm][local]") {
+  constexpr std::size_t kCount = 4099;
+  auto once = [&] {
+    std::vector<float> result;
+    std::mutex mu;
+    comm::local::run(4, [&](comm::Backend& b) {
+      std::vector<float> x = inputs<float>(77, b.rank(), kCount);
+      b.all_reduce(view(x), comm::ReduceOp::Sum)->wait();
+      if (b.rank() == 2) {
+        std::lock_guard lock(mu);
+        result = x;
+      }
+    });
+    return result;
+  };
+  const auto first = once();
+  for (int i = 0; i < 3; ++i) {
+    const auto again = once();
+    REQUIRE(again.size() == first.size());
+    REQUIRE(std::memcmp(again.data(), first.data(), first.size() * sizeof(float)) == 0);
+  }
+  // The order matters for these inputs (so the conformance suite's exact comparison can fail):
+  // summing in reverse rank order changes some element.
+  const auto forward =
+      test::conformance::reference_reduce<float>(comm::ReduceOp::Sum, 77, 4, 0, kCount);
+  REQUIRE(std::memcmp(forward.data(), first.data(), kCount * sizeof(float)) == 0);
+  int differs = 0;
+  for (std::size_t i = 0; i < kCount; ++i) {
+    float rev = inputs<float>(77, 3, kCount)[i];
+    for (int r = 2; r >= 0; --r) rev += test::conformance::input_value<float>(77, r, i);
+    if (rev != forward[i]) ++differs;
+    if (i > 64) break;  // a few dozen elements are enough to find a difference
+  }
+  REQUIRE(differs > 0);
+}
+
+TEST_CASE("a failing rank's root cause is rethrown; the others see who failed", "[comm][local]") {
+  struct Boom : std::runtime_error {
+    using std::runtime_error::runtime_error;
+  };
+  std::mutex mu;
+  std::vector<std::string> secondary;
+  bool caught_boom = false;
+  const auto t0 = Clock::now();
+  try {
+    comm::local::run(
+        4,
+        [&](comm::Backend& b) {
+          if (b.rank() == 2) {
+            std::this_thread::sleep_for(20ms);  // let the others block first
+            throw Boom("boom");
+          }
+          try {
+            std::vector<float> x(5);
+            if (b.rank() == 3) {
+              b.batch_p2p({{comm::P2POp::Kind::Recv, view(x), 2, 0}})->wait();
+            } else {
+              b.all_reduce(view(x), comm::ReduceOp::Sum)->wait();
+            }
+          } catch (const BackendError& e) {
+            std::lock_guard lock(mu);
+            secondary.push_back(detail::cat(e.code(), " ", e.what()));
+            throw;
+          }
+        },
+        10s);
+  } catch (const Boom& e) {
+    caught_boom = std::string(e.what()) == "boom";
+  }
+  REQUIRE(caught_boom);
+  REQUIRE(ms_since(t0) < 2000);
+  REQUIRE(secondary.size() == 3);
+  for (const auto& m : secondary) {
+    REQUIRE(missing_from(m, "125 local: rank ") == "");
+    REQUIRE(missing_from(m, "aborted: rank 2 failed: boom") == "");
+    REQUIRE(missing_from(m, m.find("rank 3") != std::string::npos ? "batch_p2p" : "all_reduce") ==
+            "");
+  }
+}
+
+TEST_CASE("World::abort releases waiting ranks and fails later calls", "[comm][local]") {
+  comm::local::World world(3, 10s);
+  std::vector<std::string> errs(2);
+  std::vector<std::thread> threads;
+  const auto t0 = Clock::now();
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      auto b = world.backend(r);
+      std::vector<double> x(3);
+      try {
+        b->all_reduce(view(x), comm::ReduceOp::Sum);  // rank 2 never comes
+      } catch (const BackendError& e) {
+        errs[static_cast<std::size_t>(r)] = e.what();
+      }
+      try {
+        b->barrier();
+        errs[static_cast<std::size_t>(r)] += " | barrier after abort did not throw";
+      } catch (const BackendError&) {
+      }
+    });
+  }
+  std::this_thread::sleep_for(50ms);
+  REQUIRE(!world.aborted());
+  world.abort("stopped by the test");
+  world.abort("a second reason is ignored");
+  for (auto& t : threads) t.join();
+  REQUIRE(world.aborted());
+  REQUIRE(ms_since(t0) < 2000);
+  REQUIRE(errs[0] == "local: rank 0: all_reduce aborted: stopped by the test");
+  REQUIRE(errs[1] == "local: rank 1: all_reduce aborted: stopped by the test");
+}
+
+TEST_CASE("a rank arriving after a timeout fails fast and touches no freed buffer",
+          "[comm][local]") {
+  std::mutex mu;
+  std::string late_msg;
+  long long late_ms = -1;
+  comm::local::run(
+      3,
+      [&](comm::Backend& b) {
+        if (b.rank() == 2) {
+          std::this_thread::sleep_for(300ms);
+          std::vector<float> x(64, 1.0f);
+          const auto t0 = Clock::now();
+          try {
+            b.all_reduce(view(x), comm::ReduceOp::Sum);
+          } catch (const TimeoutError& e) {
+            std::lock_guard lock(mu);
+            late_msg = e.what();
+            late_ms = ms_since(t0);
+          }
+          return;
+        }
+        {
+          std::vector<float> x(64, 1.0f);  // freed right after the timeout (ASan checks it)
+          try {
+            b.all_reduce(view(x), comm::ReduceOp::Sum);
+          } catch (const TimeoutError&) {
+          }
+        }
+      },
+      100ms);
+  REQUIRE(missing_from(late_msg, "rank 2: all_reduce") == "");
+  REQUIRE(missing_from(late_msg, "failed earlier") == "");
+  REQUIRE(late_ms >= 0);
+  REQUIRE(late_ms < 50);
+}
+
+TEST_CASE("bf16 and f16 reductions are unsupported, copies work", "[comm][local]") {
+  const std::string err = run_local(2, [](comm::Backend& b) {
+    std::vector<std::uint16_t> h = {std::uint16_t(b.rank() == 0 ? 0x3F80 : 0)};  // bf16 1.0
+    auto expect_unsupported = [&](const char* what, const std::function<void()>& call,
+                                  const char* part) {
+      try {
+        call();
+      } catch (const Unsupported& e) {
+        if (missing_from(e.what(), part).empty()) return;
+        throw std::runtime_error(missing_from(e.what(), part));
+      }
+      throw std::runtime_error(std::string(what) + " did not throw Unsupported");
+    };
+    comm::BufferView v{h.data(), 1, core::DType::BF16};
+    expect_unsupported(
+        "bf16 all_reduce", [&] { b.all_reduce(v, comm::ReduceOp::Sum); }, "bf16");
+    comm::BufferView f16_send{h.data(), 1, core::DType::F16}, f16_recv = f16_send;
+    f16_send.count = 0;
+    f16_recv.count = 0;
+    expect_unsupported(
+        "f16 reduce_scatter", [&] { b.reduce_scatter(f16_send, f16_recv, comm::ReduceOp::Max); },
+        "f16");
+    b.broadcast(v, 0)->wait();
+    if (h[0] != 0x3F80) throw std::runtime_error("bf16 broadcast did not copy");
+    comm::BufferView cuda{h.data(), 1, core::DType::F32, comm::MemorySpace::Cuda};
+    expect_unsupported(
+        "broadcast of CUDA memory", [&] { b.broadcast(cuda, 0); }, "host memory");
+  });
+  REQUIRE(err == "");
+}
+
+TEST_CASE("in-place all_gather and reduce_scatter", "[comm][local]") {
+  const std::string err = run_local(3, [](comm::Backend& b) {
+    const auto r = static_cast<std::size_t>(b.rank());
+    std::vector<std::int32_t> g(6, -1);
+    g[2 * r] = b.rank();
+    g[2 * r + 1] = 10 * b.rank();
+    b.all_gather({g.data() + 2 * r, 2, core::DType::I32}, view(g))->wait();
+    if (g != std::vector<std::int32_t>{0, 0, 1, 10, 2, 20})
+      throw std::runtime_error("in-place all_gather gave a wrong result");
+    std::vector<std::int64_t> s = {1, 2, 3};
+    for (auto& v : s) v *= b.rank() + 1;
+    b.reduce_scatter(view(s), {s.data() + r, 1, core::DType::I64}, comm::ReduceOp::Sum)->wait();
+    if (s[r] != static_cast<std::int64_t>(6 * (r + 1)))
+      throw std::runtime_error("in-place reduce_scatter gave a wrong result");
+  });
+  REQUIRE(err == "");
+}
+
+TEST_CASE("split lists must agree among the members", "[comm][local]") {
+  std::mutex mu;
+  std::vector<std::string> msgs;
+  comm::local::run(3, [&](comm::Backend& b) {
+    const std::vector<int> mine = b.rank() == 0 ? std::vector<int>{0, 1} : std::vector<int>{1, 2};
+    try {
+      b.split(mine);
+    } catch (const InvalidArgument& e) {
+      std::lock_guard lock(mu);
+      msgs.push_back(e.what());
+    }
+  });
+  REQUIRE(msgs.size() == 3);
+  for (const auto& m : msgs) {
+    REQUIRE(missing_from(m, "split") == "");
+    REQUIRE(missing_from(m, "{0, 1}") == "");
+    REQUIRE(missing_from(m, "{1, 2}") == "");
+  }
+}
+
+TEST_CASE("World and run() reject bad arguments", "[comm][local]") {
+  bool threw = false;
+  try {
+    comm::local::World w(0);
+  } catch (const InvalidArgument&) {
+    threw = true;
+  }
+  REQUIRE(threw);
+  threw = false;
+  try {
+    comm::local::run(0, [](comm::Backend&) {});
+  } catch (const InvalidArgument&) {
+    threw = true;
+  }
+  REQUIRE(threw);
+
+  comm::local::World world(2);
+  REQUIRE(missing_from(world.describe(), "2 ranks") == "");
+  auto b0 = world.backend(0);
+  std::string msg;
+  try {
+    world.backend(0);
+  } catch (const InvalidArgument& e) {
+    msg = e.what();
+  }
+  REQUIRE(missing_from(msg, "already created") == "");
+  msg.clear();
+  try {
+    world.backend(2);
+  } catch (const InvalidArgument& e) {
+    msg = e.what();
+  }
+  REQUIRE(missing_from(msg, "outside this world of 2 ranks") == "");
+  msg.clear();
+  try {
+    b0->split({0, 0});
+  } catch (const InvalidArgument& e) {
+    msg = e.what();
+  }
+  REQUIRE(missing_from(msg, "listed twice") == "");
+}
+
+TEST_CASE("the conformance suite's own checks can fail", "[comm][local]") {
+  // A wrong all_reduce result must surface as a failed check, not a pass.
+  const auto target = test::conformance::ConformanceTarget{
+      "local", [](int size, std::chrono::milliseconds timeout,
+                  const test::conformance::RankFn& fn) { comm::local::run(size, fn, timeout); }};
+  const std::string err = test::conformance::run_ranks(target, 2, [](comm::Backend& b) {
+    std::vector<float> x = {1.0f};
+    b.all_reduce(view(x), comm::ReduceOp::Sum)->wait();
+    test::conformance::expect_equal(b, x, std::vector<float>{3.0f}, "deliberately wrong");
+  });
+  REQUIRE(missing_from(err, "check failed") == "");
+  REQUIRE(missing_from(err, "deliberately wrong") == "");
+}

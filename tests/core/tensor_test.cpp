@@ -1,0 +1,125 @@
+// Tensor: shapes, views, strided copies, and booking through the allocator.
+#include "support/test_utils.hpp"
+#include "tessera/core/tensor.hpp"
+
+using namespace tessera;
+using core::DType;
+using core::MemCategory;
+using core::Tensor;
+
+TEST_CASE("tensor shape, strides and element access", "[core][tensor]") {
+  Tensor t = Tensor::zeros({2, 3, 4, 5});
+  REQUIRE(t.ndim() == 4);
+  REQUIRE(t.numel() == 120);
+  REQUIRE(t.nbytes() == 480);
+  REQUIRE(t.strides() == core::Shape{60, 20, 5, 1});
+  REQUIRE(t.is_contiguous());
+  t.at<float>({1, 2, 3, 4}) = 7.f;
+  REQUIRE(t.data<float>()[119] == 7.f);
+  REQUIRE(t.size(-1) == 5);
+  REQUIRE_THROWS_AS(t.data<double>(), InvalidArgument);
+  REQUIRE_THROWS_AS(t.at<float>({2, 0, 0, 0}), InvalidArgument);
+  REQUIRE_THROWS_AS(Tensor::empty({2, -1}), InvalidArgument);
+}
+
+TEST_CASE("narrow makes views that share storage", "[core][tensor]") {
+  Tensor t = test::random_tensor({2, 3, 6, 7}, DType::F64, 1);
+  Tensor v = t.narrow(3, 2, 3).narrow(2, 1, 4);
+  REQUIRE(v.shape() == core::Shape{2, 3, 4, 3});
+  REQUIRE_FALSE(v.is_contiguous());
+  REQUIRE(v.shares_storage(t));
+  REQUIRE(v.at<double>({1, 2, 0, 0}) == t.at<double>({1, 2, 1, 2}));
+  v.at<double>({0, 0, 3, 2}) = 42.0;
+  REQUIRE(t.at<double>({0, 0, 4, 4}) == 42.0);
+  REQUIRE_THROWS_AS(t.narrow(3, 5, 3), InvalidArgument);
+  Tensor c = v.contiguous();
+  REQUIRE(c.is_contiguous());
+  REQUIRE_FALSE(c.shares_storage(t));
+  REQUIRE(test::to_doubles(c) == test::to_doubles(v));
+}
+
+TEST_CASE("copy_from, add_from and fill through strided views", "[core][tensor]") {
+  Tensor a = test::random_tensor({3, 5, 4}, DType::F32, 2);
+  Tensor b = Tensor::zeros({3, 5, 8});
+  b.narrow(2, 4, 4).copy_from(a);
+  REQUIRE(test::to_doubles(b.narrow(2, 4, 4)) == test::to_doubles(a));
+  REQUIRE(test::to_doubles(b.narrow(2, 0, 4)) == std::vector<double>(60, 0.0));
+  b.narrow(2, 4, 4).add_from(a);
+  const auto twice = test::to_doubles(b.narrow(2, 4, 4));
+  const auto once = test::to_doubles(a);
+  for (std::size_t i = 0; i < once.size(); ++i) REQUIRE(twice[i] == 2 * once[i]);
+  b.narrow(1, 1, 2).fill(3.0);
+  REQUIRE(b.at<float>({2, 2, 7}) == 3.f);
+  REQUIRE(b.at<float>({2, 3, 7}) != 3.f);
+  REQUIRE_THROWS_AS(b.copy_from(a), InvalidArgument);
+}
+
+TEST_CASE("reshape needs contiguity; from_blob borrows memory", "[core][tensor]") {
+  Tensor t = Tensor::zeros({4, 6});
+  REQUIRE(t.reshape({2, 12}).shape() == core::Shape{2, 12});
+  REQUIRE_THROWS_AS(t.reshape({5, 5}), InvalidArgument);
+  REQUIRE_THROWS_AS(t.narrow(1, 0, 3).reshape({12}), InvalidArgument);
+  std::vector<double> mem(6, 1.5);
+  Tensor b = Tensor::from_blob(mem.data(), {2, 3}, DType::F64, nullptr);
+  b.at<double>({1, 2}) = 9;
+  REQUIRE(mem[5] == 9);
+}
+
+TEST_CASE("allocator books current and peak bytes by category", "[core][allocator]") {
+  auto alloc = std::make_shared<core::Allocator>("rank0");
+  {
+    Tensor p = Tensor::empty({1000}, DType::F32, MemCategory::Parameter, alloc);
+    Tensor a = Tensor::empty({500}, DType::F64, MemCategory::Activation, alloc);
+    auto s = alloc->stats();
+    REQUIRE(s.current_of(MemCategory::Parameter) == 4000);
+    REQUIRE(s.current_of(MemCategory::Activation) == 4000);
+    REQUIRE(s.current_total == 8000);
+    Tensor view = a.narrow(0, 0, 10);  // views allocate nothing
+    REQUIRE(alloc->stats().current_total == 8000);
+    Tensor c = view.clone();  // clones keep the category
+    REQUIRE(alloc->stats().current_of(MemCategory::Activation) == 4080);
+  }
+  auto s = alloc->stats();
+  REQUIRE(s.current_total == 0);
+  REQUIRE(s.peak_total == 8080);
+  REQUIRE(s.peak_of(MemCategory::Activation) == 4080);
+  REQUIRE(s.peak_of(MemCategory::Parameter) == 4000);
+  REQUIRE(s.peak_of(MemCategory::HaloBuffer) == 0);
+  alloc->reset_peaks();
+  REQUIRE(alloc->stats().peak_total == 0);
+  REQUIRE(core::mem_category_name(MemCategory::HaloBuffer) == "halo_buffer");
+}
+
+TEST_CASE("allocator capacity refuses an allocation with a clear error", "[core][allocator]") {
+  auto alloc = std::make_shared<core::Allocator>("gpu0");
+  alloc->set_capacity(1 << 20);
+  Tensor a = Tensor::empty({200000}, DType::F32, MemCategory::Activation, alloc);
+  try {
+    Tensor b = Tensor::empty({100000}, DType::F32, MemCategory::HaloBuffer, alloc);
+    FAIL("allocation past the capacity succeeded");
+  } catch (const OutOfMemory& e) {
+    REQUIRE_THAT(std::string(e.what()), Catch::Matchers::Contains("halo_buffer"));
+    REQUIRE_THAT(std::string(e.what()), Catch::Matchers::Contains("capacity of 1048576"));
+  }
+  REQUIRE(alloc->stats().current_total == 800000);  // the refused block was never booked
+}
+
+TEST_CASE("meta tensors book bytes like real ones but hold no memory", "[core][allocator][meta]") {
+  auto real = std::make_shared<core::Allocator>("real");
+  auto meta = std::make_shared<core::Allocator>("meta", true);
+  auto run = [](const core::AllocatorPtr& a) {
+    Tensor x = Tensor::zeros({64, 1024, 1024}, DType::F32, MemCategory::Activation, a);  // 256 MiB
+    Tensor h = x.narrow(2, 0, 8).clone(MemCategory::HaloBuffer);
+    h.fill(1.0);
+    x.narrow(2, 0, 8).add_from(h);
+    return a->stats();
+  };
+  const auto sr = run(real), sm = run(meta);
+  REQUIRE(sm.peak_total == sr.peak_total);
+  REQUIRE(sm.peak_of(MemCategory::HaloBuffer) == 64 * 1024 * 8 * 4);
+  REQUIRE(sm.num_allocations == sr.num_allocations);
+  Tensor m = Tensor::empty({1ll << 40}, DType::F32, MemCategory::Activation, meta);  // 4 TiB, booked only
+  REQUIRE(m.is_meta());
+  REQUIRE(m.raw_data() == nullptr);
+  REQUIRE(meta->stats().current_total == (std::size_t(1) << 42));
+}
