@@ -1,0 +1,158 @@
+// Sharded conv2d: exchange halos, convolve the interior while they travel, then the border.
+#include "tessera/nn/conv2d.hpp"
+
+#include <chrono>
+
+#include "tessera/compute/ops.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/nn/halo_exchange.hpp"
+
+namespace tessera::nn {
+
+using core::MemCategory;
+using core::Range;
+using core::Tensor;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Computes the outputs rows × cols (global output indices inside plan.out_box) from the buffer
+// `xb` (global input box plan.need) into the matching window of y.
+void conv_window(const HaloPlan& plan, const RankContext& ctx, const Tensor& xb, const Tensor& w,
+                 const Tensor* b, Tensor& y, const Range& rows, const Range& cols) {
+  if (rows.empty() || cols.empty()) return;
+  const auto& s = plan.spec;
+  Tensor yw = y.narrow(2, rows.begin - plan.out_box.r[2].begin, rows.size())
+                  .narrow(3, cols.begin - plan.out_box.r[3].begin, cols.size());
+  compute::Conv2dParams p = plan.local_params;
+  // First input row/column this window reads, relative to the buffer; negative = zero padding.
+  std::int64_t r0 = rows.begin * s.stride_h - s.pad_h - plan.need.r[2].begin;
+  std::int64_t c0 = cols.begin * s.stride_w - s.pad_w - plan.need.r[3].begin;
+  Tensor xv = xb;
+  if (r0 > 0) { xv = xv.narrow(2, r0, xv.size(2) - r0); p.pad_h = 0; } else { p.pad_h = static_cast<int>(-r0); }
+  if (c0 > 0) { xv = xv.narrow(3, c0, xv.size(3) - c0); p.pad_w = 0; } else { p.pad_w = static_cast<int>(-c0); }
+  compute::conv2d_forward(*ctx.compute, p, xv, w, b, yw);
+}
+
+void check_args(const HaloPlan& plan, const RankContext& ctx, const Tensor& w) {
+  TESSERA_CHECK(ctx.compute != nullptr, plan.spec.describe(), ": rank ", plan.rank, " has no compute backend");
+  TESSERA_CHECK(ctx.world != nullptr || !plan.exchanges(), plan.spec.describe(), ": rank ", plan.rank,
+                " must exchange halos but has no communicator");
+  TESSERA_CHECK(w.shape() == plan.spec.weight_shape(), plan.spec.describe(), ": weight ", w.describe(),
+                " should have shape ", core::shape_str(plan.spec.weight_shape()));
+}
+
+}  // namespace
+
+Tensor conv2d_forward(const HaloPlan& plan, const RankContext& ctx, const Tensor& x_own, const Tensor& w,
+                      const Tensor* b, Conv2dSaved* saved, const Conv2dOptions& options, Conv2dTimes* times) {
+  check_args(plan, ctx, w);
+  const Tensor* bias = (b && b->defined()) ? b : nullptr;
+  Tensor y = Tensor::empty(plan.out_box.shape(), x_own.dtype(), MemCategory::Activation, ctx.allocator);
+  Conv2dTimes t;
+  auto t0 = Clock::now();
+  HaloExchange ex(plan, ctx.world, ctx.allocator);
+  ex.start_forward(x_own);
+  t.exchange_s += seconds_since(t0);
+
+  const Range out_h = plan.out_box.r[2], out_w = plan.out_box.r[3];
+  Range in_rows = out_h, in_cols = out_w;  // interior window, computed before the halos arrive
+  if (!plan.recvs.empty()) {
+    if (options.overlap) {
+      in_rows = conv_interior_outputs(out_h, plan.own.r[2], plan.in_shape[2], conv_dim_h(plan.spec));
+      in_cols = conv_interior_outputs(out_w, plan.own.r[3], plan.in_shape[3], conv_dim_w(plan.spec));
+    } else {
+      in_rows = in_cols = Range{};
+    }
+  }
+  t0 = Clock::now();
+  if (!plan.need.empty()) conv_window(plan, ctx, ex.buffer(), w, bias, y, in_rows, in_cols);
+  t.compute_s += seconds_since(t0);
+
+  t0 = Clock::now();
+  const Tensor& xb = ex.finish_forward();
+  t.exchange_s += seconds_since(t0);
+
+  t0 = Clock::now();
+  if (!plan.need.empty() && !(in_rows == out_h && in_cols == out_w)) {
+    if (in_rows.empty() || in_cols.empty()) {
+      conv_window(plan, ctx, xb, w, bias, y, out_h, out_w);
+    } else {
+      // The frame around the interior: full-width top and bottom bands, then left and right.
+      conv_window(plan, ctx, xb, w, bias, y, {out_h.begin, in_rows.begin}, out_w);
+      conv_window(plan, ctx, xb, w, bias, y, {in_rows.end, out_h.end}, out_w);
+      conv_window(plan, ctx, xb, w, bias, y, in_rows, {out_w.begin, in_cols.begin});
+      conv_window(plan, ctx, xb, w, bias, y, in_rows, {in_cols.end, out_w.end});
+    }
+  }
+  t.compute_s += seconds_since(t0);
+  if (saved) saved->x_ext = xb;
+  if (times) *times = t;
+  return y;
+}
+
+Conv2dGrads conv2d_backward(const HaloPlan& plan, const RankContext& ctx, const Conv2dSaved& saved,
+                            const Tensor& w, const Tensor& dy_own, bool need_dx, bool bias,
+                            const Conv2dOptions& options, Conv2dTimes* times, Tensor* dw_into,
+                            Tensor* db_into) {
+  check_args(plan, ctx, w);
+  TESSERA_CHECK(dy_own.shape() == plan.out_box.shape(), plan.spec.describe(), ": rank ", plan.rank,
+                " got output gradient ", dy_own.describe(), " but produces ",
+                core::shape_str(plan.out_box.shape()));
+  TESSERA_CHECK(saved.x_ext.defined() && saved.x_ext.shape() == plan.need.shape(), plan.spec.describe(),
+                ": rank ", plan.rank, ": the saved input is missing or has the wrong shape; run the forward with a Conv2dSaved");
+  const core::DType dt = dy_own.dtype();
+  Conv2dGrads g;
+  Conv2dTimes t;
+  const bool accumulate = dw_into != nullptr;
+  TESSERA_CHECK(!accumulate || !bias || db_into != nullptr, plan.spec.describe(),
+                ": accumulating weight gradients needs a bias gradient tensor too");
+  if (accumulate) {
+    g.dw = *dw_into;
+    if (bias) g.db = *db_into;
+  } else {
+    g.dw = Tensor::empty(w.shape(), dt, MemCategory::Gradient, ctx.allocator);
+    if (bias) g.db = Tensor::empty({plan.spec.out_channels}, dt, MemCategory::Gradient, ctx.allocator);
+  }
+  const compute::Conv2dParams& p = plan.local_params;
+  auto weight_grads = [&] {
+    auto t0 = Clock::now();
+    if (plan.need.empty()) {
+      if (!accumulate) {
+        g.dw.zero();
+        if (bias) g.db.zero();
+      }
+    } else {
+      compute::conv2d_backward_weight(*ctx.compute, p, saved.x_ext, dy_own, g.dw, bias ? &g.db : nullptr,
+                                      accumulate);
+    }
+    t.compute_s += seconds_since(t0);
+  };
+  if (!need_dx) {
+    weight_grads();
+    if (times) *times = t;
+    return g;
+  }
+  auto t0 = Clock::now();
+  Tensor dbuf = Tensor::empty(plan.need.shape(), dt, MemCategory::Activation, ctx.allocator);
+  if (!plan.need.empty()) compute::conv2d_backward_data(*ctx.compute, p, dy_own, w, dbuf, false);
+  t.compute_s += seconds_since(t0);
+
+  t0 = Clock::now();
+  HaloExchange ex(plan, ctx.world, ctx.allocator);
+  ex.start_backward(dbuf);
+  t.exchange_s += seconds_since(t0);
+  if (options.overlap) weight_grads();  // while the halo gradients travel
+  t0 = Clock::now();
+  g.dx = ex.finish_backward();
+  t.exchange_s += seconds_since(t0);
+  if (!options.overlap) weight_grads();
+  if (times) *times = t;
+  return g;
+}
+
+}  // namespace tessera::nn

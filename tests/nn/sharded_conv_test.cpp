@@ -1,0 +1,170 @@
+// Sharded conv2d equals the unsharded float64 reference — output and every gradient — over the
+// grid of kernels, strides, paddings, dilations, groups and meshes of issue 2.
+#include <sstream>
+
+#include "nn/sharded_harness.hpp"
+
+using namespace tessera;
+using core::DeviceMesh;
+using core::Placement;
+using test::MeshCase;
+
+namespace {
+
+struct ConvCase {
+  int k, s, p, d, groups;
+};
+
+// k ∈ {1,3,5,7}, s ∈ {1,2}, p ∈ {0, k/2}, d ∈ {1,2}, groups ∈ {1, 2, C}.
+std::vector<ConvCase> conv_grid() {
+  std::vector<ConvCase> out;
+  for (int k : {1, 3, 5, 7})
+    for (int s : {1, 2})
+      for (int p : {0, k / 2}) {
+        for (int d : {1, 2})
+          for (int g : {1, 2, 4}) out.push_back({k, s, p, d, g});
+        if (k == 1) break;  // p ∈ {0, 0}: one padding value only
+      }
+  return out;
+}
+
+std::vector<MeshCase> mesh_grid() {
+  std::vector<MeshCase> m;
+  for (int n : {1, 2, 3, 4, 7})
+    m.push_back({DeviceMesh({n}, {"sp"}), {core::Shard(3)}, "W x" + std::to_string(n)});
+  for (int n : {2, 3, 4, 7})
+    m.push_back({DeviceMesh({n}, {"sp"}), {core::Shard(2)}, "H x" + std::to_string(n)});
+  m.push_back({DeviceMesh({2, 2}, {"sp_h", "sp_w"}), {core::Shard(2), core::Shard(3)}, "tiles 2x2"});
+  m.push_back({DeviceMesh({2, 3}, {"sp_h", "sp_w"}), {core::Shard(2), core::Shard(3)}, "tiles 2x3"});
+  m.push_back({DeviceMesh({2, 2}, {"dp", "sp"}), {core::Shard(0), core::Shard(3)}, "dp2 x W2"});
+  return m;
+}
+
+struct Reference {
+  nn::ConvSpec spec;
+  core::Shape xshape;
+  std::vector<double> x, w, b, dy;
+  std::vector<double> y;
+  test::ref::Conv2dGrads grads;
+};
+
+Reference make_reference(const ConvCase& c, std::uint64_t seed) {
+  const int N = 2, C = 4, H = 17, W = 19;
+  const int cout = c.groups == C ? C : 6;
+  Reference r;
+  r.spec = nn::ConvSpec::square(C, cout, c.k, c.s, c.p, c.d, c.groups, true);
+  r.xshape = {N, C, H, W};
+  test::ref::Conv2d rc;
+  rc.n = N; rc.cin = C; rc.h = H; rc.w = W; rc.cout = cout;
+  rc.kh = rc.kw = c.k; rc.sh = rc.sw = c.s; rc.ph = rc.pw = c.p; rc.dh = rc.dw = c.d; rc.groups = c.groups;
+  r.x = test::random_doubles(rc.x_size(), seed);
+  r.w = test::random_doubles(rc.w_size(), seed + 1);
+  r.b = test::random_doubles(cout, seed + 2);
+  r.dy = test::random_doubles(rc.y_size(), seed + 3);
+  r.y = test::ref::conv2d_forward(rc, r.x, r.w, r.b);
+  r.grads = test::ref::conv2d_backward(rc, r.x, r.w, r.dy);
+  return r;
+}
+
+void check_against_reference(const Reference& ref, const MeshCase& mc, core::DType dtype, double rtol,
+                             bool overlap) {
+  const auto got = test::run_sharded_conv(ref.spec, ref.xshape, ref.x, ref.w, ref.b, ref.dy, mc, dtype, overlap);
+  INFO("output");
+  REQUIRE_CLOSE(got.y, ref.y, rtol);
+  INFO("input gradient");
+  REQUIRE_CLOSE(got.dx, ref.grads.dx, rtol);
+  INFO("weight gradient");
+  REQUIRE_CLOSE(got.dw, ref.grads.dw, rtol);
+  INFO("bias gradient");
+  REQUIRE_CLOSE(got.db, ref.grads.db, rtol);
+  REQUIRE(got.weight_grads_agree);
+}
+
+}  // namespace
+
+// fp32 vs the float64 reference: 1e-5 of the tensor's largest magnitude (sums here have at most
+// a few hundred terms, so fp32 rounding stays near 1e-6 of the scale).
+TEST_CASE("sharded conv2d equals the unsharded reference over the whole grid (f32)", "[nn][halo][conv]") {
+  const auto convs = conv_grid();
+  const auto meshes = mesh_grid();
+  REQUIRE(convs.size() == 84);
+  std::uint64_t seed = 1000;
+  for (const auto& c : convs) {
+    const Reference ref = make_reference(c, seed += 10);
+    for (const auto& mc : meshes) {
+      INFO(ref.spec.describe() << " on " << mc.name);
+      check_against_reference(ref, mc, core::DType::F32, 1e-5, true);
+    }
+  }
+}
+
+TEST_CASE("sharded conv2d without overlap gives the same answer", "[nn][halo][conv]") {
+  const ConvCase cases[] = {{7, 1, 3, 1, 4}, {3, 2, 1, 1, 1}, {7, 2, 3, 2, 2}, {5, 1, 2, 2, 4}};
+  std::uint64_t seed = 77;
+  for (const auto& c : cases) {
+    const Reference ref = make_reference(c, seed += 10);
+    for (const auto& mc : mesh_grid()) {
+      INFO(ref.spec.describe() << " on " << mc.name);
+      check_against_reference(ref, mc, core::DType::F32, 1e-5, false);
+    }
+  }
+}
+
+// In float64 the only differences are summation order: 1e-12.
+TEST_CASE("sharded conv2d in float64 matches the reference to 1e-12", "[nn][halo][conv]") {
+  const ConvCase cases[] = {{7, 1, 3, 1, 4}, {3, 2, 1, 1, 1}, {7, 2, 3, 1, 1}, {5, 2, 2, 2, 2}};
+  std::uint64_t seed = 5;
+  for (const auto& c : cases) {
+    const Reference ref = make_reference(c, seed += 10);
+    for (const auto& mc : mesh_grid()) {
+      INFO(ref.spec.describe() << " on " << mc.name);
+      check_against_reference(ref, mc, core::DType::F64, 1e-12, true);
+    }
+  }
+}
+
+TEST_CASE("sharded conv2d with empty shards (more ranks than rows)", "[nn][halo][conv]") {
+  // H=2 over 3 ranks leaves rank 2 with no rows; W=3 over 4 ranks leaves one without columns.
+  for (auto [k, s, p] : {std::tuple{3, 1, 1}, std::tuple{1, 1, 0}, std::tuple{3, 2, 1}}) {
+    const nn::ConvSpec spec = nn::ConvSpec::square(3, 2, k, s, p);
+    const core::Shape xs{1, 3, 2, 3};
+    test::ref::Conv2d rc;
+    rc.n = 1; rc.cin = 3; rc.h = 2; rc.w = 3; rc.cout = 2; rc.kh = rc.kw = k; rc.sh = rc.sw = s; rc.ph = rc.pw = p;
+    const auto x = test::random_doubles(rc.x_size(), 1), w = test::random_doubles(rc.w_size(), 2);
+    const auto b = test::random_doubles(2, 3), dy = test::random_doubles(rc.y_size(), 4);
+    const auto y = test::ref::conv2d_forward(rc, x, w, b);
+    const auto g = test::ref::conv2d_backward(rc, x, w, dy);
+    for (const MeshCase& mc : {MeshCase{DeviceMesh({3}, {"sp"}), {core::Shard(2)}, "H x3"},
+                               MeshCase{DeviceMesh({4}, {"sp"}), {core::Shard(3)}, "W x4"}}) {
+      INFO(spec.describe() << " on " << mc.name);
+      const auto got = test::run_sharded_conv(spec, xs, x, w, b, dy, mc, core::DType::F64);
+      REQUIRE_CLOSE(got.y, y, 1e-12);
+      REQUIRE_CLOSE(got.dx, g.dx, 1e-12);
+      REQUIRE_CLOSE(got.dw, g.dw, 1e-12);
+      REQUIRE_CLOSE(got.db, g.db, 1e-12);
+    }
+  }
+}
+
+TEST_CASE("sharded conv2d with rectangular kernels and per-dimension strides", "[nn][halo][conv]") {
+  nn::ConvSpec spec;
+  spec.in_channels = 3; spec.out_channels = 5;
+  spec.kernel_h = 3; spec.kernel_w = 5; spec.stride_h = 1; spec.stride_w = 2;
+  spec.pad_h = 1; spec.pad_w = 2; spec.dilation_h = 2; spec.dilation_w = 1;
+  const core::Shape xs{2, 3, 13, 23};
+  test::ref::Conv2d rc;
+  rc.n = 2; rc.cin = 3; rc.h = 13; rc.w = 23; rc.cout = 5; rc.kh = 3; rc.kw = 5; rc.sh = 1; rc.sw = 2;
+  rc.ph = 1; rc.pw = 2; rc.dh = 2; rc.dw = 1;
+  const auto x = test::random_doubles(rc.x_size(), 11), w = test::random_doubles(rc.w_size(), 12);
+  const auto b = test::random_doubles(5, 13), dy = test::random_doubles(rc.y_size(), 14);
+  const auto y = test::ref::conv2d_forward(rc, x, w, b);
+  const auto g = test::ref::conv2d_backward(rc, x, w, dy);
+  for (const auto& mc : mesh_grid()) {
+    INFO(spec.describe() << " on " << mc.name);
+    const auto got = test::run_sharded_conv(spec, xs, x, w, b, dy, mc, core::DType::F32);
+    REQUIRE_CLOSE(got.y, y, 1e-5);
+    REQUIRE_CLOSE(got.dx, g.dx, 1e-5);
+    REQUIRE_CLOSE(got.dw, g.dw, 1e-5);
+    REQUIRE_CLOSE(got.db, g.db, 1e-5);
+  }
+}
