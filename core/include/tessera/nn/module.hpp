@@ -1,0 +1,153 @@
+// Module: one layer (or a composition of layers) with forward, backward and layout inference —
+// the executable form of a model description. Every rank owns its own instance.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/comm/mesh_comm.hpp"
+#include "tessera/compute/backend.hpp"
+#include "tessera/core/layout.hpp"
+#include "tessera/core/tensor.hpp"
+#include "tessera/nn/conv2d.hpp"
+
+namespace tessera::nn {
+
+/// A trainable tensor and its gradient.
+struct Parameter {
+  std::string name;        ///< "stages.1.blocks.0.dwconv.weight"
+  core::Tensor value;      ///< MemCategory::Parameter, replicated on every rank
+  core::Tensor grad;       ///< MemCategory::Gradient; Partial until reduced
+  bool weight_decay = true;
+  /// Mesh dims over which this rank's gradient is a Partial sum (the dims that shard the
+  /// layer's input); the trainer all-reduces over them.
+  std::vector<int> grad_reduce_mesh_dims;
+};
+
+/// Tracks the layer currently running, for traces and error messages.
+struct Scope {
+  std::string layer;
+};
+
+/// What a rank's modules run on.
+struct Context {
+  comm::MeshComm* mesh = nullptr;  ///< null: a single rank without communication
+  compute::Backend* compute = nullptr;
+  core::AllocatorPtr allocator;
+  bool training = true;
+  std::uint64_t seed = 0;  ///< with `step`, makes stochastic layers (DropPath) deterministic
+  std::int64_t step = 0;
+  Conv2dOptions conv;
+  Scope* scope = nullptr;  ///< optional; shared with tracing decorators
+  bool recomputing = false;  ///< set by Checkpoint while it re-runs a forward (BN keeps its stats)
+
+  int rank() const noexcept { return mesh ? mesh->rank() : 0; }
+  comm::Backend* world() const noexcept { return mesh ? &mesh->world() : nullptr; }
+  RankContext rank_context() const { return RankContext{world(), compute, allocator}; }
+};
+
+/// Sets ctx.scope->layer for the lifetime of the guard.
+class ScopeGuard {
+ public:
+  ScopeGuard(Context& ctx, const std::string& layer);
+  ~ScopeGuard();
+  ScopeGuard(const ScopeGuard&) = delete;
+  ScopeGuard& operator=(const ScopeGuard&) = delete;
+
+ private:
+  Scope* scope_;
+  std::string saved_;
+};
+
+/// What setup() needs besides the input layout.
+struct SetupContext {
+  int rank = 0;
+  core::AllocatorPtr allocator;  ///< parameters and gradients are allocated here
+  std::uint64_t seed = 0;        ///< parameter initialisation (same on every rank)
+  HaloOptions halo;
+  core::DType dtype = core::DType::F32;
+};
+
+/// A layer. setup() runs once per input layout: it validates the layout, plans (halo plans for
+/// this rank), allocates parameters and returns the output layout. forward() keeps what
+/// backward() needs; backward() consumes it and accumulates into parameter gradients.
+class Module {
+ public:
+  explicit Module(std::string name) : name_(std::move(name)) {}
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  /// Path of the module in its model ("stages.1.blocks.0.dwconv").
+  const std::string& name() const noexcept { return name_; }
+  /// "conv2d", "layernorm", "sequential", ...
+  virtual std::string kind() const = 0;
+
+  virtual core::Layout setup(const core::Layout& in, SetupContext& ctx) = 0;
+  virtual core::Tensor forward(Context& ctx, const core::Tensor& x) = 0;
+  virtual core::Tensor backward(Context& ctx, const core::Tensor& dy) = 0;
+
+  /// Appends this module's parameters (and its children's) in definition order.
+  virtual void parameters(std::vector<Parameter*>& out);
+  /// Appends the direct children (composite modules only).
+  virtual void children(std::vector<Module*>& out);
+  /// Appends state that is not trained but must be checkpointed (BatchNorm running statistics);
+  /// the default collects the children's.
+  virtual void buffers(std::vector<std::pair<std::string, core::Tensor*>>& out);
+  /// Whether the gradient of the input is needed (false for a model's first layer).
+  void set_input_grad(bool on) noexcept { input_grad_ = on; }
+  bool input_grad() const noexcept { return input_grad_; }
+  /// Frees every tensor kept for backward (used by activation checkpointing).
+  virtual void release_saved() {}
+  /// The input and output layouts of the last setup().
+  const core::Layout& input_layout() const noexcept { return in_layout_; }
+  const core::Layout& output_layout() const noexcept { return out_layout_; }
+
+ protected:
+  /// Allocates a parameter (and its zeroed gradient) initialised from `init` seeded by
+  /// (ctx.seed, full parameter name); meta allocators skip the initialisation.
+  enum class Init { Zeros, Ones, TruncNormal002, KaimingFanOut, Uniform };
+  Parameter& add_parameter(SetupContext& ctx, const std::string& leaf, core::Shape shape, Init init,
+                           bool weight_decay = true, double fan = 0);
+  void set_layouts(const core::Layout& in, const core::Layout& out) {
+    in_layout_ = in;
+    out_layout_ = out;
+  }
+  std::vector<std::unique_ptr<Parameter>> params_;
+
+ private:
+  bool input_grad_ = true;
+  std::string name_;
+  core::Layout in_layout_, out_layout_;
+};
+
+using ModulePtr = std::unique_ptr<Module>;
+
+/// Children run one after another.
+class Sequential : public Module {
+ public:
+  explicit Sequential(std::string name) : Module(std::move(name)) {}
+  Module& add(ModulePtr m);
+  std::string kind() const override { return "sequential"; }
+  core::Layout setup(const core::Layout& in, SetupContext& ctx) override;
+  core::Tensor forward(Context& ctx, const core::Tensor& x) override;
+  core::Tensor backward(Context& ctx, const core::Tensor& dy) override;
+  void parameters(std::vector<Parameter*>& out) override;
+  void children(std::vector<Module*>& out) override;
+  void release_saved() override;
+  std::size_t size() const noexcept { return mods_.size(); }
+  Module& at(std::size_t i) { return *mods_.at(i); }
+
+ private:
+  std::vector<ModulePtr> mods_;
+};
+
+/// The mesh dims that shard any dimension of `l` (a layer's parameter gradients are Partial over
+/// these).
+std::vector<int> sharded_mesh_dims(const core::Layout& l);
+/// The mesh dims that shard dims 2 or 3 (H, W) of `l`.
+std::vector<int> spatial_mesh_dims(const core::Layout& l);
+
+}  // namespace tessera::nn

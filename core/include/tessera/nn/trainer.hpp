@@ -1,0 +1,100 @@
+// Trainer: one rank's training loop — sharded forward and backward, bucketed gradient
+// all-reduce, clipping, optimizer, learning-rate schedule, checkpoints.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/core/allocator.hpp"
+#include "tessera/data/dataset.hpp"
+#include "tessera/nn/models.hpp"
+#include "tessera/nn/optimizer.hpp"
+
+namespace tessera::nn {
+
+struct TrainOptions {
+  ModelSpec model = model_preset("convnext-atto");
+  core::Shape input{3, 256, 1024};  ///< C, H, W of one image
+  int batch = 2;                    ///< global batch
+  std::string shard = "W";          ///< spatial split for a mesh dim named "sp": W or H
+  std::string checkpointing = "none";
+  OptimizerOptions optimizer;
+  int steps = 10;
+  int warmup_steps = 0;
+  double final_lr_fraction = 0.0;
+  double clip_norm = 0.0;  ///< 0 = no clipping
+  std::uint64_t seed = 0;
+  std::size_t bucket_bytes = std::size_t(4) << 20;  ///< gradient all-reduce bucket size
+  bool overlap = true;  ///< halo/interior overlap and bucket all-reduce during backward
+  core::DType dtype = core::DType::F32;
+};
+
+/// The layout of the input batch (N,C,H,W) on `mesh`: a dim named "dp" shards the batch, "sp"
+/// shards W (or H with shard == "H"), "sp_h"/"sp_w" shard H/W (2-D tiles). Spatial shards are
+/// aligned to the model's total stride. Throws InvalidArgument for other names or a batch or
+/// image too small for the mesh.
+core::Layout input_layout(const core::DeviceMesh& mesh, const std::string& shard, int batch,
+                          const core::Shape& image, int total_stride);
+
+/// One step's figures (identical on every rank except the memory and timing figures).
+struct StepStats {
+  std::int64_t step = 0;    ///< 0-based index of the step just taken
+  double loss = 0;          ///< mean over the global batch (or pixels)
+  double grad_norm = 0;     ///< global L2 norm before clipping
+  double lr = 0;
+  double step_time_s = 0;   ///< wall clock of this rank's step
+  core::MemStats memory;    ///< this rank's allocator: current and peak of this step
+};
+
+/// One rank's trainer. Construction is collective (every rank of the mesh builds one); so is
+/// every step, save and load.
+class Trainer {
+ public:
+  /// `mesh` may be null for a single rank. The dataset must match the model (channels, classes).
+  Trainer(TrainOptions options, comm::MeshComm* mesh, compute::Backend& compute,
+          core::AllocatorPtr allocator, std::shared_ptr<const data::Dataset> dataset);
+  ~Trainer();
+
+  StepStats step();
+  /// Index of the next step (0 for a fresh run).
+  std::int64_t next_step() const noexcept { return step_; }
+
+  /// Writes a checkpoint (rank 0 writes, atomically; all ranks wait for it).
+  void save(const std::string& path);
+  /// Restores a checkpoint written for the same model and input; resuming continues the run
+  /// bit for bit.
+  void load(const std::string& path);
+
+  Sequential& model() noexcept { return *model_; }
+  const std::vector<Parameter*>& parameters() const noexcept { return params_; }
+  const core::Layout& input_layout() const noexcept { return in_layout_; }
+  const TrainOptions& options() const noexcept { return opt_; }
+  /// The modules forward and backward walk, in order (stages expanded into blocks).
+  const std::vector<Module*>& units() const noexcept { return units_; }
+  /// The context the modules run with (scope, conv options, ...); tracing hooks in here.
+  Context& context() noexcept { return ctx_; }
+
+ private:
+  struct Bucket;
+  void build_buckets();
+  double loss_and_grad(const core::Tensor& logits, const core::Tensor& labels, core::Tensor& dlogits);
+
+  TrainOptions opt_;
+  comm::MeshComm* mesh_;
+  compute::Backend& compute_;
+  core::AllocatorPtr alloc_;
+  std::shared_ptr<const data::Dataset> data_;
+  std::unique_ptr<Sequential> model_;
+  core::Layout in_layout_, out_layout_;
+  std::vector<Module*> units_;
+  std::vector<Parameter*> params_;
+  std::vector<std::unique_ptr<Bucket>> buckets_;
+  std::unique_ptr<Optimizer> optim_;
+  Context ctx_;
+  Scope scope_;
+  std::int64_t step_ = 0;
+};
+
+}  // namespace tessera::nn

@@ -1,0 +1,274 @@
+// Trainer: forward over the model's units, loss, backward with gradient buckets reduced as soon
+// as their layers are done, clipping, optimizer step.
+#include "tessera/nn/trainer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+#include "tessera/compute/ops.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/nn/checkpoint.hpp"
+
+namespace tessera::nn {
+
+using core::MemCategory;
+using core::Tensor;
+
+core::Layout input_layout(const core::DeviceMesh& mesh, const std::string& shard, int batch,
+                          const core::Shape& image, int total_stride) {
+  TESSERA_CHECK(image.size() == 3, "input ", core::shape_str(image), ": expected C x H x W");
+  TESSERA_CHECK(shard == "W" || shard == "H" || shard == "HW", "--shard '", shard, "': expected W, H or HW");
+  std::vector<core::Placement> pl;
+  int spatial = 0;
+  for (int d = 0; d < mesh.ndim(); ++d) {
+    const std::string& n = mesh.dim_name(d);
+    if (n == "dp") {
+      pl.push_back(core::Shard(0));
+      TESSERA_CHECK(batch >= mesh.dim_size(d), "batch ", batch, " over dp=", mesh.dim_size(d),
+                    " leaves ranks without samples; use a batch of at least ", mesh.dim_size(d));
+    } else if (n == "sp") {
+      TESSERA_CHECK(shard != "HW", "--shard HW needs two spatial mesh dims: use --mesh sp_h=A,sp_w=B");
+      pl.push_back(core::Shard(shard == "W" ? 3 : 2));
+      ++spatial;
+    } else if (n == "sp_h") {
+      pl.push_back(core::Shard(2));
+      ++spatial;
+    } else if (n == "sp_w") {
+      pl.push_back(core::Shard(3));
+      ++spatial;
+    } else {
+      throw InvalidArgument("mesh dimension '" + n + "': tessera names mesh dims dp (data parallel), sp "
+                            "(spatial, along --shard) or sp_h/sp_w (2-D tiles)");
+    }
+  }
+  const core::Shape global{batch, image[0], image[1], image[2]};
+  for (int d : {1, 2})
+    TESSERA_CHECK(image[d] % total_stride == 0, "input ", core::shape_str(image), ": ", d == 1 ? "height " : "width ",
+                  image[d], " is not a multiple of the model's total stride ", total_stride);
+  const core::Layout l(mesh, global, pl, {1, 1, total_stride, total_stride});
+  for (int d = 0; d < mesh.ndim(); ++d) {
+    if (!pl[d].is_shard(2) && !pl[d].is_shard(3)) continue;
+    const int td = pl[d].dim();
+    const std::int64_t units = global[td] / total_stride;
+    TESSERA_CHECK(units >= mesh.dim_size(d), "input ", td == 3 ? "width " : "height ", global[td], " has ",
+                  units, " blocks of ", total_stride, " pixels (the model's total stride) but mesh dimension '",
+                  mesh.dim_name(d), "' has ", mesh.dim_size(d), " ranks; use fewer ranks or a larger input");
+  }
+  (void)spatial;
+  return l;
+}
+
+struct Trainer::Bucket {
+  std::vector<int> dims;
+  Tensor flat;
+  std::vector<Parameter*> params;
+  std::int64_t elems = 0;
+  int pending = 0;
+  comm::WorkPtr work;
+};
+
+namespace {
+void collect_units(Module& m, std::vector<Module*>& out, int depth) {
+  std::vector<Module*> kids;
+  m.children(kids);
+  if (m.kind() == "sequential" && depth < 2) {
+    for (Module* k : kids) collect_units(*k, out, depth + 1);
+  } else {
+    out.push_back(&m);
+  }
+}
+}  // namespace
+
+Trainer::Trainer(TrainOptions options, comm::MeshComm* mesh, compute::Backend& compute,
+                 core::AllocatorPtr allocator, std::shared_ptr<const data::Dataset> dataset)
+    : opt_(std::move(options)), mesh_(mesh), compute_(compute), alloc_(std::move(allocator)),
+      data_(std::move(dataset)) {
+  opt_.model.validate();
+  TESSERA_CHECK(opt_.batch > 0 && opt_.steps >= 0, "batch ", opt_.batch, " and steps ", opt_.steps,
+                " must be positive");
+  TESSERA_CHECK(data_ != nullptr, "the trainer needs a dataset");
+  const core::Shape img = data_->image_shape();
+  TESSERA_CHECK(img == opt_.input, "the dataset's images are ", core::shape_str(img), " but the run's input is ",
+                core::shape_str(opt_.input));
+  TESSERA_CHECK(img[0] == opt_.model.in_channels, "model '", opt_.model.name, "' takes ", opt_.model.in_channels,
+                " input channels but the images have ", img[0]);
+  TESSERA_CHECK(data_->num_classes() == opt_.model.num_classes, "model '", opt_.model.name, "' predicts ",
+                opt_.model.num_classes, " classes but the dataset has ", data_->num_classes());
+  TESSERA_CHECK((data_->task() == data::Task::Classify) == (opt_.model.task == Task::Classify),
+                "the dataset's task (classify/segment) differs from the model's");
+
+  const core::DeviceMesh m = mesh_ ? mesh_->mesh() : core::DeviceMesh({1}, {"sp"});
+  in_layout_ = nn::input_layout(m, opt_.shard, opt_.batch, opt_.input, opt_.model.total_stride());
+  model_ = build_model(opt_.model, opt_.checkpointing);
+  SetupContext sctx;
+  sctx.rank = mesh_ ? mesh_->rank() : 0;
+  sctx.allocator = alloc_;
+  sctx.seed = opt_.seed;
+  sctx.dtype = opt_.dtype;
+  out_layout_ = model_->setup(in_layout_, sctx);
+  collect_units(*model_, units_, 0);
+  model_->parameters(params_);
+  build_buckets();
+  optim_ = make_optimizer(opt_.optimizer, params_, alloc_);
+
+  ctx_.mesh = mesh_;
+  ctx_.compute = &compute_;
+  ctx_.allocator = alloc_;
+  ctx_.training = true;
+  ctx_.seed = opt_.seed;
+  ctx_.conv.overlap = opt_.overlap;
+  ctx_.scope = &scope_;
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::build_buckets() {
+  // Parameters finish their gradients in reverse order; fill buckets that way, one bucket list per
+  // set of reduction dims, and make each gradient a view into its bucket (no copies to reduce).
+  std::map<std::vector<int>, Bucket*> open;
+  for (auto it = params_.rbegin(); it != params_.rend(); ++it) {
+    Parameter* p = *it;
+    Bucket*& b = open[p->grad_reduce_mesh_dims];
+    const std::size_t bytes = p->grad.nbytes();
+    const std::size_t esize = core::dtype_size(opt_.dtype);
+    if (b == nullptr || (!b->params.empty() && std::size_t(b->elems) * esize + bytes > opt_.bucket_bytes)) {
+      buckets_.push_back(std::make_unique<Bucket>());
+      b = buckets_.back().get();
+      b->dims = p->grad_reduce_mesh_dims;
+    }
+    b->params.push_back(p);
+    b->elems += p->grad.numel();
+  }
+  for (auto& b : buckets_) {
+    b->flat = Tensor::zeros({b->elems}, opt_.dtype, MemCategory::Gradient, alloc_);
+    std::int64_t off = 0;
+    for (Parameter* p : b->params) {
+      const core::Shape shape = p->grad.shape();
+      const std::int64_t n = p->grad.numel();
+      p->grad = b->flat.narrow(0, off, n).reshape(shape);
+      off += n;
+    }
+  }
+}
+
+double Trainer::loss_and_grad(const Tensor& logits, const Tensor& labels, Tensor& dlogits) {
+  const auto& g = out_layout_.global_shape();
+  double count = double(g[0]);
+  if (opt_.model.task == Task::Segment) count *= double(g[2]) * double(g[3]);
+  Tensor loss = Tensor::empty({1}, core::DType::F64, MemCategory::Workspace, alloc_);
+  dlogits = Tensor::empty(logits.shape(), logits.dtype(), MemCategory::Activation, alloc_);
+  {
+    ScopeGuard scope(ctx_, "loss");
+    compute::softmax_cross_entropy(compute_, logits, labels, 1.0 / count, loss, dlogits);
+  }
+  if (mesh_) mesh_->all_reduce(loss, sharded_mesh_dims(out_layout_));
+  return loss.is_meta() ? 0.0 : loss.data<double>()[0] / count;
+}
+
+StepStats Trainer::step() {
+  const auto t0 = std::chrono::steady_clock::now();
+  alloc_->reset_peaks();
+  ctx_.step = step_;
+  StepStats st;
+  st.step = step_;
+  const int rank = mesh_ ? mesh_->rank() : 0;
+  data::Batch batch = data_->load(step_, in_layout_, rank, alloc_);
+  for (auto& b : buckets_) b->flat.zero();
+
+  Tensor h = batch.images;
+  batch.images = Tensor();
+  for (Module* u : units_) h = u->forward(ctx_, h);
+  Tensor g;
+  st.loss = loss_and_grad(h, batch.labels, g);
+  h = Tensor();
+
+  // Which buckets each unit's parameters live in, to post a bucket's all-reduce once complete.
+  std::map<Parameter*, Bucket*> owner;
+  for (auto& b : buckets_) {
+    b->pending = static_cast<int>(b->params.size());
+    for (Parameter* p : b->params) owner[p] = b.get();
+  }
+  for (auto it = units_.rbegin(); it != units_.rend(); ++it) {
+    g = (*it)->backward(ctx_, g);
+    std::vector<Parameter*> ps;
+    (*it)->parameters(ps);
+    for (Parameter* p : ps) {
+      Bucket* b = owner.at(p);
+      if (--b->pending == 0 && opt_.overlap && mesh_) {
+        ScopeGuard scope(ctx_, "grad_bucket");
+        b->work = mesh_->all_reduce_async(b->flat, b->dims);
+      }
+    }
+  }
+  g = Tensor();
+  if (mesh_) {
+    ScopeGuard scope(ctx_, "grad_bucket");
+    for (auto& b : buckets_) {
+      if (!opt_.overlap) b->work = mesh_->all_reduce_async(b->flat, b->dims);
+      if (b->work) b->work->wait();
+      b->work.reset();
+    }
+  }
+  {
+    ScopeGuard scope(ctx_, "optimizer");
+    st.grad_norm = clip_grad_norm(compute_, params_, opt_.clip_norm);
+    st.lr = warmup_cosine_lr(step_, opt_.optimizer.lr, opt_.warmup_steps, opt_.steps, opt_.final_lr_fraction);
+    optim_->step(compute_, st.lr);
+  }
+  ++step_;
+  st.step_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  st.memory = alloc_->stats();
+  return st;
+}
+
+namespace {
+std::string shape_key(const core::Shape& s) { return core::shape_str(s); }
+}  // namespace
+
+void Trainer::save(const std::string& path) {
+  if (!mesh_ || mesh_->rank() == 0) {
+    std::map<std::string, std::string> meta;
+    meta["format"] = "tessera-checkpoint-1";
+    meta["model"] = opt_.model.to_json();
+    meta["input"] = shape_key(opt_.input);
+    meta["batch"] = std::to_string(opt_.batch);
+    meta["optimizer"] = opt_.optimizer.kind;
+    meta["step"] = std::to_string(step_);
+    std::vector<std::pair<std::string, const Tensor*>> ts;
+    for (Parameter* p : params_) ts.emplace_back(p->name, &p->value);
+    std::vector<std::pair<std::string, Tensor*>> bufs;
+    model_->buffers(bufs);
+    for (auto& [n, t] : bufs) ts.emplace_back(n, t);
+    auto state = optim_->state();
+    for (auto& [n, t] : state) ts.emplace_back("optimizer." + n, &t);
+    save_checkpoint(path, meta, ts);
+  }
+  if (mesh_) mesh_->world().barrier();
+}
+
+void Trainer::load(const std::string& path) {
+  const CheckpointData data = load_checkpoint(path);
+  auto get = [&](const std::string& k) {
+    auto it = data.meta.find(k);
+    TESSERA_CHECK(it != data.meta.end(), "checkpoint '", path, "' lacks the '", k, "' entry; it was not written by tessera's trainer");
+    return it->second;
+  };
+  TESSERA_CHECK(get("model") == opt_.model.to_json(), "checkpoint '", path, "' was written for another model:\n",
+                get("model"), "\nthis run uses:\n", opt_.model.to_json());
+  TESSERA_CHECK(get("input") == shape_key(opt_.input) && get("batch") == std::to_string(opt_.batch), "checkpoint '",
+                path, "' was written for input ", get("input"), " batch ", get("batch"), "; this run uses ",
+                shape_key(opt_.input), " batch ", opt_.batch);
+  TESSERA_CHECK(get("optimizer") == opt_.optimizer.kind, "checkpoint '", path, "' holds ", get("optimizer"),
+                " state; this run uses ", opt_.optimizer.kind);
+  std::vector<std::pair<std::string, Tensor*>> targets;
+  for (Parameter* p : params_) targets.emplace_back(p->name, &p->value);
+  model_->buffers(targets);
+  auto state = optim_->state();
+  for (auto& [n, t] : state) targets.emplace_back("optimizer." + n, &t);
+  restore_tensors(data, targets);
+  step_ = std::stoll(get("step"));
+  optim_->set_steps(step_);
+}
+
+}  // namespace tessera::nn
