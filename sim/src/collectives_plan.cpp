@@ -1,0 +1,258 @@
+// Collective plans: rings (with rail-aligned channels across hosts), pipelined trees and chains,
+// the hierarchical all-reduce and the pairwise all-to-all, as steps of transfers.
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "tessera/core/error.hpp"
+#include "tessera/sim/collectives.hpp"
+
+namespace tessera::sim {
+
+namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+/// The group's ranks by host, hosts in order of first appearance, ranks in group order.
+std::vector<std::vector<int>> ranks_by_host(const Topology& t, const std::vector<int>& group) {
+  std::map<int, int> slot;
+  std::vector<std::vector<int>> hosts;
+  for (int r = 0; r < static_cast<int>(group.size()); ++r) {
+    const int h = t.nodes()[group[r]].host;
+    auto [it, fresh] = slot.emplace(h, static_cast<int>(hosts.size()));
+    if (fresh) hosts.emplace_back();
+    hosts[it->second].push_back(r);
+  }
+  return hosts;
+}
+
+/// Ranks per host when the group spans more than one host with the same count on each, else 0.
+int even_ranks_per_host(const std::vector<std::vector<int>>& hosts) {
+  if (hosts.size() < 2) return 0;
+  for (const auto& h : hosts)
+    if (h.size() != hosts[0].size()) return 0;
+  return static_cast<int>(hosts[0].size());
+}
+
+/// One step in which every ring passes `bytes` from each member to the next.
+CollectiveStep ring_step(const std::vector<std::vector<int>>& rings, std::int64_t bytes, int repeat) {
+  CollectiveStep step;
+  step.repeat = repeat;
+  for (const auto& ring : rings)
+    for (std::size_t i = 0; i < ring.size(); ++i)
+      step.transfers.push_back({ring[i], ring[(i + 1) % ring.size()], bytes});
+  return step;
+}
+
+/// The rings of Algorithm::Ring: one in rank order, or L rail-aligned ones across hosts (ring c
+/// visits the local ranks c, c+1, … of even hosts and the reverse of odd ones, so each
+/// host-to-host hop joins equal local indices; with an odd host count the closing hop does not).
+std::vector<std::vector<int>> build_rings(const std::vector<std::vector<int>>& hosts, int p) {
+  const int local = even_ranks_per_host(hosts);
+  if (local <= 1) {
+    std::vector<int> ring(p);
+    for (int r = 0; r < p; ++r) ring[r] = r;
+    return {ring};
+  }
+  std::vector<std::vector<int>> rings(local);
+  for (int c = 0; c < local; ++c)
+    for (std::size_t h = 0; h < hosts.size(); ++h)
+      for (int k = 0; k < local; ++k) {
+        const int pos = (c + (h % 2 == 0 ? k : local - 1 - k)) % local;
+        rings[c].push_back(hosts[h][pos]);
+      }
+  return rings;
+}
+
+/// A rooted tree over ranks: parent[r] (-1 for the root) and depth[r].
+struct Tree {
+  std::vector<int> parent, depth;
+  int max_depth = 0;
+};
+
+/// Heap-shaped binary tree over `order` (order[0] is the root, order[i]'s parent order[(i-1)/2]),
+/// then each member's `chain` hung below it (chains[i][0] == order[i]).
+Tree build_tree(const std::vector<std::vector<int>>& chains, const std::vector<int>& order, int p) {
+  Tree t;
+  t.parent.assign(p, -1);
+  t.depth.assign(p, 0);
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const auto& chain = chains[order[i]];
+    if (i > 0) {
+      const int up = chains[order[(i - 1) / 2]][0];
+      t.parent[chain[0]] = up;
+      t.depth[chain[0]] = t.depth[up] + 1;
+    }
+    for (std::size_t k = 1; k < chain.size(); ++k) {
+      t.parent[chain[k]] = chain[k - 1];
+      t.depth[chain[k]] = t.depth[chain[k - 1]] + 1;
+    }
+  }
+  for (int d : t.depth) t.max_depth = std::max(t.max_depth, d);
+  return t;
+}
+
+/// Pipelined trees, `chunks` chunks of `chunk_bytes` each per tree. Reduce (`up`): rank v sends
+/// chunk i to its parent in step (D − depth v) + i. Broadcast (`down`): v receives chunk i from
+/// its parent in step U + depth v − 1 + i, U = D when reducing first, else 0. The steady steps,
+/// where every (rank, chunk) slot is busy, are identical and emitted once with a repeat count.
+void pipeline_steps(CollectivePlan& plan, const std::vector<Tree>& trees, std::int64_t chunk_bytes,
+                    int chunks, bool up, bool down) {
+  // Every slot is busy from the step where the deepest rank gets chunk 0 from above (or, without
+  // a broadcast, sends it up) to the step where the deepest rank sends its last chunk up (or
+  // the shallowest receives its last from the root), c − 1 in both cases.
+  int last = 0, steady_from = 0;
+  const int steady_to = chunks - 1;
+  for (const Tree& t : trees) {
+    const int d = t.max_depth, u = up ? d : 0;
+    last = std::max(last, (down ? u + d - 1 : d - 1) + chunks - 1);
+    steady_from = std::max(steady_from, down ? u + d - 1 : d - 1);
+  }
+  auto step_at = [&](int k) {
+    CollectiveStep s;
+    for (const Tree& t : trees) {
+      const int d = t.max_depth, u = up ? d : 0;
+      for (int v = 0; v < static_cast<int>(t.parent.size()); ++v) {
+        if (t.parent[v] < 0) continue;
+        const int i_up = k - (d - t.depth[v]), i_down = k - (u + t.depth[v] - 1);
+        if (up && i_up >= 0 && i_up < chunks) s.transfers.push_back({v, t.parent[v], chunk_bytes});
+        if (down && i_down >= 0 && i_down < chunks)
+          s.transfers.push_back({t.parent[v], v, chunk_bytes});
+      }
+    }
+    return s;
+  };
+  for (int k = 0; k <= last; ++k) {
+    if (k == steady_from && steady_to > steady_from) {
+      CollectiveStep s = step_at(k);
+      s.repeat = steady_to - steady_from + 1;
+      plan.steps.push_back(std::move(s));
+      k = steady_to;
+      continue;
+    }
+    plan.steps.push_back(step_at(k));
+  }
+}
+
+/// Chunk count minimising (S + c)·(α + m/(c·B)) for a pipeline of S + 1 stages: c = √(S·m/(α·B)),
+/// between 1 and 256, chunks of at least 4 KiB; α and B from the first hop of each tree.
+int pipeline_chunks(const Topology& t, const std::vector<int>& group, const std::vector<Tree>& trees,
+                    std::int64_t bytes, int stages) {
+  double alpha_ps = 1, bw = 1e18;
+  for (const Tree& tree : trees)
+    for (int v = 0; v < static_cast<int>(tree.parent.size()); ++v)
+      if (tree.parent[v] >= 0) {
+        alpha_ps = std::max(alpha_ps, double(t.route_latency(group[v], group[tree.parent[v]])));
+        bw = std::min(bw, t.route_bw(group[v], group[tree.parent[v]]));
+      }
+  const double c = std::sqrt(std::max(1, stages - 1) * double(bytes) * 1e12 / (alpha_ps * bw));
+  const double by_size = std::max(1.0, std::floor(double(bytes) / 4096));
+  return static_cast<int>(std::clamp(std::round(c), 1.0, std::min(256.0, by_size)));
+}
+
+void check_group(const Topology& t, const std::vector<int>& group, std::int64_t bytes) {
+  TESSERA_CHECK(!group.empty(), "sim: a collective needs at least one rank");
+  TESSERA_CHECK(bytes >= 0, "sim: collective of ", bytes, " bytes; sizes are ≥ 0");
+  std::vector<bool> seen(t.nodes().size(), false);
+  for (std::size_t r = 0; r < group.size(); ++r) {
+    const int id = group[r];
+    TESSERA_CHECK(id >= 0 && id < static_cast<int>(t.nodes().size()), "sim: rank ", r,
+                  " maps to node ", id, ", not in topology '", t.name, "'");
+    TESSERA_CHECK(is_compute(t.nodes()[id].kind), "sim: rank ", r, " maps to node \"",
+                  t.nodes()[id].name, "\", a ", node_kind_name(t.nodes()[id].kind),
+                  "; ranks run on gpu or cpu nodes");
+    TESSERA_CHECK(!seen[id], "sim: rank ", r, " maps to node \"", t.nodes()[id].name,
+                  "\" like an earlier rank; each rank needs its own device");
+    seen[id] = true;
+  }
+}
+
+}  // namespace
+
+std::vector<Algorithm> candidate_algorithms(const Topology& t, CollectiveOp op,
+                                            const std::vector<int>& group) {
+  switch (op) {
+    case CollectiveOp::AllReduce:
+      if (even_ranks_per_host(ranks_by_host(t, group)) > 0)
+        return {Algorithm::Ring, Algorithm::Tree, Algorithm::Hierarchical};
+      return {Algorithm::Ring, Algorithm::Tree};
+    case CollectiveOp::Broadcast: return {Algorithm::Ring, Algorithm::Tree};
+    case CollectiveOp::AllToAll: return {Algorithm::Pairwise};
+    default: return {Algorithm::Ring};
+  }
+}
+
+CollectivePlan plan_collective(const Topology& t, CollectiveOp op, Algorithm algo,
+                               const std::vector<int>& group, std::int64_t bytes) {
+  check_group(t, group, bytes);
+  TESSERA_CHECK(algo != Algorithm::Auto, "sim: plan_collective needs a concrete algorithm; "
+                "simulate_collective resolves auto");
+  const auto allowed = candidate_algorithms(t, op, group);
+  if (std::find(allowed.begin(), allowed.end(), algo) == allowed.end()) {
+    std::string list;
+    for (Algorithm a : allowed) list += (list.empty() ? "" : ", ") + algorithm_name(a);
+    throw Unsupported(detail::cat(
+        "sim: ", collective_op_name(op), " has no ", algorithm_name(algo), " algorithm on this ",
+        group.size(), "-rank group", algo == Algorithm::Hierarchical
+            ? " (hier needs ranks on ≥ 2 hosts, the same number on each)" : "",
+        "; use one of: ", list, ", or auto"));
+  }
+  CollectivePlan plan;
+  plan.op = op;
+  plan.algorithm = algo;
+  plan.bytes = bytes;
+  const int p = static_cast<int>(group.size());
+  if (p == 1) return plan;
+  const auto hosts = ranks_by_host(t, group);
+
+  if (op == CollectiveOp::AllToAll) {
+    for (int s = 1; s < p; ++s) {
+      CollectiveStep step;
+      for (int r = 0; r < p; ++r) step.transfers.push_back({r, (r + s) % p, ceil_div(bytes, p)});
+      plan.steps.push_back(std::move(step));
+    }
+  } else if (algo == Algorithm::Hierarchical) {
+    const int local = even_ranks_per_host(hosts), nh = static_cast<int>(hosts.size());
+    std::vector<std::vector<int>> rails(local);
+    for (const auto& h : hosts)
+      for (int j = 0; j < local; ++j) rails[j].push_back(h[j]);
+    if (local > 1) plan.steps.push_back(ring_step(hosts, ceil_div(bytes, local), local - 1));
+    plan.steps.push_back(ring_step(rails, ceil_div(bytes, std::int64_t{local} * nh), 2 * (nh - 1)));
+    if (local > 1) plan.steps.push_back(ring_step(hosts, ceil_div(bytes, local), local - 1));
+  } else if (op == CollectiveOp::Broadcast || algo == Algorithm::Tree) {
+    // Chains of ranks per host under a tree of hosts, or (one host) a tree of ranks.
+    std::vector<std::vector<int>> chains;
+    if (hosts.size() > 1 && op == CollectiveOp::AllReduce) {
+      chains = hosts;
+    } else {
+      for (int r = 0; r < p; ++r) chains.push_back({r});
+    }
+    std::vector<int> order(chains.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+    std::vector<Tree> trees;
+    if (op == CollectiveOp::Broadcast && algo == Algorithm::Ring) {  // chain 0 → 1 → … → p−1
+      std::vector<int> all(p);
+      for (int r = 0; r < p; ++r) all[r] = r;
+      trees.push_back(build_tree({all}, {0}, p));
+    } else {
+      trees.push_back(build_tree(chains, order, p));
+      if (op == CollectiveOp::AllReduce && order.size() > 1) {  // the complementary tree
+        std::reverse(order.begin(), order.end());
+        trees.push_back(build_tree(chains, order, p));
+      }
+    }
+    const std::int64_t per_tree = ceil_div(bytes, static_cast<std::int64_t>(trees.size()));
+    const bool up = op == CollectiveOp::AllReduce;
+    int depth = 0;
+    for (const Tree& tr : trees) depth = std::max(depth, tr.max_depth);
+    const int chunks = pipeline_chunks(t, group, trees, per_tree, (up ? 2 : 1) * depth);
+    pipeline_steps(plan, trees, ceil_div(per_tree, chunks), chunks, up, true);
+  } else {  // rings: all_reduce, all_gather, reduce_scatter
+    const auto rings = build_rings(hosts, p);
+    const std::int64_t chunk = ceil_div(bytes, std::int64_t{p} * static_cast<int>(rings.size()));
+    plan.steps.push_back(ring_step(rings, chunk, op == CollectiveOp::AllReduce ? 2 * (p - 1) : p - 1));
+  }
+  return plan;
+}
+
+}  // namespace tessera::sim
