@@ -1,0 +1,133 @@
+// Small helpers shared by the benchmarks: repeated timing with median and spread, the FMA peak
+// probe and a minimal JSON writer.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#if defined(__AVX512F__) || defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+namespace tessera::bench {
+
+/// Median and spread of repeated measurements (milliseconds).
+struct Stats {
+  double median = 0, min = 0, max = 0, q1 = 0, q3 = 0;
+  int reps = 0;
+};
+
+/// Order statistics of the samples (q1/q3 by linear interpolation).
+inline Stats stats_of(std::vector<double> v) {
+  Stats s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  auto at = [&](double q) {
+    const double pos = q * double(v.size() - 1);
+    const std::size_t i = std::size_t(pos);
+    const double f = pos - double(i);
+    return i + 1 < v.size() ? v[i] * (1 - f) + v[i + 1] * f : v[i];
+  };
+  s.median = at(0.5), s.q1 = at(0.25), s.q3 = at(0.75), s.min = v.front(), s.max = v.back();
+  s.reps = int(v.size());
+  return s;
+}
+
+/// Runs fn once to warm up, then `reps` timed times; wall-clock milliseconds per run.
+template <class Fn>
+Stats time_ms(int reps, Fn&& fn) {
+  fn();
+  std::vector<double> ms;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return stats_of(ms);
+}
+
+/// Single-precision FMA throughput of `threads` threads (each `iters` × 12 independent vector
+/// FMAs), in GFLOP/s. AVX-512 where the build targets it, else AVX2+FMA, else scalar.
+inline double fma_peak_gflops(int threads, long iters = 20'000'000) {
+  auto body = [iters](float* sink) {
+#if defined(__AVX512F__)
+    constexpr int kLanes = 16;
+    __m512 acc[12];
+    const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-3f);
+    for (int k = 0; k < 12; ++k) acc[k] = _mm512_set1_ps(float(k));
+    for (long i = 0; i < iters; ++i)
+      for (int k = 0; k < 12; ++k) acc[k] = _mm512_fmadd_ps(acc[k], a, b);
+    for (int k = 1; k < 12; ++k) acc[0] = _mm512_add_ps(acc[0], acc[k]);
+    *sink = _mm512_reduce_add_ps(acc[0]);
+#elif defined(__AVX2__) && defined(__FMA__)
+    constexpr int kLanes = 8;
+    __m256 acc[12];
+    const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-3f);
+    for (int k = 0; k < 12; ++k) acc[k] = _mm256_set1_ps(float(k));
+    for (long i = 0; i < iters; ++i)
+      for (int k = 0; k < 12; ++k) acc[k] = _mm256_fmadd_ps(acc[k], a, b);
+    for (int k = 1; k < 12; ++k) acc[0] = _mm256_add_ps(acc[0], acc[k]);
+    float out[8];
+    _mm256_storeu_ps(out, acc[0]);
+    *sink = out[0];
+#else
+    constexpr int kLanes = 1;
+    float acc[12];
+    for (int k = 0; k < 12; ++k) acc[k] = float(k);
+    for (long i = 0; i < iters; ++i)
+      for (int k = 0; k < 12; ++k) acc[k] = acc[k] * 0.999999f + 1e-3f;
+    *sink = acc[0];
+#endif
+    return kLanes;
+  };
+  std::vector<float> sinks(threads);
+  int lanes = 1;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back([&, t] { body(&sinks[t]); });
+  lanes = body(&sinks[0]);
+  for (auto& t : pool) t.join();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return 2.0 * 12 * lanes * double(iters) * threads / s * 1e-9;
+}
+
+/// Builds one JSON object by appending "key": value pairs (no escaping needed for our keys).
+class Json {
+ public:
+  Json& num(const std::string& k, double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.6g", v);
+    return raw(k, buf);
+  }
+  Json& str(const std::string& k, const std::string& v) { return raw(k, "\"" + v + "\""); }
+  Json& raw(const std::string& k, const std::string& v) {
+    body_ += (body_.empty() ? "" : ", ") + ("\"" + k + "\": ") + v;
+    return *this;
+  }
+  Json& stats(const std::string& prefix, const Stats& s) {
+    return num(prefix + "median", s.median)
+        .num(prefix + "min", s.min)
+        .num(prefix + "max", s.max)
+        .num(prefix + "q1", s.q1)
+        .num(prefix + "q3", s.q3)
+        .num("reps", s.reps);
+  }
+  std::string str() const { return "{" + body_ + "}"; }
+
+ private:
+  std::string body_;
+};
+
+/// "[a, b, c]" from already-formatted JSON values.
+inline std::string json_array(const std::vector<std::string>& items) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < items.size(); ++i) s += (i ? ",\n  " : "\n  ") + items[i];
+  return s + (items.empty() ? "]" : "\n]");
+}
+
+}  // namespace tessera::bench

@@ -1,0 +1,347 @@
+// bench_conv: GFLOP/s of the ConvNeXt-T stage-1 convolutions on the cpu backend, next to the
+// machine's measured FMA peak and (when built with it) libtorch on the same layers.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_util.hpp"
+#include "tessera/compute/cpu.hpp"
+#include "tessera/compute/ops.hpp"
+
+#ifdef TESSERA_BENCH_HAVE_TORCH
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#endif
+
+namespace tessera::bench {
+namespace {
+
+using compute::Conv2dParams;
+using core::Tensor;
+
+struct Options {
+  bool json = false;
+  int reps = 7;
+  std::vector<int> threads = {1, 2};
+  std::string layers;  // comma-separated case names; empty = all
+  bool torch = true;
+  bool torch_as_dispatched = false;  // see TorchChain::force_dnnl
+};
+
+/// One convolution layer (square kernel, stride 1).
+struct Layer {
+  int n, cin, h, w, cout, k, pad, groups;
+  double fwd_flops() const { return 2.0 * n * cout * h * w * (cin / groups) * k * k; }
+};
+
+/// The measured layers: ConvNeXt-T stage 1 at (2, 96, 128, 512); "pw_pair" is 96→384→96 chained.
+struct Case {
+  std::string name;
+  std::vector<Layer> chain;
+  double fwd_flops() const {
+    double f = 0;
+    for (const auto& l : chain) f += l.fwd_flops();
+    return f;
+  }
+};
+std::vector<Case> cases() {
+  return {{"dw7x7_p3", {{2, 96, 128, 512, 96, 7, 3, 96}}},
+          {"pw_96to384", {{2, 96, 128, 512, 384, 1, 0, 1}}},
+          {"pw_384to96", {{2, 384, 128, 512, 96, 1, 0, 1}}},
+          {"pw_pair", {{2, 96, 128, 512, 384, 1, 0, 1}, {2, 384, 128, 512, 96, 1, 0, 1}}}};
+}
+
+struct Row {
+  std::string name, impl, pass;
+  int threads;
+  Stats ms;
+  double gflops;
+};
+
+void fill_random(Tensor& t, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  float* p = t.data<float>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = dist(gen);
+}
+
+// Activations and gradients of a chain of layers on the cpu backend.
+struct TesseraChain {
+  std::vector<Layer> ls;
+  std::vector<Conv2dParams> ps;
+  std::vector<Tensor> act, grad, w, b, dw, db;  // act[i] feeds layer i; act.back() is the output
+
+  explicit TesseraChain(const std::vector<Layer>& layers) : ls(layers) {
+    act.push_back(Tensor::empty({ls[0].n, ls[0].cin, ls[0].h, ls[0].w}));
+    fill_random(act[0], 1);
+    for (std::size_t i = 0; i < ls.size(); ++i) {
+      const Layer& l = ls[i];
+      Conv2dParams p;
+      p.kernel_h = p.kernel_w = l.k;
+      p.pad_h = p.pad_w = l.pad;
+      p.groups = l.groups;
+      ps.push_back(p);
+      w.push_back(Tensor::empty({l.cout, l.cin / l.groups, l.k, l.k}));
+      fill_random(w.back(), 10 + unsigned(i));
+      b.push_back(Tensor::zeros({l.cout}));
+      dw.push_back(Tensor::empty(w.back().shape()));
+      db.push_back(Tensor::empty({l.cout}));
+      act.push_back(Tensor::empty({l.n, l.cout, l.h, l.w}));
+    }
+    for (const auto& a : act) grad.push_back(Tensor::empty(a.shape()));
+    fill_random(grad.back(), 2);
+  }
+  void forward(compute::Backend& be) {
+    for (std::size_t i = 0; i < ls.size(); ++i)
+      compute::conv2d_forward(be, ps[i], act[i], w[i], &b[i], act[i + 1]);
+  }
+  void forward_backward(compute::Backend& be) {
+    forward(be);
+    for (std::size_t i = ls.size(); i-- > 0;) {
+      compute::conv2d_backward_weight(be, ps[i], act[i], grad[i + 1], dw[i], &db[i], false);
+      compute::conv2d_backward_data(be, ps[i], grad[i + 1], w[i], grad[i], false);
+    }
+  }
+};
+
+#ifdef TESSERA_BENCH_HAVE_TORCH
+// The same chain through at::conv2d and at::convolution_backward, NCHW or channels-last.
+struct TorchChain {
+  std::vector<Layer> ls;
+  std::vector<at::Tensor> w, b;
+  at::Tensor x, dy;
+  at::MemoryFormat fmt;
+  // at::conv2d sends a 1x1 conv with batch < 16 on one thread to its THNN path, which on Debian
+  // runs on the reference BLAS (~2 GFLOP/s). A dilation of 2 on a 1x1 kernel computes the same
+  // thing and makes ATen pick oneDNN, its fast path: the fair comparison.
+  bool force_dnnl = false;
+
+  TorchChain(const std::vector<Layer>& layers, bool channels_last, bool dnnl_for_1x1)
+      : ls(layers),
+        fmt(channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous),
+        force_dnnl(dnnl_for_1x1) {
+    at::manual_seed(0);
+    const Layer& f = ls.front();
+    const Layer& e = ls.back();
+    x = at::rand({f.n, f.cin, f.h, f.w}).contiguous(fmt);
+    dy = at::rand({e.n, e.cout, e.h, e.w}).contiguous(fmt);
+    for (const Layer& l : ls) {
+      w.push_back(at::rand({l.cout, l.cin / l.groups, l.k, l.k}).contiguous(fmt));
+      b.push_back(at::zeros({l.cout}));
+    }
+  }
+  std::int64_t dil(const Layer& l) const { return force_dnnl && l.k == 1 ? 2 : 1; }
+  at::Tensor conv(std::size_t i, const at::Tensor& in) const {
+    const Layer& l = ls[i];
+    return at::conv2d(in, w[i], b[i], {1, 1}, {l.pad, l.pad}, {dil(l), dil(l)}, l.groups);
+  }
+  void forward() {
+    at::Tensor h = x;
+    for (std::size_t i = 0; i < ls.size(); ++i) h = conv(i, h);
+  }
+  void forward_backward() {
+    std::vector<at::Tensor> ins = {x};
+    for (std::size_t i = 0; i < ls.size(); ++i) ins.push_back(conv(i, ins.back()));
+    at::Tensor g = dy;
+    for (std::size_t i = ls.size(); i-- > 0;) {
+      const Layer& l = ls[i];
+      auto grads =
+          at::convolution_backward(g, ins[i], w[i], at::IntArrayRef{l.cout}, {1, 1}, {l.pad, l.pad},
+                                   {dil(l), dil(l)}, false, {0, 0}, l.groups, {true, true, true});
+      g = std::get<0>(grads);
+    }
+  }
+};
+#endif
+
+// Times every implementation of one case and pass with their repetitions interleaved (A B C A B
+// C ...), so that load from other processes on a shared machine hits all of them alike. A short
+// pause before each run lets OpenMP threads that spin after a parallel region go to sleep.
+void measure(const Options& o, const Case& c, int threads, std::vector<Row>& rows) {
+  struct Impl {
+    std::string name;
+    std::function<void()> fwd, fwd_bwd;
+  };
+  std::vector<Impl> impls;
+  compute::cpu::CpuBackend be(threads);
+  TesseraChain tc(c.chain);
+  impls.push_back({"tessera", [&] { tc.forward(be); }, [&] { tc.forward_backward(be); }});
+#ifdef TESSERA_BENCH_HAVE_TORCH
+  std::vector<std::unique_ptr<TorchChain>> torch;
+  if (o.torch) {
+    at::set_num_threads(threads);
+    const bool dnnl = threads == 1 && !o.torch_as_dispatched;
+    for (bool cl : {false, true}) {
+      torch.push_back(std::make_unique<TorchChain>(c.chain, cl, dnnl));
+      TorchChain* t = torch.back().get();
+      impls.push_back(
+          {cl ? "torch_cl" : "torch_cf", [t] { t->forward(); }, [t] { t->forward_backward(); }});
+    }
+  }
+#endif
+  for (int pass = 0; pass < 2; ++pass) {
+    std::vector<std::vector<double>> ms(impls.size());
+    for (int rep = -1; rep < o.reps; ++rep)  // rep -1 warms up
+      for (std::size_t i = 0; i < impls.size(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        auto& fn = pass == 0 ? impls[i].fwd : impls[i].fwd_bwd;
+        const auto t0 = std::chrono::steady_clock::now();
+        fn();
+        const double dt =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count();
+        if (rep >= 0) ms[i].push_back(dt);
+      }
+    const double flops = (pass == 0 ? 1 : 3) * c.fwd_flops();
+    for (std::size_t i = 0; i < impls.size(); ++i) {
+      const Stats s = stats_of(ms[i]);
+      rows.push_back({c.name, impls[i].name, pass == 0 ? "fwd" : "fwd+bwd", threads, s,
+                      flops / (s.median * 1e-3) * 1e-9});
+    }
+  }
+}
+
+/// The sharded figures (the same layers split over 1/2/4 ranks of the local comm backend, with
+/// halo exchange) belong here; they come with the sharded ops. Returns JSON rows, prints a table.
+std::vector<std::string> run_sharded(const Options&) { return {}; }
+
+const Row* find(const std::vector<Row>& rows, const std::string& name, const std::string& impl,
+                const std::string& pass, int threads) {
+  for (const Row& r : rows)
+    if (r.name == name && r.impl == impl && r.pass == pass && r.threads == threads) return &r;
+  return nullptr;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--json") {
+      o.json = true;
+    } else if (a == "--no-torch") {
+      o.torch = false;
+    } else if (a == "--torch-as-dispatched") {
+      o.torch_as_dispatched = true;
+    } else if (a == "--layers" && i + 1 < argc) {
+      o.layers = std::string(",") + argv[++i] + ",";
+    } else if (a == "--reps" && i + 1 < argc) {
+      o.reps = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--threads" && i + 1 < argc) {
+      o.threads.clear();
+      for (const char* s = argv[++i]; *s; s += (*s == ','))
+        o.threads.push_back(int(std::strtol(s, const_cast<char**>(&s), 10)));
+    } else {
+      std::fprintf(
+          stderr,
+          "usage: bench_conv [--json] [--reps N] [--threads 1,2] [--layers dw7x7_p3,pw_pair]\n"
+          "                  [--no-torch] [--torch-as-dispatched]\n"
+          "  --torch-as-dispatched: time libtorch's own 1-thread choice for 1x1 convs (THNN\n"
+          "  on Debian's reference BLAS, very slow) instead of forcing its oneDNN path\n");
+      std::exit(a == "--help" ? 0 : 2);
+    }
+  }
+  return o;
+}
+
+int run(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  std::vector<std::pair<int, Stats>> peak;
+  for (int t : o.threads) {
+    std::vector<double> g;
+    for (int r = 0; r < 5; ++r) g.push_back(fma_peak_gflops(t));
+    peak.emplace_back(t, stats_of(g));
+  }
+  std::vector<Row> rows;
+  for (const Case& c : cases())
+    for (int t : o.threads) {
+      if (!o.layers.empty() && o.layers.find("," + c.name + ",") == std::string::npos) continue;
+      if (!o.json) std::fprintf(stderr, "measuring %s on %d thread(s)...\n", c.name.c_str(), t);
+      measure(o, c, t, rows);
+    }
+  const std::vector<std::string> sharded = run_sharded(o);
+
+  // tessera time / libtorch time per case, pass and threads (< 1: tessera is faster).
+  struct Ratio {
+    std::string name, pass;
+    int threads;
+    double cf, cl;
+  };
+  std::vector<Ratio> ratios;
+  for (const Row& r : rows) {
+    if (r.impl != "tessera") continue;
+    const Row* cf = find(rows, r.name, "torch_cf", r.pass, r.threads);
+    const Row* cl = find(rows, r.name, "torch_cl", r.pass, r.threads);
+    if (cf && cl)
+      ratios.push_back(
+          {r.name, r.pass, r.threads, r.ms.median / cf->ms.median, r.ms.median / cl->ms.median});
+  }
+
+  if (o.json) {
+    std::vector<std::string> pk, rs, ra;
+    for (auto& [t, s] : peak) pk.push_back(Json().num("threads", t).stats("gflops_", s).str());
+    for (const Row& r : rows)
+      rs.push_back(Json()
+                       .str("layer", r.name)
+                       .str("impl", r.impl)
+                       .str("pass", r.pass)
+                       .num("threads", r.threads)
+                       .stats("ms_", r.ms)
+                       .num("gflops", r.gflops)
+                       .str());
+    for (const Ratio& r : ratios)
+      ra.push_back(Json()
+                       .str("layer", r.name)
+                       .str("pass", r.pass)
+                       .num("threads", r.threads)
+                       .num("tessera_over_torch_cf", r.cf)
+                       .num("tessera_over_torch_cl", r.cl)
+                       .str());
+    std::printf("%s\n", Json()
+                            .raw("fma_peak", json_array(pk))
+                            .raw("results", json_array(rs))
+                            .raw("ratios", json_array(ra))
+                            .raw("sharded", json_array(sharded))
+                            .str()
+                            .c_str());
+    return 0;
+  }
+  std::printf("fp32 FMA peak (GFLOP/s, median [min-max] of 5):");
+  for (auto& [t, s] : peak)
+    std::printf("  %d thread(s) %.1f [%.1f-%.1f]", t, s.median, s.min, s.max);
+  std::printf("\n\n%-11s %-8s %3s %-9s %10s %21s %8s %6s\n", "layer", "pass", "thr", "impl",
+              "median ms", "[min-max] ms", "GFLOP/s", "%peak");
+  for (const Row& r : rows) {
+    double pk = 0;
+    for (auto& [t, s] : peak)
+      if (t == r.threads) pk = s.median;
+    std::printf("%-11s %-8s %3d %-9s %10.2f   [%8.2f - %8.2f] %8.1f %5.1f%%\n", r.name.c_str(),
+                r.pass.c_str(), r.threads, r.impl.c_str(), r.ms.median, r.ms.min, r.ms.max,
+                r.gflops, pk > 0 ? 100 * r.gflops / pk : 0.0);
+  }
+  if (!ratios.empty()) {
+    if (!o.torch_as_dispatched)
+      std::printf(
+          "\nlibtorch 1x1 convs on 1 thread: oneDNN forced (dilation 2 on the 1x1 kernel); "
+          "at::conv2d's\n"
+          "own choice there (THNN on the reference BLAS) is ~2 GFLOP/s, see "
+          "--torch-as-dispatched\n");
+    std::printf("\ntime ratio tessera / libtorch (< 1: tessera faster)\n%-11s %-8s %3s %9s %9s\n",
+                "layer", "pass", "thr", "vs NCHW", "vs NHWC");
+    for (const Ratio& r : ratios)
+      std::printf("%-11s %-8s %3d %9.2f %9.2f\n", r.name.c_str(), r.pass.c_str(), r.threads, r.cf,
+                  r.cl);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tessera::bench
+
+int main(int argc, char** argv) { return tessera::bench::run(argc, argv); }

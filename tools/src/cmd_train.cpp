@@ -1,0 +1,59 @@
+// `tessera train`: sharded training of a ConvNeXt or RegNet on in-process ranks, with a progress
+// line per step, a final summary, and optional trace, metrics and checkpoint files.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "commands.hpp"
+#include "train_run.hpp"
+#include "tessera/core/error.hpp"
+
+namespace tessera::tools {
+
+namespace {
+
+std::string mib(std::size_t b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", double(b) / (1 << 20));
+  return buf;
+}
+
+void print_step(const TrainRunConfig& cfg, const std::vector<nn::StepStats>& ranks, bool tty) {
+  const nn::StepStats& s = ranks[0];
+  double worst = 0;
+  for (auto& r : ranks) worst = std::max(worst, r.step_time_s);
+  std::string line = "step " + std::to_string(s.step + 1) + "/" + std::to_string(cfg.train.steps);
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "  loss %.4f  %.3f s/step  %.2f img/s  lr %.2e  peak MiB", s.loss, worst,
+                cfg.train.batch / worst, s.lr);
+  line += buf;
+  for (std::size_t r = 0; r < ranks.size(); ++r) line += " r" + std::to_string(r) + " " + mib(ranks[r].memory.peak_total);
+  if (tty) std::printf("\r%-150s", line.c_str());
+  else std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int run_train_command(TrainRunConfig cfg) {
+  const bool tty = isatty(fileno(stdout));
+  std::printf("tessera train: %s, input %s, batch %d, mesh %s (shard %s), %s backend, %d step(s), "
+              "checkpointing %s, %s\n",
+              cfg.train.model.name.c_str(), core::shape_str(cfg.train.input).c_str(), cfg.train.batch,
+              cfg.mesh.to_string().c_str(), cfg.train.shard.c_str(), cfg.backend.c_str(), cfg.train.steps,
+              cfg.train.checkpointing.c_str(), cfg.train.optimizer.kind.c_str());
+  TrainRunResult res = run_training(cfg, [&](const std::vector<nn::StepStats>& ranks) { print_step(cfg, ranks, tty); });
+  if (tty) std::printf("\n");
+  std::printf("%s", training_summary(cfg, res).c_str());
+  return 0;
+}
+
+void add_train_command(CLI::App& app, Action& action) {
+  auto a = std::make_shared<TrainArgs>();
+  CLI::App* c = app.add_subcommand("train", "Train a model spatially sharded over in-process ranks");
+  add_train_options(*c, *a);
+  c->callback([&action, a] { action = [a] { return run_train_command(make_train_config(*a)); }; });
+}
+
+}  // namespace tessera::tools

@@ -1,0 +1,30 @@
+// tessera: command-line entry point. Errors are printed without a stack trace; exit code 1.
+#include <iostream>
+
+#include "commands.hpp"
+#include "tessera/core/error.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"tessera: spatial tensor parallelism for high-resolution convolutional networks"};
+  app.require_subcommand(1);
+  tessera::tools::Action action;
+  tessera::tools::add_train_command(app, action);
+  tessera::tools::add_halo_command(app, action);
+  tessera::tools::add_verify_command(app, action);
+  tessera::tools::add_backends_command(app, action);
+  tessera::tools::add_sim_command(app, action);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    return action ? action() : 0;
+  } catch (const tessera::Error& e) {
+    std::cerr << "tessera: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "tessera: unexpected error: " << e.what() << "\n";
+    return 1;
+  }
+}
