@@ -178,6 +178,20 @@ StepStats Trainer::step() {
 
   Tensor h = batch.images;
   batch.images = Tensor();
+  if (h.dtype() != opt_.dtype) {
+    // The loaders produce float32; a float64 run (used to tell rounding from bugs) widens it.
+    TESSERA_CHECK(h.dtype() == core::DType::F32 && opt_.dtype == core::DType::F64, "training in ",
+                  core::dtype_name(opt_.dtype), " from ", core::dtype_name(h.dtype()),
+                  " images is not supported: use float32 or float64");
+    Tensor wide = Tensor::empty(h.shape(), core::DType::F64, MemCategory::Activation, alloc_);
+    if (!h.is_meta()) {
+      const Tensor src = h.is_contiguous() ? h : h.clone();
+      const float* a = src.data<float>();
+      double* b = wide.data<double>();
+      for (std::int64_t i = 0; i < src.numel(); ++i) b[i] = a[i];
+    }
+    h = wide;
+  }
   for (Module* u : units_) h = u->forward(ctx_, h);
   Tensor g;
   st.loss = loss_and_grad(h, batch.labels, g);

@@ -1,0 +1,81 @@
+// Runs the Trainer over in-process ranks and collects what the training tests compare: the
+// per-step losses and gradient norms, the final parameters (replicated: rank 0's copy, checked
+// equal on every rank) and each rank's memory figures.
+#pragma once
+
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "support/test_utils.hpp"
+#include "tessera/comm/local.hpp"
+#include "tessera/comm/mesh_comm.hpp"
+#include "tessera/compute/cpu.hpp"
+#include "tessera/nn/trainer.hpp"
+
+namespace tessera::test {
+
+struct TrainRun {
+  std::vector<double> losses, grad_norms, lrs;
+  std::vector<std::string> names;
+  std::vector<std::vector<double>> params;  ///< final values, rank 0
+  bool replicas_agree = true;               ///< every rank ends with the same parameters
+  std::vector<core::MemStats> memory;       ///< per rank, over the whole run
+};
+
+/// The synthetic dataset matching `o` (same channels, size, classes, seed).
+inline std::shared_ptr<const data::Dataset> dataset_for(const nn::TrainOptions& o) {
+  data::SyntheticOptions d;
+  d.task = o.model.task == nn::Task::Classify ? data::Task::Classify : data::Task::Segment;
+  d.channels = static_cast<int>(o.input[0]);
+  d.height = static_cast<int>(o.input[1]);
+  d.width = static_cast<int>(o.input[2]);
+  d.num_classes = o.model.num_classes;
+  d.size = 256;
+  d.seed = o.seed;
+  return data::make_synthetic(d);
+}
+
+/// Trains `o.steps` steps on `mesh` (one compute thread per rank). `before` runs on every rank
+/// after construction (e.g. to load a checkpoint), `after` after the last step (e.g. to save).
+inline TrainRun train(const nn::TrainOptions& o, const core::DeviceMesh& mesh,
+                      const std::function<void(nn::Trainer&)>& before = {},
+                      const std::function<void(nn::Trainer&)>& after = {}) {
+  const int P = mesh.size();
+  auto ds = dataset_for(o);
+  TrainRun r;
+  r.memory.resize(P);
+  std::vector<std::vector<std::vector<double>>> finals(P);
+  std::mutex mu;
+  comm::local::run(P, [&](comm::Backend& world) {
+    const int rank = world.rank();
+    comm::MeshComm mc(mesh, world);
+    auto alloc = std::make_shared<core::Allocator>("rank " + std::to_string(rank));
+    compute::cpu::CpuBackend cpu(1);
+    nn::Trainer t(o, &mc, cpu, alloc, ds);
+    if (before) before(t);
+    while (t.next_step() < o.steps) {
+      const nn::StepStats s = t.step();
+      if (rank == 0) {
+        r.losses.push_back(s.loss);
+        r.grad_norms.push_back(s.grad_norm);
+        r.lrs.push_back(s.lr);
+      }
+    }
+    if (after) after(t);
+    std::vector<std::vector<double>> ps;
+    for (nn::Parameter* p : t.parameters()) ps.push_back(to_doubles(p->value));
+    std::lock_guard<std::mutex> lock(mu);
+    finals[rank] = std::move(ps);
+    r.memory[rank] = alloc->stats();
+    if (rank == 0)
+      for (nn::Parameter* p : t.parameters()) r.names.push_back(p->name);
+  });
+  r.params = finals[0];
+  for (int q = 1; q < P; ++q)
+    if (finals[q] != finals[0]) r.replicas_agree = false;
+  return r;
+}
+
+}  // namespace tessera::test
