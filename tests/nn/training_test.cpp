@@ -99,6 +99,23 @@ TEST_CASE("sharded ConvNeXt training equals the one-rank run (AdamW, clipping, D
   check_sharded_equals_unsharded(o, true);
 }
 
+TEST_CASE("sharded segmentation training equals the one-rank run (per-pixel loss over shards)",
+          "[nn][train]") {
+  nn::TrainOptions o = options(small_convnext(), "adamw");
+  o.model.task = nn::Task::Segment;
+  o.model.num_classes = 5;
+  o.steps = 6;
+  const TrainRun ref = test::train(o, core::DeviceMesh({1}, {"sp"}));
+  REQUIRE(ref.losses.front() > 1.0);
+  for (const char* mesh : {"sp=3", "dp=2,sp=2"}) {
+    INFO(mesh);
+    require_equal_runs(test::train(o, core::DeviceMesh::parse(mesh)), ref);
+  }
+  o.dtype = core::DType::F64;
+  const TrainRun ref64 = test::train(o, core::DeviceMesh({1}, {"sp"}));
+  require_equal_runs(test::train(o, core::DeviceMesh::parse("sp=4")), ref64, 1e-9);
+}
+
 TEST_CASE("sharded RegNetY training equals the one-rank run (SGD, SyncBN, SE)", "[nn][train]") {
   // Along H at 3x64x32 the float32 one-rank run itself drifts 1e-4 from float64 on the stem's
   // BN bias within 10 steps; H sharding of RegNetY is checked in float64 below.
