@@ -1,5 +1,6 @@
 // `tessera sim`: the simulator's command line — `--list` prints the topology presets and devices,
-// `collective` simulates one collective alone (more subcommands join this parent later).
+// `collective` simulates one collective alone; `run` and `memory` live in cmd_sim_run.cpp and
+// cmd_sim_memory.cpp.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -13,6 +14,16 @@
 
 namespace tessera::tools {
 
+sim::Topology load_topology(const std::string& spec) {
+  std::ifstream in(spec);
+  if (!in) return sim::Topology::preset(spec);
+  std::stringstream text;
+  text << in.rdbuf();
+  sim::Topology t = sim::Topology::from_json(text.str(), "topology file '" + spec + "'");
+  if (t.name.empty()) t.name = spec;
+  return t;
+}
+
 namespace {
 
 struct CollectiveArgs {
@@ -23,17 +34,6 @@ struct CollectiveArgs {
   int ranks = 0;
   bool json = false;
 };
-
-/// A preset name, or a path to a topology JSON file when one exists there.
-sim::Topology load_topology(const std::string& spec) {
-  std::ifstream in(spec);
-  if (!in) return sim::Topology::preset(spec);
-  std::stringstream text;
-  text << in.rdbuf();
-  sim::Topology t = sim::Topology::from_json(text.str(), "topology file '" + spec + "'");
-  if (t.name.empty()) t.name = spec;
-  return t;
-}
 
 std::string json_string(const std::string& s) {
   std::string out = "\"";
@@ -102,7 +102,7 @@ int run_list() {
 }  // namespace
 
 void add_sim_command(CLI::App& app, Action& action) {
-  CLI::App* sim = app.add_subcommand("sim", "Simulate collectives (and, later, training iterations)");
+  CLI::App* sim = app.add_subcommand("sim", "Simulate collectives and training iterations");
   sim->require_subcommand(0, 1);
   auto list = std::make_shared<bool>(false);
   sim->add_flag("--list", *list, "List the topology presets and the device catalog");
@@ -120,6 +120,8 @@ void add_sim_command(CLI::App& app, Action& action) {
   c->add_option("--ranks", args->ranks, "Use the first N devices (default: all)");
   c->add_flag("--json", args->json, "Print one JSON object (time_s, algbw_GBps, busbw_GBps, ...)");
   c->callback([&action, args] { action = [args] { return run_collective(*args); }; });
+  add_sim_run_command(*sim, action);
+  add_sim_memory_command(*sim, action);
 
   sim->callback([&action, sim, list] {
     if (*list) {

@@ -3,6 +3,9 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
+
+#include "tessera/sim/topology.hpp"
 
 namespace tessera::tools {
 
@@ -14,8 +17,13 @@ void add_halo_command(CLI::App& app, Action& action);
 void add_verify_command(CLI::App& app, Action& action);
 void add_backends_command(CLI::App& app, Action& action);
 void add_train_command(CLI::App& app, Action& action);
-/// `tessera sim`: a parent command (`--list`) with subcommands (`collective`).
+/// `tessera sim`: a parent command (`--list`) with subcommands (`collective`, `run`, `memory`).
 void add_sim_command(CLI::App& app, Action& action);
+/// `tessera sim run` (cmd_sim_run.cpp) and `tessera sim memory` (cmd_sim_memory.cpp), added to `sim`.
+void add_sim_run_command(CLI::App& sim, Action& action);
+void add_sim_memory_command(CLI::App& sim, Action& action);
+/// A topology preset name, or a path to a topology JSON file when one exists there.
+sim::Topology load_topology(const std::string& spec);
 
 /// Parses "W", "H" or "HW" (case-insensitive) into the tensor dimensions to shard.
 std::vector<int> parse_shard_dims(const std::string& s);

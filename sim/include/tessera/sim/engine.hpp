@@ -1,0 +1,72 @@
+// Event simulation of one training iteration from the replayed programs of every rank: per device
+// a compute stream, a halo (point-to-point) stream and a collective stream, dependencies from the
+// program, kernel times from a roofline over the device catalog, transfers over the topology.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tessera/core/trace.hpp"
+#include "tessera/sim/collectives.hpp"
+#include "tessera/sim/devices.hpp"
+#include "tessera/sim/replay.hpp"
+#include "tessera/sim/topology.hpp"
+
+namespace tessera::sim {
+
+/// How kernels and transfers are timed.
+struct EngineOptions {
+  /// Device model of every rank (catalog key); empty = the device each topology node names.
+  std::string device;
+  /// Use the TF32 tensor-core peak for convolutions and GEMMs (when the device has one).
+  bool tf32 = false;
+  /// Efficiency per op name ("conv2d_forward", "adamw_step", ...), overriding the device's class
+  /// efficiency (eff_gemm, eff_depthwise, eff_elementwise): the calibration hook.
+  std::map<std::string, double> efficiency;
+  bool launch_overhead = true;  ///< add the device's per-kernel launch overhead
+  Algorithm collective_algorithm = Algorithm::Auto;
+};
+
+/// One device's figures over the iteration.
+struct DeviceResult {
+  int rank = 0;
+  std::string device;       ///< catalog key
+  Picos end_ps = 0;         ///< when its last op finished
+  Picos compute_busy_ps = 0;
+  Picos comm_busy_ps = 0;   ///< time with at least one transfer or collective in flight
+  core::MemStats memory;    ///< from the replay
+};
+
+/// One directed link that carried data.
+struct LinkUse {
+  std::string from, to, kind;
+  double bytes = 0;
+  double utilisation = 0;  ///< bytes / (bandwidth · iteration time)
+};
+
+struct SimResult {
+  Picos iteration_ps = 0;
+  std::vector<DeviceResult> devices;  ///< by rank
+  std::vector<LinkUse> links;         ///< links that carried data, busiest first
+  std::vector<core::TraceEvent> trace;  ///< core's trace schema (write with core::write_chrome_trace)
+  std::vector<std::pair<int, std::string>> process_names;
+};
+
+/// The time of one kernel on `device`: max(flops / (peak · eff), bytes / (bandwidth · eff)) plus
+/// the launch overhead, rounded up to whole picoseconds. eff is the op's class efficiency
+/// (convolutions and GEMMs: eff_gemm, depthwise convolutions: eff_depthwise, the rest:
+/// eff_elementwise) unless options.efficiency names the op.
+Picos kernel_time_ps(const ProgramOp& op, const DeviceSpec& device, const EngineOptions& options);
+
+/// Simulates one iteration. `ranks[i]` is world rank i's replay (every rank of the mesh, in rank
+/// order); rank i runs on topology.devices()[i]. Point-to-point transfers share the network
+/// max-min fairly (FlowNetwork); a collective starts once every member has reached it and its
+/// collective stream is free, and lasts what simulate_collective gives on an idle network.
+/// Deterministic: events are ordered by (time, sequence). Throws InvalidArgument for a topology
+/// with too few devices or an unknown device, InternalError when the programs deadlock.
+SimResult simulate_iteration(const std::vector<RankReplay>& ranks, const Topology& topology,
+                             const DeviceCatalog& catalog, const EngineOptions& options = {});
+
+}  // namespace tessera::sim

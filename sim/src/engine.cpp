@@ -1,0 +1,189 @@
+// simulate_iteration: a discrete-event loop over every rank's replayed program. Each device has a
+// compute stream, a halo stream (point-to-point batches, FIFO) and a collective stream (FIFO); an
+// op starts when its stream is free and its dependencies have finished. Events are ordered by
+// (time in ps, sequence), so the result is deterministic.
+#include <algorithm>
+#include <array>
+#include <map>
+#include <queue>
+#include <tuple>
+
+#include "engine_impl.hpp"
+#include "tessera/core/error.hpp"
+
+namespace tessera::sim {
+
+Picos kernel_time_ps(const ProgramOp& op, const DeviceSpec& d, const EngineOptions& o) {
+  using compute::OpKind;
+  const bool gemm_like = op.op == OpKind::Conv2dForward || op.op == OpKind::Conv2dBackwardData ||
+                         op.op == OpKind::Conv2dBackwardWeight || op.op == OpKind::LinearForward ||
+                         op.op == OpKind::LinearBackward;
+  double eff = gemm_like ? (op.depthwise ? d.eff_depthwise : d.eff_gemm) : d.eff_elementwise;
+  if (auto it = o.efficiency.find(op.name); it != o.efficiency.end()) eff = it->second;
+  TESSERA_CHECK(eff > 0 && eff <= 1, "sim: efficiency ", eff, " for ", op.name, " must lie in (0, 1]");
+  double peak = d.peak_fp32_flops;
+  if (o.tf32 && gemm_like && !op.depthwise && d.peak_tf32_flops > 0) peak = d.peak_tf32_flops;
+  const double t_flops = op.flops / (peak * eff);
+  const double t_bytes = static_cast<double>(op.bytes) / (d.mem_bw_bytes_per_s * eff);
+  const double t = std::max(t_flops, t_bytes) + (o.launch_overhead ? d.launch_overhead_s : 0.0);
+  return static_cast<Picos>(std::ceil(t * static_cast<double>(kPicosPerSecond) - 1e-6));
+}
+
+namespace detail_engine {
+
+Engine::Engine(const std::vector<RankReplay>& ranks, const Topology& topo, const DeviceCatalog& catalog,
+               const EngineOptions& options)
+    : topo_(topo), opt_(options), net_(topo) {
+  const std::vector<int> nodes = topo.devices();
+  TESSERA_CHECK(ranks.size() <= nodes.size(), "sim: the mesh has ", ranks.size(), " ranks but topology '", topo.name,
+                "' has only ", nodes.size(), " devices; use a larger topology (e.g. dgx-a100:N)");
+  ranks_.resize(ranks.size());
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    TESSERA_CHECK(ranks[r].rank == static_cast<int>(r), "sim: replay ", r, " is of rank ", ranks[r].rank,
+                  "; pass every rank's replay in rank order");
+    RankState& s = ranks_[r];
+    s.replay = &ranks[r];
+    s.node = nodes[r];
+    const std::string dev = opt_.device.empty() ? topo.nodes()[s.node].device : opt_.device;
+    s.spec = &catalog.get(dev);
+    const Program& p = ranks[r].program;
+    s.done.assign(p.size(), -1);
+    s.start.assign(p.size(), -1);
+    s.pending.assign(p.size(), 0);
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      const int stream = p[i].kind == ProgramOp::Kind::Compute ? kCompute
+                         : p[i].kind == ProgramOp::Kind::P2P   ? kHalo
+                                                               : kCollective;
+      s.queue[stream].push_back(static_cast<int>(i));
+    }
+  }
+  coll_edge_bytes_.assign(topo.num_edges(), 0.0);
+}
+
+bool Engine::deps_done(const RankState& s, const ProgramOp& op) const {
+  for (int d : op.deps)
+    if (s.done[d] < 0) return false;
+  return true;
+}
+
+void Engine::schedule(int rank, int op, Picos t) { events_.push({t, seq_++, rank, op}); }
+
+bool Engine::try_start(int r, int stream) {
+  RankState& s = ranks_[r];
+  if (s.busy[stream] || s.next[stream] >= s.queue[stream].size()) return false;
+  const int i = s.queue[stream][s.next[stream]];
+  const ProgramOp& op = s.replay->program[i];
+  if (!deps_done(s, op)) return false;
+  s.busy[stream] = true;
+  s.start[i] = now_;
+  if (stream == kCompute) {
+    schedule(r, i, now_ + kernel_time_ps(op, *s.spec, opt_));
+  } else if (stream == kHalo) {
+    post_p2p(r, i);
+  } else {
+    arrive_collective(r, i);
+  }
+  return true;
+}
+
+void Engine::post_p2p(int r, int i) {
+  RankState& s = ranks_[r];
+  const ProgramOp& op = s.replay->program[i];
+  s.pending[i] = static_cast<int>(op.transfers.size());
+  if (op.transfers.empty()) schedule(r, i, now_);
+  for (const P2PTransfer& t : op.transfers) {
+    const int src = t.send ? r : t.peer, dst = t.send ? t.peer : r;
+    std::int64_t& seq = (t.send ? send_seq_ : recv_seq_)[{src, dst}];
+    Match& m = p2p_[std::make_tuple(src, dst, seq)];
+    m.seq = seq++;
+    (t.send ? m.send : m.recv) = {r, i};
+    if (t.send) m.bytes = t.bytes;
+    if (m.send.first >= 0 && m.recv.first >= 0) {
+      const int f = net_.start(ranks_[src].node, ranks_[dst].node, m.bytes);
+      flow_match_[f] = std::make_tuple(src, dst, m.seq);
+    }
+  }
+}
+
+void Engine::arrive_collective(int r, int i) {
+  const ProgramOp& op = ranks_[r].replay->program[i];
+  std::int64_t& seq = coll_seq_[{r, op.group}];
+  Gathering& g = colls_[{op.group, seq++}];
+  g.members.emplace_back(r, i);
+  if (g.members.size() < op.group.size()) return;
+  Picos dur = 0;
+  if (op.group.size() > 1 && op.bytes > 0 && op.name != "barrier") {
+    std::vector<int> nodes;
+    for (int m : op.group) nodes.push_back(ranks_.at(m).node);
+    const auto key = std::make_tuple(op.name, nodes, op.bytes);
+    auto it = coll_cache_.find(key);
+    if (it == coll_cache_.end())
+      it = coll_cache_.emplace(key, simulate_collective(topo_, parse_collective_op(op.name), opt_.collective_algorithm,
+                                                        nodes, op.bytes)).first;
+    dur = it->second.time_ps;
+    for (std::size_t e = 0; e < coll_edge_bytes_.size(); ++e) coll_edge_bytes_[e] += it->second.edge_bytes[e];
+  }
+  for (auto [mr, mi] : g.members) {
+    ranks_[mr].start[mi] = now_;
+    schedule(mr, mi, now_ + dur);
+  }
+}
+
+void Engine::finish(int r, int i, Picos t) {
+  RankState& s = ranks_[r];
+  const ProgramOp& op = s.replay->program[i];
+  s.done[i] = t;
+  const int stream = op.kind == ProgramOp::Kind::Compute ? kCompute : op.kind == ProgramOp::Kind::P2P ? kHalo : kCollective;
+  s.busy[stream] = false;
+  ++s.next[stream];
+  record_op(r, i);
+}
+
+void Engine::flow_done(int f) {
+  const auto key = flow_match_.at(f);
+  const Match& m = p2p_.at(key);
+  record_flow(f, std::get<0>(key), std::get<1>(key), m);
+  for (auto [r, i] : {m.send, m.recv})
+    if (--ranks_[r].pending[i] == 0) schedule(r, i, now_);
+}
+
+void Engine::run() {
+  for (;;) {
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      for (int r = 0; r < static_cast<int>(ranks_.size()); ++r)
+        for (int stream = 0; stream < kNumStreams; ++stream) changed |= try_start(r, stream);
+    }
+    const Picos t_ev = events_.empty() ? kNever : events_.top().t;
+    const Picos t = std::min(t_ev, net_.next_event());
+    if (t == kNever) break;
+    now_ = t;
+    for (int f : net_.advance(t)) flow_done(f);
+    while (!events_.empty() && events_.top().t == t) {
+      const Event e = events_.top();
+      events_.pop();
+      finish(e.rank, e.op, t);
+    }
+  }
+  for (std::size_t r = 0; r < ranks_.size(); ++r) {
+    const RankState& s = ranks_[r];
+    for (int stream = 0; stream < kNumStreams; ++stream) {
+      if (s.next[stream] >= s.queue[stream].size()) continue;
+      const ProgramOp& op = s.replay->program[s.queue[stream][s.next[stream]]];
+      throw InternalError(detail::cat("sim: the programs deadlock: rank ", r, " never finishes ", op.name, " of layer '",
+                                      op.layer, "'; its peers' programs do not match (replay every rank of one mesh)"));
+    }
+  }
+}
+
+}  // namespace detail_engine
+
+SimResult simulate_iteration(const std::vector<RankReplay>& ranks, const Topology& topology,
+                             const DeviceCatalog& catalog, const EngineOptions& options) {
+  detail_engine::Engine e(ranks, topology, catalog, options);
+  e.run();
+  return e.result();
+}
+
+}  // namespace tessera::sim

@@ -1,0 +1,85 @@
+// Internal to the event engine: the per-rank stream state and the Engine that engine.cpp runs and
+// engine_result.cpp turns into trace events, link utilisation and per-device figures.
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <map>
+#include <queue>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "tessera/sim/engine.hpp"
+#include "tessera/sim/network.hpp"
+
+namespace tessera::sim::detail_engine {
+
+enum StreamId { kCompute = 0, kHalo = 1, kCollective = 2, kNumStreams = 3 };
+
+struct RankState {
+  const RankReplay* replay = nullptr;
+  int node = -1;
+  const DeviceSpec* spec = nullptr;
+  std::vector<Picos> start, done;  ///< per op; -1 until it started / finished
+  std::vector<int> pending;        ///< p2p ops: transfers still in flight
+  std::array<std::vector<int>, kNumStreams> queue;  ///< op indices per stream, issue order
+  std::array<std::size_t, kNumStreams> next{};
+  std::array<bool, kNumStreams> busy{};
+};
+
+/// One send matched with its receive: (rank, op) of each side.
+struct Match {
+  std::pair<int, int> send{-1, -1}, recv{-1, -1};
+  std::int64_t bytes = 0;
+  std::int64_t seq = 0;
+};
+
+/// The members of one collective that have reached it so far.
+struct Gathering {
+  std::vector<std::pair<int, int>> members;
+};
+
+struct Event {  ///< an op finishing; ordered by (t, seq)
+  Picos t;
+  std::int64_t seq;
+  int rank, op;
+  bool operator>(const Event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
+};
+
+class Engine {
+ public:
+  Engine(const std::vector<RankReplay>& ranks, const Topology& topo, const DeviceCatalog& catalog,
+         const EngineOptions& options);
+  void run();
+  SimResult result();
+
+ private:
+  bool deps_done(const RankState& s, const ProgramOp& op) const;
+  bool try_start(int rank, int stream);
+  void post_p2p(int rank, int op);
+  void arrive_collective(int rank, int op);
+  void schedule(int rank, int op, Picos t);
+  void finish(int rank, int op, Picos t);
+  void flow_done(int flow);
+  void record_op(int rank, int op);
+  void record_flow(int flow, int src, int dst, const Match& m);
+
+  const Topology& topo_;
+  EngineOptions opt_;
+  FlowNetwork net_;
+  std::vector<RankState> ranks_;
+  Picos now_ = 0;
+  std::int64_t seq_ = 0;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  std::map<std::pair<int, int>, std::int64_t> send_seq_, recv_seq_;  // (src, dst) → next seq
+  std::map<std::tuple<int, int, std::int64_t>, Match> p2p_;
+  std::map<int, std::tuple<int, int, std::int64_t>> flow_match_;
+  std::map<std::pair<int, std::vector<int>>, std::int64_t> coll_seq_;  // (rank, group) → next seq
+  std::map<std::pair<std::vector<int>, std::int64_t>, Gathering> colls_;
+  std::map<std::tuple<std::string, std::vector<int>, std::int64_t>, CollectiveResult> coll_cache_;
+  std::vector<double> coll_edge_bytes_;
+  std::vector<core::TraceEvent> trace_;
+};
+
+}  // namespace tessera::sim::detail_engine

@@ -1,0 +1,72 @@
+// replay_rank: one rank's training step on meta tensors with recording backends — the runtime's
+// own code path, so its allocations and its kernels and transfers are the runtime's.
+#include "tessera/sim/replay.hpp"
+
+#include "tessera/comm/mesh_comm.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/data/dataset.hpp"
+
+namespace tessera::sim {
+
+namespace {
+
+// Batches of the right shapes and no pixels, for any number of classes. The tensors match what
+// core's loaders allocate (images f32 (N,C,H,W), labels i64 (N) or (N,H,W), both activations);
+// the memory model test compares the result against a run on the synthetic loader.
+class ShapeOnlyDataset final : public data::Dataset {
+ public:
+  ShapeOnlyDataset(data::Task task, int num_classes, core::Shape image)
+      : task_(task), classes_(num_classes), image_(std::move(image)) {}
+  data::Task task() const noexcept override { return task_; }
+  int num_classes() const noexcept override { return classes_; }
+  core::Shape image_shape() const override { return image_; }
+  std::int64_t size() const noexcept override { return 1; }
+  data::Batch load(std::int64_t, const core::Layout& layout, int rank,
+                   const core::AllocatorPtr& allocator) const override {
+    const core::Shape s = layout.local_shape(rank);  // (N,C,H,W)
+    data::Batch b;
+    b.images = core::Tensor::empty(s, core::DType::F32, core::MemCategory::Activation, allocator);
+    const core::Shape labels = task_ == data::Task::Classify ? core::Shape{s[0]} : core::Shape{s[0], s[2], s[3]};
+    b.labels = core::Tensor::empty(labels, core::DType::I64, core::MemCategory::Activation, allocator);
+    return b;
+  }
+
+ private:
+  data::Task task_;
+  int classes_;
+  core::Shape image_;
+};
+
+}  // namespace
+
+RankReplay replay_rank(const nn::TrainOptions& options, const core::DeviceMesh& mesh, int rank) {
+  TESSERA_CHECK(rank >= 0 && rank < mesh.size(), "replay: rank ", rank, " is not in mesh ", mesh.to_string(),
+                " of ", mesh.size(), " ranks");
+  auto alloc = std::make_shared<core::Allocator>("replay rank " + std::to_string(rank), /*meta=*/true);
+  ProgramLog log(alloc);
+  RecordingCompute compute(log);
+  std::vector<int> world(mesh.size());
+  for (int r = 0; r < mesh.size(); ++r) world[r] = r;
+  RecordingComm comm(log, compute, rank, world);
+  comm::MeshComm mc(mesh, comm);
+  const data::Task task = options.model.task == nn::Task::Classify ? data::Task::Classify : data::Task::Segment;
+  auto ds = std::make_shared<ShapeOnlyDataset>(task, options.model.num_classes, options.input);
+  nn::Trainer trainer(options, &mc, compute, alloc, ds);
+  compute.set_scope_source(trainer.context().scope);
+  log.reset();
+  RankReplay r;
+  r.rank = rank;
+  r.coords = mesh.coords_of(rank);
+  r.memory = trainer.step().memory;
+  r.program = log.take();
+  return r;
+}
+
+std::vector<RankReplay> replay_all(const nn::TrainOptions& options, const core::DeviceMesh& mesh) {
+  std::vector<RankReplay> out;
+  out.reserve(mesh.size());
+  for (int r = 0; r < mesh.size(); ++r) out.push_back(replay_rank(options, mesh, r));
+  return out;
+}
+
+}  // namespace tessera::sim

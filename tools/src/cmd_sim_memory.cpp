@@ -1,0 +1,94 @@
+// `tessera sim memory`: the per-GPU memory table of a model over input sizes for four setups —
+// unsharded, block checkpointing, P-way spatial sharding, both — from meta replays of the real
+// trainer (the largest rank of each mesh), activation-only and total, with OOM against a device.
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+
+#include "commands.hpp"
+#include "tessera/sim/devices.hpp"
+#include "tessera/sim/replay.hpp"
+#include "train_run.hpp"
+
+namespace tessera::tools {
+
+namespace {
+
+struct MemoryTableArgs {
+  TrainArgs train;
+  std::string inputs = "3x512x1024,3x512x2048,3x512x4096";
+  int sp = 4;
+  std::string device = "a100-80gb";
+};
+
+struct Cell {
+  std::size_t total = 0, activation = 0, halo = 0;
+};
+
+// The largest figures over the ranks of one setup.
+Cell replay_cell(TrainArgs t, const std::string& input, int sp, const std::string& checkpointing) {
+  t.input = input;
+  t.mesh = "sp=" + std::to_string(sp);
+  t.checkpointing = checkpointing;
+  const TrainRunConfig cfg = make_train_config(t);
+  Cell c;
+  for (const sim::RankReplay& r : sim::replay_all(cfg.train, cfg.mesh)) {
+    c.total = std::max(c.total, r.memory.peak_total);
+    c.activation = std::max(c.activation, r.memory.peak_of(core::MemCategory::Activation));
+    c.halo = std::max(c.halo, r.memory.peak_of(core::MemCategory::HaloBuffer));
+  }
+  return c;
+}
+
+int run_memory_table(const MemoryTableArgs& a) {
+  const sim::DeviceCatalog catalog;
+  const double cap = catalog.get(a.device).capacity_bytes;
+  std::vector<std::string> inputs;
+  std::stringstream ss(a.inputs);
+  for (std::string s; std::getline(ss, s, ',');) inputs.push_back(s);
+  const std::string sp = "sp=" + std::to_string(a.sp);
+  std::printf("peak memory per GPU from meta replays: model %s, batch %d, %s, fp32, device %s (%.1f GB)\n",
+              a.train.model.c_str(), a.train.batch, a.train.optimizer.c_str(), a.device.c_str(), cap / 1e9);
+  std::printf("GB = 1e9 bytes; 'total' = parameters + gradients + optimizer state + activations + halo buffers + "
+              "workspace at the step's peak; 'act' = the activation peak alone (halo buffers apart); OOM = total "
+              "above the device\n");
+  std::printf("%-12s | %-19s | %-19s | %-19s | %-19s\n", "input", "unsharded", "block ckpt", sp.c_str(),
+              (sp + " + block").c_str());
+  for (const std::string& in : inputs) {
+    std::printf("%-12s", in.c_str());
+    for (const auto& [n, ck] : {std::pair{1, "none"}, {1, "block"}, {a.sp, "none"}, {a.sp, "block"}}) {
+      const Cell c = replay_cell(a.train, in, n, ck);
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.2f act / %.2f%s", c.activation / 1e9, c.total / 1e9,
+                    c.total > cap ? " OOM" : "");
+      std::printf(" | %-19s", buf);
+    }
+    std::printf("\n");
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_sim_memory_command(CLI::App& sim, Action& action) {
+  auto a = std::make_shared<MemoryTableArgs>();
+  a->train.model = "convnext-xl";
+  a->train.batch = 7;
+  a->train.task = "classify";
+  a->train.classes = 1000;
+  a->train.steps = 1;
+  CLI::App* c = sim.add_subcommand("memory", "Per-GPU peak memory table: unsharded, block checkpointing, "
+                                             "spatial sharding, both (meta replays of the real trainer)");
+  c->add_option("--model", a->train.model, "Model preset or JSON model file")->capture_default_str();
+  c->add_option("--inputs", a->inputs, "Comma-separated image sizes CxHxW")->capture_default_str();
+  c->add_option("--batch", a->train.batch, "Global batch size")->capture_default_str();
+  c->add_option("--sp", a->sp, "Spatial shards for the sharded columns")->capture_default_str();
+  c->add_option("--shard", a->train.shard, "W or H")->capture_default_str();
+  c->add_option("--optimizer", a->train.optimizer, "sgd or adamw")->capture_default_str();
+  c->add_option("--classes", a->train.classes, "Number of classes")->capture_default_str();
+  c->add_option("--device", a->device, "Device whose capacity marks OOM")->capture_default_str();
+  c->callback([&action, a] { action = [a] { return run_memory_table(*a); }; });
+}
+
+}  // namespace tessera::tools
