@@ -3,7 +3,7 @@
 #   tools/test.sh          install what is missing, release build (preset ci), every test that
 #                          is not labelled gpu or slow
 #   tools/test.sh --asan   the same under AddressSanitizer + UndefinedBehaviorSanitizer
-#                          (preset asan: core, backends, tools and tests; optional parts off)
+#                          (preset asan: core, backends and their unit tests; optional parts off)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset=ci
