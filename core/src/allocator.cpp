@@ -10,6 +10,34 @@ namespace tessera::core {
 
 namespace {
 constexpr std::size_t kAlignment = 64;
+constexpr std::size_t kMinCachedBlock = std::size_t(64) << 10;
+constexpr std::size_t kMaxCachedBytes = std::size_t(1) << 30;
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kCache = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kCache = false;
+#else
+constexpr bool kCache = true;
+#endif
+#else
+constexpr bool kCache = true;
+#endif
+std::size_t round_up(std::size_t bytes) {
+  const std::size_t r = ((bytes + kAlignment - 1) / kAlignment) * kAlignment;
+  return r == 0 ? kAlignment : r;
+}
+}  // namespace
+
+bool Allocator::caches_blocks() noexcept { return kCache; }
+
+Allocator::~Allocator() {
+  for (auto& [size, p] : cache_) std::free(p);
+}
+
+std::size_t Allocator::cached_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cached_bytes_;
 }
 
 std::string_view mem_category_name(MemCategory c) noexcept {
@@ -41,10 +69,19 @@ void* Allocator::allocate(std::size_t bytes, MemCategory category) {
     if (stats_.current[c] > stats_.peak[c]) stats_.peak[c] = stats_.current[c];
     if (stats_.current_total > stats_.peak_total) stats_.peak_total = stats_.current_total;
     ++stats_.num_allocations;
+    if (!meta_ && kCache && bytes >= kMinCachedBlock) {
+      auto it = cache_.find(round_up(bytes));
+      if (it != cache_.end()) {
+        void* p = it->second;
+        cached_bytes_ -= it->first;
+        cache_.erase(it);
+        return p;
+      }
+    }
   }
   if (meta_) return nullptr;
-  const std::size_t rounded = ((bytes + kAlignment - 1) / kAlignment) * kAlignment;
-  void* p = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+  const std::size_t rounded = round_up(bytes);
+  void* p = std::aligned_alloc(kAlignment, rounded);
   if (p == nullptr) {
     deallocate(nullptr, bytes, category);
     throw OutOfMemory(detail::cat("allocator '", name_, "': the system refused ", bytes,
@@ -54,11 +91,21 @@ void* Allocator::allocate(std::size_t bytes, MemCategory category) {
 }
 
 void Allocator::deallocate(void* p, std::size_t bytes, MemCategory category) noexcept {
-  std::free(p);
   const int c = static_cast<int>(category);
   std::lock_guard<std::mutex> lock(mu_);
   stats_.current[c] -= bytes;
   stats_.current_total -= bytes;
+  if (p == nullptr) return;
+  const std::size_t rounded = round_up(bytes);
+  if (kCache && bytes >= kMinCachedBlock && cached_bytes_ + rounded <= kMaxCachedBytes) {
+    try {
+      cache_.emplace(rounded, p);
+      cached_bytes_ += rounded;
+      return;
+    } catch (...) {  // no memory for the map node: free the block instead
+    }
+  }
+  std::free(p);
 }
 
 MemStats Allocator::stats() const {

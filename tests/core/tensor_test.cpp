@@ -123,3 +123,26 @@ TEST_CASE("meta tensors book bytes like real ones but hold no memory", "[core][a
   REQUIRE(m.raw_data() == nullptr);
   REQUIRE(meta->stats().current_total == (std::size_t(1) << 42));
 }
+
+TEST_CASE("freed large blocks are reused for the same size without changing the accounting",
+          "[core][allocator]") {
+  core::Allocator a("cache test");
+  const std::size_t big = std::size_t(1) << 20;
+  void* p = a.allocate(big, core::MemCategory::Activation);
+  a.deallocate(p, big, core::MemCategory::Activation);
+  REQUIRE(a.stats().current_total == 0);
+  REQUIRE(a.stats().peak_total == big);
+  void* q = a.allocate(big, core::MemCategory::Workspace);
+  REQUIRE(a.stats().current_of(core::MemCategory::Workspace) == big);
+  REQUIRE(a.stats().current_of(core::MemCategory::Activation) == 0);
+  if (core::Allocator::caches_blocks()) {
+    REQUIRE(q == p);  // the same block, its pages already touched
+    REQUIRE(a.cached_bytes() == 0);
+  }
+  void* small = a.allocate(100, core::MemCategory::Workspace);
+  a.deallocate(small, 100, core::MemCategory::Workspace);
+  REQUIRE(a.cached_bytes() == 0);  // small blocks go back to malloc
+  a.deallocate(q, big, core::MemCategory::Workspace);
+  REQUIRE(a.cached_bytes() == (core::Allocator::caches_blocks() ? big : 0));
+  REQUIRE(a.stats().current_total == 0);
+}

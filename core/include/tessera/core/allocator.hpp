@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <map>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -66,6 +67,15 @@ class Allocator {
   void set_capacity(std::size_t bytes);
   std::size_t capacity() const;
   const std::string& name() const noexcept { return name_; }
+  /// Bytes held in the block cache: freed blocks of 64 KiB and more are kept (up to 1 GiB) and
+  /// handed out again for a request of the same rounded size, so a training loop that allocates
+  /// the same shapes every step stops paying for fresh pages (page faults doubled the time of a
+  /// sharded conv step without it). Cached bytes are not booked in any category. Sanitizer builds
+  /// cache nothing, so use-after-free stays detectable.
+  std::size_t cached_bytes() const;
+  /// Whether this build caches freed blocks (false under AddressSanitizer).
+  static bool caches_blocks() noexcept;
+  ~Allocator();
 
  private:
   std::string name_;
@@ -73,6 +83,8 @@ class Allocator {
   mutable std::mutex mu_;
   MemStats stats_;
   std::size_t capacity_ = 0;
+  std::multimap<std::size_t, void*> cache_;  // rounded size → free block
+  std::size_t cached_bytes_ = 0;
 };
 
 using AllocatorPtr = std::shared_ptr<Allocator>;
