@@ -10,6 +10,10 @@ void register_builtin_backends(comm::Registry& registry) {
   registry.add("local", &comm::local::create, comm::local::capabilities());
 }
 
+std::vector<comm::PluginStatus> register_plugin_backends(comm::Registry& registry) {
+  return comm::load_plugins(registry);
+}
+
 void register_builtin_backends(compute::Registry& registry) {
   registry.add("cpu", &compute::cpu::create);
 }

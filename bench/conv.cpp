@@ -1,5 +1,7 @@
 // bench_conv: GFLOP/s of the ConvNeXt-T stage-1 convolutions on the cpu backend, next to the
-// machine's measured FMA peak and (when built with it) libtorch on the same layers.
+// machine's measured FMA peak and (when built with it) libtorch on the same layers; then the
+// same layers sharded along W over 1, 2 and 4 ranks of the in-process `local` comm backend, with
+// the share of each rank's step spent in halo exchange.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -12,8 +14,11 @@
 #include <vector>
 
 #include "bench_util.hpp"
+#include "tessera/comm/local.hpp"
+#include "tessera/comm/mesh_comm.hpp"
 #include "tessera/compute/cpu.hpp"
 #include "tessera/compute/ops.hpp"
+#include "tessera/nn/conv2d.hpp"
 
 #ifdef TESSERA_BENCH_HAVE_TORCH
 #include <ATen/ATen.h>
@@ -33,6 +38,9 @@ struct Options {
   std::string layers;  // comma-separated case names; empty = all
   bool torch = true;
   bool torch_as_dispatched = false;  // see TorchChain::force_dnnl
+  bool sharded = true;
+  std::vector<int> ranks = {1, 2, 4};
+  int sharded_h = 64;  // H of the sharded runs: half of 128, to keep the default run short
 };
 
 /// One convolution layer (square kernel, stride 1).
@@ -208,9 +216,156 @@ void measure(const Options& o, const Case& c, int threads, std::vector<Row>& row
   }
 }
 
-/// The sharded figures (the same layers split over 1/2/4 ranks of the local comm backend, with
-/// halo exchange) belong here; they come with the sharded ops. Returns JSON rows, prints a table.
-std::vector<std::string> run_sharded(const Options&) { return {}; }
+// ---- Sharded runs ----------------------------------------------------------------------------
+// The "dw7x7_p3" and "pw_pair" cases, at H = --sharded-h (default 64 rather than 128 to halve
+// the run time; the halo/compute ratio of a W split does not depend on H), with the input
+// (N, C, H, W) sharded along W (Shard(3) on a mesh "sp=P"), one thread per rank of
+// comm::local, each rank on its own CpuBackend with max(1, 2/P) threads. A rep is: barrier,
+// then on every rank the forward through the chain (nn::conv2d_forward with its halo plan), and
+// for fwd+bwd the backward (nn::conv2d_backward, input gradients included) plus the all-reduce
+// of dw and db over the sharded mesh dim. The rep's time is the slowest rank's. The sharded ops
+// allocate their outputs on every call (as in training), so even 1 rank is slower than the
+// unsharded rows, which reuse preallocated outputs: fresh pages cost page faults.
+//
+// Halo share: conv2d_forward/backward return in nn::Conv2dTimes::exchange_s the wall time the
+// rank spent inside HaloExchange (assembling the input-with-halo buffer, packing and posting the
+// batch_p2p, then waiting for it and unpacking), timed around those calls by the library itself.
+// With overlap on (the default, as in training) the interior outputs are computed between post
+// and wait, so this is the halo cost the rank actually sees, waiting on a slower neighbour
+// included. halo_share = median over reps of (sum over ranks of exchange_s) / (sum over ranks of
+// the rank's step time). 1x1 convs need no halos, so pw_pair shows 0; 1 rank exchanges nothing.
+
+struct ShardedRow {
+  std::string layer, pass;
+  int ranks, threads, h;
+  Stats ms;
+  double halo_share;
+};
+
+ShardedRow measure_sharded(const Options& o, Case c, int P, bool backward) {
+  for (Layer& l : c.chain) l.h = o.sharded_h;
+  const int threads = std::max(1, 2 / P);
+  const core::DeviceMesh mesh({P}, {"sp"});
+  std::vector<nn::ConvSpec> specs;
+  std::vector<core::Layout> lays;  // lays[i] = input layout of layer i; lays.back() = output
+  const Layer& l0 = c.chain.front();
+  lays.emplace_back(mesh, core::Shape{l0.n, l0.cin, l0.h, l0.w},
+                    std::vector<core::Placement>{core::Shard(3)});
+  for (const Layer& l : c.chain) {
+    specs.push_back(nn::ConvSpec::square(l.cin, l.cout, l.k, 1, l.pad, 1, l.groups, true));
+    lays.push_back(nn::conv_output_layout(specs.back(), lays.back()));
+  }
+  // [rep][rank]: step seconds and halo-exchange seconds (rep -1, the warm-up, is not stored).
+  std::vector<std::vector<double>> step_s(o.reps, std::vector<double>(P)), halo_s = step_s;
+
+  comm::local::run(P, [&](comm::Backend& world) {
+    const int rank = world.rank();
+    comm::MeshComm meshc(mesh, world);
+    compute::cpu::CpuBackend cpu(threads);
+    const nn::RankContext ctx{&world, &cpu, std::make_shared<core::Allocator>("bench")};
+    std::vector<nn::HaloPlan> plans;
+    std::vector<Tensor> w, b;
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      plans.push_back(nn::make_halo_plan(specs[i], lays[i], lays[i + 1], rank));
+      w.push_back(Tensor::empty(specs[i].weight_shape()));
+      fill_random(w.back(), 10 + unsigned(i));  // same weights on every rank
+      b.push_back(Tensor::zeros({specs[i].out_channels}));
+    }
+    Tensor x = Tensor::empty(lays.front().local_shape(rank));
+    Tensor dy = Tensor::empty(lays.back().local_shape(rank));
+    fill_random(x, 1 + 100 * unsigned(rank));
+    fill_random(dy, 2 + 100 * unsigned(rank));
+    std::vector<nn::Conv2dSaved> saved(specs.size());
+
+    for (int rep = -1; rep < o.reps; ++rep) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      world.barrier();
+      double halo = 0;
+      nn::Conv2dTimes t;
+      const auto t0 = std::chrono::steady_clock::now();
+      Tensor h = x;
+      for (std::size_t i = 0; i < specs.size(); ++i) {
+        h = nn::conv2d_forward(plans[i], ctx, h, w[i], &b[i], backward ? &saved[i] : nullptr, {},
+                               &t);
+        halo += t.exchange_s;
+      }
+      if (backward) {
+        Tensor g = dy;
+        for (std::size_t i = specs.size(); i-- > 0;) {
+          nn::Conv2dGrads gr =
+              nn::conv2d_backward(plans[i], ctx, saved[i], w[i], g, true, true, {}, &t);
+          halo += t.exchange_s;
+          meshc.all_reduce(gr.dw, plans[i].grad_reduce_mesh_dims);
+          meshc.all_reduce(gr.db, plans[i].grad_reduce_mesh_dims);
+          g = gr.dx;
+        }
+      }
+      const double dt =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (rep >= 0) step_s[rep][rank] = dt, halo_s[rep][rank] = halo;  // own slot: no lock
+    }
+  });
+
+  std::vector<double> ms, share;
+  for (int r = 0; r < o.reps; ++r) {
+    double worst = 0, sum_step = 0, sum_halo = 0;
+    for (int q = 0; q < P; ++q) {
+      worst = std::max(worst, step_s[r][q]);
+      sum_step += step_s[r][q];
+      sum_halo += halo_s[r][q];
+    }
+    ms.push_back(1e3 * worst);
+    share.push_back(sum_step > 0 ? sum_halo / sum_step : 0);
+  }
+  const std::string pass = backward ? "fwd+bwd" : "fwd";
+  return {c.name, pass, P, threads, o.sharded_h, stats_of(ms), stats_of(share).median};
+}
+
+/// Measures every sharded configuration (none with --no-sharded).
+std::vector<ShardedRow> run_sharded(const Options& o) {
+  std::vector<ShardedRow> rows;
+  if (!o.sharded) return rows;
+  for (const Case& c : cases()) {
+    if (c.name != "dw7x7_p3" && c.name != "pw_pair") continue;
+    if (!o.layers.empty() && o.layers.find("," + c.name + ",") == std::string::npos) continue;
+    for (bool bwd : {false, true})
+      for (int P : o.ranks) {
+        if (!o.json)
+          std::fprintf(stderr, "measuring %s %s sharded over %d rank(s)...\n", c.name.c_str(),
+                       bwd ? "fwd+bwd" : "fwd", P);
+        rows.push_back(measure_sharded(o, c, P, bwd));
+      }
+  }
+  return rows;
+}
+
+std::string sharded_json(const ShardedRow& r) {
+  return Json()
+      .str("layer", r.layer)
+      .str("pass", r.pass)
+      .num("ranks", r.ranks)
+      .num("threads_per_rank", r.threads)
+      .num("h", r.h)
+      .num("ms_median", r.ms.median)
+      .num("ms_min", r.ms.min)
+      .num("ms_max", r.ms.max)
+      .num("halo_share", r.halo_share)
+      .str();
+}
+
+void print_sharded(const std::vector<ShardedRow>& rows, int h) {
+  if (rows.empty()) return;
+  std::printf(
+      "\nsharded along W on the local comm backend, N=2 C=96 H=%d W=512 (threads/rank = max(1,\n"
+      "2/ranks); time of the slowest rank per rep; halo = share of rank time in halo exchange)\n"
+      "note: this machine has 2 cores, so more ranks show the overhead of sharding, not a "
+      "speed-up\n%-11s %-8s %5s %4s %10s %21s %7s\n",
+      h, "layer", "pass", "ranks", "thr", "median ms", "[min-max] ms", "halo");
+  for (const ShardedRow& r : rows)
+    std::printf("%-11s %-8s %5d %4d %10.2f   [%8.2f - %8.2f] %6.1f%%\n", r.layer.c_str(),
+                r.pass.c_str(), r.ranks, r.threads, r.ms.median, r.ms.min, r.ms.max,
+                100 * r.halo_share);
+}
 
 const Row* find(const std::vector<Row>& rows, const std::string& name, const std::string& impl,
                 const std::string& pass, int threads) {
@@ -227,6 +382,14 @@ Options parse(int argc, char** argv) {
       o.json = true;
     } else if (a == "--no-torch") {
       o.torch = false;
+    } else if (a == "--no-sharded") {
+      o.sharded = false;
+    } else if (a == "--sharded-h" && i + 1 < argc) {
+      o.sharded_h = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--ranks" && i + 1 < argc) {
+      o.ranks.clear();
+      for (const char* s = argv[++i]; *s; s += (*s == ','))
+        o.ranks.push_back(std::max(1, int(std::strtol(s, const_cast<char**>(&s), 10))));
     } else if (a == "--torch-as-dispatched") {
       o.torch_as_dispatched = true;
     } else if (a == "--layers" && i + 1 < argc) {
@@ -241,7 +404,8 @@ Options parse(int argc, char** argv) {
       std::fprintf(
           stderr,
           "usage: bench_conv [--json] [--reps N] [--threads 1,2] [--layers dw7x7_p3,pw_pair]\n"
-          "                  [--no-torch] [--torch-as-dispatched]\n"
+          "                  [--no-torch] [--torch-as-dispatched] [--no-sharded] [--ranks 1,2,4]\n"
+          "                  [--sharded-h 64]\n"
           "  --torch-as-dispatched: time libtorch's own 1-thread choice for 1x1 convs (THNN\n"
           "  on Debian's reference BLAS, very slow) instead of forcing its oneDNN path\n");
       std::exit(a == "--help" ? 0 : 2);
@@ -265,7 +429,7 @@ int run(int argc, char** argv) {
       if (!o.json) std::fprintf(stderr, "measuring %s on %d thread(s)...\n", c.name.c_str(), t);
       measure(o, c, t, rows);
     }
-  const std::vector<std::string> sharded = run_sharded(o);
+  const std::vector<ShardedRow> sharded = run_sharded(o);
 
   // tessera time / libtorch time per case, pass and threads (< 1: tessera is faster).
   struct Ratio {
@@ -284,7 +448,8 @@ int run(int argc, char** argv) {
   }
 
   if (o.json) {
-    std::vector<std::string> pk, rs, ra;
+    std::vector<std::string> pk, rs, ra, sh;
+    for (const ShardedRow& r : sharded) sh.push_back(sharded_json(r));
     for (auto& [t, s] : peak) pk.push_back(Json().num("threads", t).stats("gflops_", s).str());
     for (const Row& r : rows)
       rs.push_back(Json()
@@ -307,7 +472,7 @@ int run(int argc, char** argv) {
                             .raw("fma_peak", json_array(pk))
                             .raw("results", json_array(rs))
                             .raw("ratios", json_array(ra))
-                            .raw("sharded", json_array(sharded))
+                            .raw("sharded", json_array(sh))
                             .str()
                             .c_str());
     return 0;
@@ -338,6 +503,7 @@ int run(int argc, char** argv) {
       std::printf("%-11s %-8s %3d %9.2f %9.2f\n", r.name.c_str(), r.pass.c_str(), r.threads, r.cf,
                   r.cl);
   }
+  print_sharded(sharded, o.sharded_h);
   return 0;
 }
 

@@ -1,7 +1,10 @@
 // Defaults of the optional Backend operations, and the comm Registry.
 #include "tessera/comm/backend.hpp"
 
+#include <algorithm>
+
 #include "tessera/comm/registry.hpp"
+#include "tessera/comm/store.hpp"
 #include "tessera/core/error.hpp"
 
 namespace tessera::comm {
@@ -14,6 +17,23 @@ std::string_view reduce_op_name(ReduceOp op) noexcept {
     case ReduceOp::Min: return "min";
   }
   return "?";
+}
+
+void Store::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (const auto& k : keys) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    try {
+      get(k, std::max(left, std::chrono::milliseconds(0)));
+    } catch (const TimeoutError&) {
+      std::string missing;
+      for (const auto& m : keys)
+        if (!check(m)) missing += (missing.empty() ? "" : ", ") + m;
+      throw TimeoutError("store", detail::cat("waited ", timeout.count(), " ms for ", keys.size(),
+                                              " key(s); still missing: ", missing));
+    }
+  }
 }
 
 WorkPtr Backend::all_to_all(BufferView, BufferView) {

@@ -1,7 +1,13 @@
 // Collectives: names, the nccl-tests bandwidth factors, and simulation of a plan on an idle
-// FlowNetwork (each step once, times its repeat count), with Auto choosing the fastest.
+// FlowNetwork (each step once, times its repeat count; constant-rate steps in closed form), with Auto
+// choosing the fastest.
 #include "tessera/sim/collectives.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "collective_steps.hpp"
 #include "tessera/core/error.hpp"
 
 namespace tessera::sim {
@@ -39,8 +45,10 @@ double busbw_factor(CollectiveOp op, int p) {
   }
 }
 
-CollectiveResult simulate_plan(const Topology& t, const CollectivePlan& plan,
-                               const std::vector<int>& group) {
+namespace {
+
+CollectiveResult run_plan(const Topology& t, const CollectivePlan& plan, const std::vector<int>& group,
+                          detail_collectives::GroupRoutes& routes) {
   CollectiveResult res;
   res.algorithm = plan.algorithm;
   res.edge_bytes.assign(t.num_edges(), 0.0);
@@ -49,17 +57,24 @@ CollectiveResult simulate_plan(const Topology& t, const CollectivePlan& plan,
     TESSERA_CHECK(step.repeat >= 1, "sim: a collective step repeats ", step.repeat,
                   " times; give a count ≥ 1");
     if (step.transfers.empty()) continue;
-    const Picos begin = net.now();
-    for (const Transfer& tr : step.transfers) {
+    for (const Transfer& tr : step.transfers)
       TESSERA_CHECK(tr.from >= 0 && tr.from < static_cast<int>(group.size()) && tr.to >= 0 &&
                         tr.to < static_cast<int>(group.size()),
                     "sim: transfer ", tr.from, " → ", tr.to, " names a rank outside the ",
                     group.size(), "-rank group");
-      net.start(group[tr.from], group[tr.to], tr.bytes);
-      for (int e : t.route(group[tr.from], group[tr.to]))
-        res.edge_bytes[e] += static_cast<double>(tr.bytes) * step.repeat;
+    Picos step_ps = 0;
+    if (detail_collectives::constant_rate_step(t, step, routes, step_ps, res.edge_bytes)) {
+      res.time_ps += step_ps * step.repeat;
+      continue;
     }
+    const Picos begin = net.now();
+    const std::vector<double> carried = net.edge_bytes();  // before the step
+    for (const Transfer& tr : step.transfers) net.start(group[tr.from], group[tr.to], tr.bytes);
     res.time_ps += (net.run_to_completion() - begin) * step.repeat;
+    // The step's bytes per edge, from the network (each completed flow adds its bytes to every
+    // edge of its route: whole numbers, so the difference is exact).
+    for (std::size_t e = 0; e < carried.size(); ++e)
+      res.edge_bytes[e] += (net.edge_bytes()[e] - carried[e]) * step.repeat;
   }
   if (res.time_ps > 0) {
     const double seconds = static_cast<double>(res.time_ps) / kPicosPerSecond;
@@ -69,15 +84,37 @@ CollectiveResult simulate_plan(const Topology& t, const CollectivePlan& plan,
   return res;
 }
 
+}  // namespace
+
+CollectiveResult simulate_plan(const Topology& t, const CollectivePlan& plan,
+                               const std::vector<int>& group) {
+  detail_collectives::GroupRoutes routes(t, group);
+  return run_plan(t, plan, group, routes);
+}
+
 CollectiveResult simulate_collective(const Topology& t, CollectiveOp op, Algorithm algo,
                                      const std::vector<int>& group, std::int64_t bytes) {
   if (algo != Algorithm::Auto) return simulate_plan(t, plan_collective(t, op, algo, group, bytes), group);
+  // Simulate the candidates in order of their lower bounds and skip those whose bound exceeds
+  // the best time found: the same choice as simulating them all (ties: the earlier candidate).
+  const std::vector<Algorithm> candidates = candidate_algorithms(t, op, group);
+  detail_collectives::GroupRoutes routes(t, group);
+  std::vector<CollectivePlan> plans;
+  std::vector<std::pair<Picos, int>> order;  // (lower bound, candidate index)
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    plans.push_back(plan_collective(t, op, candidates[i], group, bytes));
+    order.emplace_back(detail_collectives::lower_bound(t, plans.back(), routes), static_cast<int>(i));
+  }
+  std::sort(order.begin(), order.end());
   CollectiveResult best;
-  bool first = true;
-  for (Algorithm a : candidate_algorithms(t, op, group)) {
-    CollectiveResult r = simulate_plan(t, plan_collective(t, op, a, group, bytes), group);
-    if (first || r.time_ps < best.time_ps) best = std::move(r);
-    first = false;
+  int best_index = -1;
+  for (const auto& [bound, i] : order) {
+    if (best_index >= 0 && (bound > best.time_ps || (bound == best.time_ps && i > best_index))) continue;
+    CollectiveResult r = run_plan(t, plans[i], group, routes);
+    if (best_index < 0 || r.time_ps < best.time_ps || (r.time_ps == best.time_ps && i < best_index)) {
+      best = std::move(r);
+      best_index = i;
+    }
   }
   return best;
 }

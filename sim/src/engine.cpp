@@ -15,6 +15,14 @@ namespace tessera::sim {
 
 Picos kernel_time_ps(const ProgramOp& op, const DeviceSpec& d, const EngineOptions& o) {
   using compute::OpKind;
+  auto rate = o.kernel_rates.find(op.kernel);
+  if (rate == o.kernel_rates.end()) rate = o.kernel_rates.find(op.name);
+  if (rate != o.kernel_rates.end() && (o.kernel_rates_device.empty() || o.kernel_rates_device == d.name)) {
+    const KernelRate& k = rate->second;
+    const double t = k.overhead_s + (k.flops_per_s > 0 ? op.flops / k.flops_per_s : 0.0) +
+                     (k.bytes_per_s > 0 ? static_cast<double>(op.bytes) / k.bytes_per_s : 0.0);
+    return static_cast<Picos>(std::ceil(t * static_cast<double>(kPicosPerSecond) - 1e-6));
+  }
   const bool gemm_like = op.op == OpKind::Conv2dForward || op.op == OpKind::Conv2dBackwardData ||
                          op.op == OpKind::Conv2dBackwardWeight || op.op == OpKind::LinearForward ||
                          op.op == OpKind::LinearBackward;
@@ -32,12 +40,16 @@ Picos kernel_time_ps(const ProgramOp& op, const DeviceSpec& d, const EngineOptio
 namespace detail_engine {
 
 Engine::Engine(const std::vector<RankReplay>& ranks, const Topology& topo, const DeviceCatalog& catalog,
-               const EngineOptions& options)
-    : topo_(topo), opt_(options), net_(topo) {
+               const EngineOptions& options, std::vector<int> mirror)
+    : topo_(topo), opt_(options), net_(topo), mirror_(std::move(mirror)) {
   const std::vector<int> nodes = topo.devices();
   TESSERA_CHECK(ranks.size() <= nodes.size(), "sim: the mesh has ", ranks.size(), " ranks but topology '", topo.name,
                 "' has only ", nodes.size(), " devices; use a larger topology (e.g. dgx-a100:N)");
   ranks_.resize(ranks.size());
+  if (mirror_.empty())
+    for (std::size_t r = 0; r < ranks.size(); ++r) mirror_.push_back(static_cast<int>(r));
+  TESSERA_CHECK(mirror_.size() == ranks.size(), "sim: ", mirror_.size(), " mirror entries for ", ranks.size(),
+                " ranks");
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     TESSERA_CHECK(ranks[r].rank == static_cast<int>(r), "sim: replay ", r, " is of rank ", ranks[r].rank,
                   "; pass every rank's replay in rank order");
@@ -46,6 +58,11 @@ Engine::Engine(const std::vector<RankReplay>& ranks, const Topology& topo, const
     s.node = nodes[r];
     const std::string dev = opt_.device.empty() ? topo.nodes()[s.node].device : opt_.device;
     s.spec = &catalog.get(dev);
+    const int m = mirror_[r];
+    TESSERA_CHECK(m >= 0 && m < static_cast<int>(ranks.size()) && mirror_[m] == m, "sim: rank ", r,
+                  " mirrors rank ", m, ", which is not simulated");
+    if (m != static_cast<int>(r)) continue;  // copies rank m's timeline; its program is not run
+    active_.push_back(static_cast<int>(r));
     const Program& p = ranks[r].program;
     s.done.assign(p.size(), -1);
     s.start.assign(p.size(), -1);
@@ -93,6 +110,9 @@ void Engine::post_p2p(int r, int i) {
   if (op.transfers.empty()) schedule(r, i, now_);
   for (const P2PTransfer& t : op.transfers) {
     const int src = t.send ? r : t.peer, dst = t.send ? t.peer : r;
+    TESSERA_CHECK(t.peer >= 0 && t.peer < static_cast<int>(ranks_.size()) && mirror_[t.peer] == t.peer,
+                  "sim: folding: rank ", r, " exchanges halos with rank ", t.peer,
+                  ", which is not simulated; simulate without folding");
     std::int64_t& seq = (t.send ? send_seq_ : recv_seq_)[{src, dst}];
     Match& m = p2p_[std::make_tuple(src, dst, seq)];
     m.seq = seq++;
@@ -105,12 +125,29 @@ void Engine::post_p2p(int r, int i) {
   }
 }
 
+int Engine::simulated_members(const std::vector<int>& group) {
+  auto it = group_needs_.find(group);
+  if (it != group_needs_.end()) return it->second;
+  int n = 0;
+  for (int m : group) {
+    TESSERA_CHECK(m >= 0 && m < static_cast<int>(ranks_.size()), "sim: a collective names rank ", m, " of ",
+                  ranks_.size());
+    if (mirror_[m] == m) {
+      ++n;
+    } else if (std::find(group.begin(), group.end(), mirror_[m]) == group.end()) {
+      throw InternalError(detail::cat("sim: folding: rank ", m, " copies rank ", mirror_[m],
+                                      ", which is not in its collective group; simulate without folding"));
+    }
+  }
+  return group_needs_.emplace(group, n).first->second;
+}
+
 void Engine::arrive_collective(int r, int i) {
   const ProgramOp& op = ranks_[r].replay->program[i];
   std::int64_t& seq = coll_seq_[{r, op.group}];
   Gathering& g = colls_[{op.group, seq++}];
   g.members.emplace_back(r, i);
-  if (g.members.size() < op.group.size()) return;
+  if (static_cast<int>(g.members.size()) < simulated_members(op.group)) return;
   Picos dur = 0;
   if (op.group.size() > 1 && op.bytes > 0 && op.name != "barrier") {
     std::vector<int> nodes;
@@ -136,13 +173,13 @@ void Engine::finish(int r, int i, Picos t) {
   const int stream = op.kind == ProgramOp::Kind::Compute ? kCompute : op.kind == ProgramOp::Kind::P2P ? kHalo : kCollective;
   s.busy[stream] = false;
   ++s.next[stream];
-  record_op(r, i);
+  if (opt_.trace) record_op(r, i);
 }
 
 void Engine::flow_done(int f) {
   const auto key = flow_match_.at(f);
   const Match& m = p2p_.at(key);
-  record_flow(f, std::get<0>(key), std::get<1>(key), m);
+  if (opt_.trace) record_flow(f, std::get<0>(key), std::get<1>(key), m);
   for (auto [r, i] : {m.send, m.recv})
     if (--ranks_[r].pending[i] == 0) schedule(r, i, now_);
 }
@@ -152,7 +189,7 @@ void Engine::run() {
     bool changed = true;
     while (changed) {
       changed = false;
-      for (int r = 0; r < static_cast<int>(ranks_.size()); ++r)
+      for (int r : active_)
         for (int stream = 0; stream < kNumStreams; ++stream) changed |= try_start(r, stream);
     }
     const Picos t_ev = events_.empty() ? kNever : events_.top().t;
@@ -166,7 +203,7 @@ void Engine::run() {
       finish(e.rank, e.op, t);
     }
   }
-  for (std::size_t r = 0; r < ranks_.size(); ++r) {
+  for (int r : active_) {
     const RankState& s = ranks_[r];
     for (int stream = 0; stream < kNumStreams; ++stream) {
       if (s.next[stream] >= s.queue[stream].size()) continue;

@@ -49,8 +49,10 @@ struct Event {  ///< an op finishing; ordered by (t, seq)
 
 class Engine {
  public:
+  /// `mirror[r]` is the rank whose timeline rank r copies (r itself, or an empty list: every rank
+  /// is simulated). A mirrored rank's program is not simulated (fold.hpp, simulate_iteration).
   Engine(const std::vector<RankReplay>& ranks, const Topology& topo, const DeviceCatalog& catalog,
-         const EngineOptions& options);
+         const EngineOptions& options, std::vector<int> mirror = {});
   void run();
   SimResult result();
 
@@ -64,11 +66,17 @@ class Engine {
   void flow_done(int flow);
   void record_op(int rank, int op);
   void record_flow(int flow, int src, int dst, const Match& m);
+  /// The number of simulated members of a collective group (checked once per group: a mirrored
+  /// member's model must be in the group, or its arrival would be unknown).
+  int simulated_members(const std::vector<int>& group);
 
   const Topology& topo_;
   EngineOptions opt_;
   FlowNetwork net_;
   std::vector<RankState> ranks_;
+  std::vector<int> mirror_;  ///< per rank: the rank it copies (itself when simulated)
+  std::vector<int> active_;  ///< the simulated ranks, in rank order
+  std::map<std::vector<int>, int> group_needs_;
   Picos now_ = 0;
   std::int64_t seq_ = 0;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;

@@ -71,12 +71,18 @@ void Engine::record_flow(int f, int src, int dst, const Match& m) {
 
 SimResult Engine::result() {
   SimResult res;
+  res.simulated_ranks = static_cast<int>(active_.size());
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
     const RankState& s = ranks_[r];
     DeviceResult d;
     d.rank = static_cast<int>(r);
+    d.simulated_as = mirror_[r];
     d.device = s.spec->name;
     d.memory = s.replay->memory;
+    if (mirror_[r] != d.rank) {  // a folded rank: filled in below from the rank it copies
+      res.devices.push_back(std::move(d));
+      continue;
+    }
     std::vector<std::pair<Picos, Picos>> comm;
     for (std::size_t i = 0; i < s.done.size(); ++i) {
       d.end_ps = std::max(d.end_ps, s.done[i]);
@@ -95,6 +101,13 @@ SimResult Engine::result() {
     for (int c : s.replay->coords) coords += (coords.empty() ? "" : ",") + std::to_string(c);
     res.process_names.emplace_back(d.rank, "rank " + std::to_string(r) + " (" + coords + ") " + d.device);
     res.devices.push_back(std::move(d));
+  }
+  for (DeviceResult& d : res.devices) {
+    if (d.simulated_as == d.rank) continue;
+    const DeviceResult& m = res.devices[d.simulated_as];
+    d.end_ps = m.end_ps;
+    d.compute_busy_ps = m.compute_busy_ps;
+    d.comm_busy_ps = m.comm_busy_ps;
   }
   const double seconds = static_cast<double>(res.iteration_ps) / static_cast<double>(kPicosPerSecond);
   for (int e = 0; e < topo_.num_edges(); ++e) {

@@ -12,12 +12,10 @@
 namespace tessera::sim {
 
 namespace {
-
 constexpr double kPsPerSecond = 1e12;
+}  // namespace
 
-/// Picoseconds to move `bytes` at `rate` bytes/s, rounded up; a value within 1e-9 relative of a
-/// whole picosecond is that picosecond (floating-point noise on exact cases, not a speed-up).
-Picos transfer_ps(double bytes, double rate) {
+Picos transfer_time_ps(double bytes, double rate) {
   if (bytes <= 0) return 0;
   const double x = bytes * kPsPerSecond / rate;
   TESSERA_ASSERT(x < 9e18, "transfer of ", bytes, " bytes at ", rate, " bytes/s overflows");
@@ -25,6 +23,8 @@ Picos transfer_ps(double bytes, double rate) {
   if (std::abs(x - r) <= 1e-9 * std::max(1.0, x)) return static_cast<Picos>(r);
   return static_cast<Picos>(std::ceil(x));
 }
+
+namespace {
 
 template <class T>
 void heap_push(std::vector<T>& heap, T item) {
@@ -63,7 +63,9 @@ int FlowNetwork::start(int src, int dst, std::int64_t bytes, std::string label) 
   f.route = &topo_.route(src, dst);
   f.remaining = static_cast<double>(bytes);
   f.start = now_;
-  f.active_at = now_ + topo_.route_latency(src, dst);
+  Picos latency = 0;  // route_latency(src, dst) without looking the route up again
+  for (int e : *f.route) latency += topo_.links()[e / 2].latency_ps;
+  f.active_at = now_ + latency;
   f.since = f.active_at;
   f.label = std::move(label);
   for (int e : *f.route) edge_flows_[e].push_back(id);
@@ -162,7 +164,7 @@ Picos FlowNetwork::run_to_completion() {
 void FlowNetwork::schedule_finish(int id) {
   Flow& f = flows_[id];
   ++f.version;
-  f.finish = f.since + transfer_ps(f.remaining, f.rate);
+  f.finish = f.since + transfer_time_ps(f.remaining, f.rate);
   heap_push(finishing_, Event{f.finish, id, f.version});
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "tessera/core/error.hpp"
+#include "tessera/sim/kernel_class.hpp"
 #include "tessera/sim/replay.hpp"
 
 namespace tessera::sim {
@@ -46,6 +47,7 @@ void RecordingCompute::execute(const compute::OpCall& call) {
   op.kind = ProgramOp::Kind::Compute;
   op.op = call.kind;
   op.name = std::string(compute::op_name(call.kind));
+  op.kernel = kernel_class(call);
   op.layer = scope_ ? scope_->layer : std::string();
   op.flops = cost.flops;
   op.bytes = cost.bytes_read + cost.bytes_written;

@@ -1,6 +1,7 @@
 // The private state of a Topology, shared by its source files (graph, JSON, presets, routing).
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -12,11 +13,15 @@
 namespace tessera::sim {
 
 /// Shortest-path results from one source, computed once; routes to each destination are built
-/// from the predecessor edges on first use and kept (unordered_map values never move).
+/// from the predecessor edges on first use and kept (deque elements never move).
 struct SourceRoutes {
   std::vector<int> pred_edge;  ///< directed edge into each vertex on its route (-1: none)
-  std::unordered_map<int, std::vector<int>> routes;
+  std::vector<int> built;      ///< per destination vertex: index into `routes`, -1 until built
+  std::deque<std::vector<int>> routes;
 };
+
+/// The Boost graph Dijkstra runs on (defined in topology_routes.cpp), built once per topology.
+struct RoutingGraph;
 
 struct Topology::Impl {
   std::vector<Node> nodes;
@@ -27,9 +32,13 @@ struct Topology::Impl {
   // Routing cache: filled lazily under `mutex` by route(); dropped by any change to the graph.
   mutable std::mutex mutex;
   mutable std::vector<std::unique_ptr<SourceRoutes>> cache;
+  mutable std::shared_ptr<RoutingGraph> graph;  ///< built on the first route, under `mutex`
   const std::vector<int> empty_route;
 
-  void invalidate_routes() { cache.clear(); }
+  void invalidate_routes() {
+    cache.clear();
+    graph.reset();
+  }
   /// Dijkstra from `src` by (latency, hops) with the deterministic predecessor choice.
   std::unique_ptr<SourceRoutes> shortest_paths(int src) const;
 };

@@ -4,7 +4,6 @@
 
 #include <thread>
 
-#include "tessera/comm/local.hpp"
 
 namespace tessera::test::conformance {
 
@@ -201,16 +200,7 @@ void check_mixed_sequence(const ConformanceTarget& target, int size) {
   REQUIRE(err == "");
 }
 
-/// The local backend: ranks are threads of this process.
-inline ConformanceTarget local_target() {
-  return {"local",
-          [](int size, std::chrono::milliseconds timeout, const RankFn& fn) {
-            comm::local::run(size, fn, timeout);
-          },
-          /*rank_order_reductions=*/true};
-}
-
 }  // namespace tessera::test::conformance
 
-TESSERA_COMM_CONFORMANCE(::tessera::test::conformance::local_target(), "local", "[local]")
-// Later: #if TESSERA_HAVE_UCX  TESSERA_COMM_CONFORMANCE(ucx_target(), "ucx", "[ucx]")  #endif
+// The instantiations live with each backend's tests: local_test.cpp ("[local]") and
+// ucx_conformance.cpp ("[ucx]", its own executable: ranks are processes).

@@ -458,3 +458,17 @@ TEST_CASE("the conformance suite's own checks can fail", "[comm][local]") {
   REQUIRE(missing_from(err, "check failed") == "");
   REQUIRE(missing_from(err, "deliberately wrong") == "");
 }
+
+namespace tessera::test::conformance {
+/// The local backend: ranks are threads of this process.
+ConformanceTarget local_target() {
+  return {"local",
+          [](int size, std::chrono::milliseconds timeout, const RankFn& fn) {
+            comm::local::run(size, fn, timeout);
+          },
+          /*rank_order_reductions=*/true};
+}
+
+}  // namespace tessera::test::conformance
+
+TESSERA_COMM_CONFORMANCE(::tessera::test::conformance::local_target(), "local", "[local]")

@@ -1,4 +1,5 @@
-// `tessera backends`: lists the communication and compute backends this build contains.
+// `tessera backends`: lists the communication backends (built in and plugins: loaded, or why
+// not) and the compute backends this build contains.
 #include <cstdio>
 
 #include "commands.hpp"
@@ -6,24 +7,37 @@
 
 namespace tessera::tools {
 
+namespace {
+std::string caps_text(const comm::Capabilities& caps) {
+  std::string s = caps.multi_process ? "multi-process" : "in-process threads";
+  s += caps.cuda_memory ? ", CUDA memory" : ", host memory";
+  if (caps.split) s += ", sub-groups";
+  if (caps.all_to_all) s += ", all_to_all";
+  return s;
+}
+}  // namespace
+
 void add_backends_command(CLI::App& app, Action& action) {
-  CLI::App* c = app.add_subcommand("backends", "List the communication and compute backends");
+  CLI::App* c = app.add_subcommand("backends", "List the communication and compute backends (and plugins)");
   c->callback([&action] {
     action = [] {
       comm::Registry comms;
       register_builtin_backends(comms);
+      std::printf("communication backends:\n");
+      for (const auto& n : comms.names())
+        std::printf("  %-8s built in  (%s)\n", n.c_str(), caps_text(comms.capabilities(n)).c_str());
+      for (const auto& st : register_plugin_backends(comms)) {
+        if (st.loaded)
+          std::printf("  %-8s loaded    (%s) from %s\n", st.name.c_str(), caps_text(st.caps).c_str(), st.path.c_str());
+        else
+          std::printf("  %-8s not loaded: %s\n", st.name.c_str(), st.why.c_str());
+      }
+      std::printf("plugin folders searched:");
+      for (const auto& d : comm::plugin_search_path()) std::printf(" %s", d.c_str());
+      std::printf("\ncompute backends:\n");
       compute::Registry computes;
       register_builtin_backends(computes);
-      std::printf("communication backends:\n");
-      for (const auto& n : comms.names()) {
-        const auto caps = comms.capabilities(n);
-        std::printf("  %-8s loaded  (%s%s%s)\n", n.c_str(),
-                    caps.multi_process ? "multi-process" : "in-process threads",
-                    caps.cuda_memory ? ", CUDA memory" : ", host memory",
-                    caps.split ? ", sub-groups" : "");
-      }
-      std::printf("compute backends:\n");
-      for (const auto& n : computes.names()) std::printf("  %-8s loaded\n", n.c_str());
+      for (const auto& n : computes.names()) std::printf("  %-8s built in\n", n.c_str());
       return 0;
     };
   });

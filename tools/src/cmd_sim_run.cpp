@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "tessera/core/file_io.hpp"
 #include "tessera/core/trace.hpp"
+#include "tessera/sim/calibration.hpp"
 #include "tessera/sim/engine.hpp"
 #include "tessera/sim/units.hpp"
 #include "train_run.hpp"
@@ -21,6 +22,7 @@ struct SimRunArgs {
   std::string topology = "dgx-a100";
   std::string device;
   std::string trace;
+  std::string calibration;
   bool json = false;
   bool tf32 = false;
   int bucket_mib = 4;
@@ -47,9 +49,10 @@ int run_sim(const SimRunArgs& a) {
   TESSERA_CHECK(a.bucket_mib >= 1, "--bucket-mib ", a.bucket_mib, " must be at least 1");
   cfg.train.bucket_bytes = std::size_t(a.bucket_mib) << 20;
   sim::DeviceCatalog catalog;
-  const sim::Topology topo = load_topology(a.topology);
-  topo.check_devices(catalog);
   sim::EngineOptions eo;
+  if (!a.calibration.empty()) sim::apply_calibration(sim::load_calibration(a.calibration), catalog, eo);
+  const sim::Topology topo = load_topology(a.topology, catalog);
+  topo.check_devices(catalog);
   eo.device = a.device;
   eo.tf32 = a.tf32;
   if (!a.device.empty()) catalog.get(a.device);  // an unknown name fails here, naming the devices
@@ -132,6 +135,9 @@ void add_sim_run_command(CLI::App& sim, Action& action) {
   c->add_option("--topology", a->topology, "A preset (tessera sim --list) or a topology JSON file")
       ->capture_default_str();
   c->add_option("--device", a->device, "Device model for every rank (default: the topology's)");
+  c->add_option("--calibration", a->calibration,
+                 "A tessera calibrate file: its device (cpu-host, with the measured shared-memory links of the "
+                 "cpu-host presets) and kernel rates replace the built-in figures");
   c->add_option("--bucket-mib", a->bucket_mib, "Gradient all-reduce bucket size in MiB")->capture_default_str();
   c->add_flag("--no-overlap", a->train.no_overlap, "Do not overlap halo exchange and gradient all-reduce");
   c->add_flag("--tf32", a->tf32, "Time convolutions at the TF32 tensor-core peak");

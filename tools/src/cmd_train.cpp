@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "commands.hpp"
+#include "tessera/comm/env_rendezvous.hpp"
 #include "train_run.hpp"
 #include "tessera/core/error.hpp"
 
@@ -37,6 +38,11 @@ void print_step(const TrainRunConfig& cfg, const std::vector<nn::StepStats>& ran
 }  // namespace
 
 int run_train_command(TrainRunConfig cfg) {
+  // One process per rank (ucx, ...): rank 0 reports for everyone.
+  if (cfg.backend != "local" && comm::read_env().rank != 0) {
+    run_training(cfg, nullptr);
+    return 0;
+  }
   const bool tty = isatty(fileno(stdout));
   std::printf("tessera train: %s, input %s, batch %d, mesh %s (shard %s), %s backend, %d step(s), "
               "checkpointing %s, %s\n",

@@ -17,13 +17,21 @@ void add_halo_command(CLI::App& app, Action& action);
 void add_verify_command(CLI::App& app, Action& action);
 void add_backends_command(CLI::App& app, Action& action);
 void add_train_command(CLI::App& app, Action& action);
+/// `tessera launch` (cmd_launch.cpp).
+void add_launch_command(CLI::App& app, Action& action);
 /// `tessera sim`: a parent command (`--list`) with subcommands (`collective`, `run`, `memory`).
 void add_sim_command(CLI::App& app, Action& action);
 /// `tessera sim run` (cmd_sim_run.cpp) and `tessera sim memory` (cmd_sim_memory.cpp), added to `sim`.
 void add_sim_run_command(CLI::App& sim, Action& action);
 void add_sim_memory_command(CLI::App& sim, Action& action);
+/// `tessera calibrate` (cmd_calibrate.cpp).
+void add_calibrate_command(CLI::App& app, Action& action);
+/// `tessera plan` (cmd_plan.cpp).
+void add_plan_command(CLI::App& app, Action& action);
 /// A topology preset name, or a path to a topology JSON file when one exists there.
 sim::Topology load_topology(const std::string& spec);
+/// The same, with devices (the cpu-host presets' links) from `catalog`.
+sim::Topology load_topology(const std::string& spec, const sim::DeviceCatalog& catalog);
 
 /// Parses "W", "H" or "HW" (case-insensitive) into the tensor dimensions to shard.
 std::vector<int> parse_shard_dims(const std::string& s);

@@ -9,10 +9,13 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   tessera::tools::Action action;
   tessera::tools::add_train_command(app, action);
+  tessera::tools::add_launch_command(app, action);
   tessera::tools::add_halo_command(app, action);
   tessera::tools::add_verify_command(app, action);
   tessera::tools::add_backends_command(app, action);
   tessera::tools::add_sim_command(app, action);
+  tessera::tools::add_plan_command(app, action);
+  tessera::tools::add_calibrate_command(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,4 +1,5 @@
-// run_training: one thread per rank on the local backend, each with its own Trainer.
+// run_training: one thread per rank on the local backend, or one rank per process (env://
+// rendezvous) on a multi-process backend such as ucx; each rank with its own Trainer.
 #include "train_run.hpp"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <thread>
 
 #include "tessera/builtin_backends.hpp"
+#include "tessera/comm/env_rendezvous.hpp"
 #include "tessera/comm/local.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/file_io.hpp"
@@ -44,6 +46,7 @@ void add_train_options(CLI::App& c, TrainArgs& a) {
   c.add_option("--trace", a.trace, "Write the Chrome-trace timeline (Perfetto) here");
   c.add_option("--metrics", a.metrics, "Write one JSON object per step here (JSON lines)");
   c.add_option("--threads", a.threads, "Compute threads per rank (0 = cores / ranks)")->capture_default_str();
+  c.add_option("--timeout", a.timeout_s, "Deadline of every communication wait, seconds")->capture_default_str();
   c.add_flag("--no-overlap", a.no_overlap, "Do not overlap halo exchange and gradient all-reduce with compute");
 }
 
@@ -101,7 +104,13 @@ TrainRunConfig make_train_config(const TrainArgs& a) {
   c.mesh = core::DeviceMesh::parse(a.mesh);
   comm::Registry comms;
   register_builtin_backends(comms);
-  TESSERA_CHECK(comms.contains(a.backend), "--backend '", a.backend, "': not available in this build; available: local");
+  std::string why_not;
+  for (const auto& st : register_plugin_backends(comms))
+    if (st.name == a.backend && !st.loaded) why_not = " (" + st.why + ")";
+  std::string avail;
+  for (const auto& n : comms.names()) avail += (avail.empty() ? "" : ", ") + n;
+  TESSERA_CHECK(comms.contains(a.backend), "--backend '", a.backend, "': not available", why_not, "; available: ", avail);
+  c.timeout = std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000));
   c.backend = a.backend;
   const int cores = std::max(1u, std::thread::hardware_concurrency());
   c.threads = a.threads > 0 ? a.threads : std::max(1, cores / c.mesh.size());
@@ -154,6 +163,112 @@ std::string metrics_line(const TrainRunConfig& cfg, const std::vector<nn::StepSt
   return os.str();
 }
 
+namespace {
+
+/// Every rank's figures of one step, as rank 0 needs them (gathered by the caller's means).
+using Gather = std::function<std::vector<nn::StepStats>(const nn::StepStats&)>;
+
+/// One rank's training loop; `gather` collects every rank's figures (collective).
+void rank_loop(const TrainRunConfig& cfg, comm::Backend& world, const std::shared_ptr<const data::Dataset>& dataset,
+               compute::Registry& computes, core::TraceRecorder& recorder, TrainRunResult& res,
+               std::string& metrics_text, const Gather& gather,
+               const std::function<void(const std::vector<nn::StepStats>&)>& on_step) {
+  const int rank = world.rank();
+  auto alloc = std::make_shared<core::Allocator>("rank " + std::to_string(rank));
+  auto cpu = computes.create("cpu", compute::BackendOptions{cfg.threads});
+  // With --trace, the rank's communicator and compute backend are wrapped by recorders that
+  // share the layer scope the modules set.
+  nn::Scope scope;
+  const core::TraceTarget target{&recorder, rank, cfg.mesh.coords_of(rank), &scope, alloc};
+  std::unique_ptr<core::TracingComm> traced_world;
+  std::unique_ptr<core::TracingCompute> traced_cpu;
+  comm::Backend* w = &world;
+  compute::Backend* cb = cpu.get();
+  if (!cfg.trace.empty()) {
+    traced_world = std::make_unique<core::TracingComm>(world, target);
+    traced_cpu = std::make_unique<core::TracingCompute>(*cpu, target);
+    w = traced_world.get();
+    cb = traced_cpu.get();
+    std::ostringstream name;
+    name << "rank " << rank << " (";
+    const auto cs = cfg.mesh.coords_of(rank);
+    for (std::size_t i = 0; i < cs.size(); ++i) name << (i ? "," : "") << cs[i];
+    name << ")";
+    recorder.set_process_name(rank, name.str());
+  }
+  comm::MeshComm mc(cfg.mesh, *w);
+  nn::Trainer trainer(cfg.train, &mc, *cb, alloc, dataset);
+  trainer.context().scope = &scope;
+  if (!cfg.resume.empty()) trainer.load(cfg.resume);
+  if (rank == 0) res.parameters = nn::count_parameters(trainer.model());
+  while (trainer.next_step() < cfg.train.steps) {
+    nn::StepStats st = trainer.step();
+    std::vector<nn::StepStats> snap = gather(st);
+    if (rank == 0) {
+      res.steps.push_back(snap);
+      if (!cfg.metrics.empty()) {
+        metrics_text += metrics_line(cfg, snap) + "\n";
+        core::write_file_atomic(cfg.metrics, metrics_text);
+      }
+      if (on_step) on_step(snap);
+    }
+  }
+  if (!cfg.save.empty()) trainer.save(cfg.save);
+}
+
+/// Figures of a step as doubles for an all_gather across processes.
+constexpr std::size_t kStatDoubles = 6 + core::kNumMemCategories;
+
+/// One rank per process (ucx, ...): env:// rendezvous, the world backend from the registry,
+/// figures gathered with all_gather. A failure aborts the job so the other ranks stop at once.
+void run_distributed(const TrainRunConfig& cfg, const std::shared_ptr<const data::Dataset>& dataset,
+                     compute::Registry& computes, core::TraceRecorder& recorder, TrainRunResult& res,
+                     std::string& metrics_text, const std::function<void(const std::vector<nn::StepStats>&)>& on_step) {
+  const comm::EnvInfo info = comm::read_env();
+  TESSERA_CHECK(info.size == cfg.mesh.size(), "--mesh ", cfg.mesh.to_string(), " has ", cfg.mesh.size(),
+                " ranks but this job has ", info.size, " processes (", info.source,
+                " variables); start one process per rank, e.g. tessera launch --nproc ", cfg.mesh.size(), " -- train ...");
+  auto rdzv = std::make_shared<comm::EnvRendezvous>(info, cfg.timeout);
+  try {
+    comm::Registry comms;
+    register_builtin_backends(comms);
+    register_plugin_backends(comms);
+    comm::BackendOptions o;
+    o.rank = info.rank;
+    o.size = info.size;
+    o.timeout = cfg.timeout;
+    o.rendezvous = rdzv;
+    auto world = comms.create(cfg.backend, o);
+    const auto n = static_cast<std::size_t>(world->size());
+    Gather gather = [&](const nn::StepStats& st) {
+      std::vector<double> mine = {double(st.step), st.loss, st.grad_norm, st.lr, st.step_time_s,
+                                  double(st.memory.peak_total)};
+      for (int c = 0; c < core::kNumMemCategories; ++c) mine.push_back(double(st.memory.peak[c]));
+      std::vector<double> all(kStatDoubles * n);
+      world->all_gather({mine.data(), kStatDoubles, core::DType::F64}, {all.data(), all.size(), core::DType::F64})->wait();
+      std::vector<nn::StepStats> out(n);
+      for (std::size_t r = 0; r < n; ++r) {
+        const double* v = all.data() + r * kStatDoubles;
+        out[r].step = static_cast<std::int64_t>(v[0]);
+        out[r].loss = v[1];
+        out[r].grad_norm = v[2];
+        out[r].lr = v[3];
+        out[r].step_time_s = v[4];
+        out[r].memory.peak_total = static_cast<std::size_t>(v[5]);
+        for (int c = 0; c < core::kNumMemCategories; ++c) out[r].memory.peak[c] = static_cast<std::size_t>(v[6 + c]);
+      }
+      return out;
+    };
+    rank_loop(cfg, *world, dataset, computes, recorder, res, metrics_text, gather, on_step);
+    world->barrier();
+  } catch (const std::exception& e) {
+    rdzv->store()->abort(detail::cat("rank ", info.rank, " failed: ", e.what()));
+    throw;
+  }
+}
+
+}  // namespace
+
 TrainRunResult run_training(const TrainRunConfig& cfg,
                             const std::function<void(const std::vector<nn::StepStats>&)>& on_step) {
   const int n = cfg.mesh.size();
@@ -162,63 +277,31 @@ TrainRunResult run_training(const TrainRunConfig& cfg,
   register_builtin_backends(computes);
   core::TraceRecorder recorder;
   TrainRunResult res;
-  std::vector<nn::StepStats> current(n);
   std::string metrics_text;
-  std::mutex mu;
   const auto t0 = std::chrono::steady_clock::now();
-  comm::local::run(n, [&](comm::Backend& world) {
-    const int rank = world.rank();
-    auto alloc = std::make_shared<core::Allocator>("rank " + std::to_string(rank));
-    auto cpu = computes.create("cpu", compute::BackendOptions{cfg.threads});
-    // With --trace, the rank's communicator and compute backend are wrapped by recorders that
-    // share the layer scope the modules set.
-    nn::Scope scope;
-    const core::TraceTarget target{&recorder, rank, cfg.mesh.coords_of(rank), &scope, alloc};
-    std::unique_ptr<core::TracingComm> traced_world;
-    std::unique_ptr<core::TracingCompute> traced_cpu;
-    comm::Backend* w = &world;
-    compute::Backend* cb = cpu.get();
-    if (!cfg.trace.empty()) {
-      traced_world = std::make_unique<core::TracingComm>(world, target);
-      traced_cpu = std::make_unique<core::TracingCompute>(*cpu, target);
-      w = traced_world.get();
-      cb = traced_cpu.get();
-      std::ostringstream name;
-      name << "rank " << rank << " (";
-      const auto cs = cfg.mesh.coords_of(rank);
-      for (std::size_t i = 0; i < cs.size(); ++i) name << (i ? "," : "") << cs[i];
-      name << ")";
-      recorder.set_process_name(rank, name.str());
-    }
-    comm::MeshComm mc(cfg.mesh, *w);
-    nn::Trainer trainer(cfg.train, &mc, *cb, alloc, dataset);
-    trainer.context().scope = &scope;
-    if (!cfg.resume.empty()) trainer.load(cfg.resume);
-    if (rank == 0) res.parameters = nn::count_parameters(trainer.model());
-    while (trainer.next_step() < cfg.train.steps) {
-      nn::StepStats st = trainer.step();
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        current[rank] = st;
-      }
-      world.barrier();
-      if (rank == 0) {
+  if (cfg.backend == "local") {
+    std::vector<nn::StepStats> current(static_cast<std::size_t>(n));
+    std::mutex mu;
+    comm::local::run(n, [&](comm::Backend& world) {
+      Gather gather = [&](const nn::StepStats& st) {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          current[static_cast<std::size_t>(world.rank())] = st;
+        }
+        world.barrier();
         std::vector<nn::StepStats> snap;
         {
           std::lock_guard<std::mutex> lock(mu);
           snap = current;
         }
-        res.steps.push_back(snap);
-        if (!cfg.metrics.empty()) {
-          metrics_text += metrics_line(cfg, snap) + "\n";
-          core::write_file_atomic(cfg.metrics, metrics_text);
-        }
-        if (on_step) on_step(snap);
-      }
-      world.barrier();
-    }
-    if (!cfg.save.empty()) trainer.save(cfg.save);
-  });
+        world.barrier();
+        return snap;
+      };
+      rank_loop(cfg, world, dataset, computes, recorder, res, metrics_text, gather, on_step);
+    });
+  } else {
+    run_distributed(cfg, dataset, computes, recorder, res, metrics_text, on_step);
+  }
   res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!cfg.trace.empty()) {
     std::ostringstream os;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <functional>
 #include <string>
 #include <vector>
@@ -39,6 +40,7 @@ struct TrainArgs {
   std::string save, resume, trace, metrics;
   int threads = 0;  ///< compute threads per rank; 0 = cores / ranks
   bool no_overlap = false;
+  double timeout_s = 300;  ///< deadline of every communication wait
 };
 
 /// Adds every `train` option to a CLI11 (sub)command.
@@ -51,6 +53,7 @@ struct TrainRunConfig {
   int threads = 1;
   std::string data = "synthetic";
   std::string save, resume, trace, metrics;
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
 };
 
 /// Validates and converts the arguments (model preset or JSON file, input, mesh, ...).

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tessera/comm/store.hpp"
 #include "tessera/core/dtype.hpp"
 
 namespace tessera::comm {
@@ -123,6 +124,9 @@ class Rendezvous {
   virtual ~Rendezvous() = default;
   /// "local", "env://host:port", ...
   virtual std::string describe() const = 0;
+  /// The job's key-value store, or nullptr for in-process rendezvous (local). Owned by the
+  /// Rendezvous; valid while it lives.
+  virtual Store* store() { return nullptr; }
 };
 
 /// What a backend factory needs.

@@ -16,6 +16,16 @@
 
 namespace tessera::sim {
 
+/// A kernel class's measured speed (tessera calibrate): a call takes
+/// overhead_s + flops / flops_per_s + bytes / bytes_per_s, a zero rate meaning no such term. The
+/// terms add up (they are fitted together): the CPU kernels overlap little of their memory
+/// traffic with their arithmetic.
+struct KernelRate {
+  double flops_per_s = 0;  ///< FLOP/s of the arithmetic term (0: no such term)
+  double bytes_per_s = 0;  ///< bytes read + written per second of the memory term (0: none)
+  double overhead_s = 0;   ///< fixed time per call: dispatch, thread wake-up, small-size effects
+};
+
 /// How kernels and transfers are timed.
 struct EngineOptions {
   /// Device model of every rank (catalog key); empty = the device each topology node names.
@@ -25,13 +35,25 @@ struct EngineOptions {
   /// Efficiency per op name ("conv2d_forward", "adamw_step", ...), overriding the device's class
   /// efficiency (eff_gemm, eff_depthwise, eff_elementwise): the calibration hook.
   std::map<std::string, double> efficiency;
+  /// Measured speed per kernel class (ProgramOp::kernel, e.g. "conv2d_forward/pointwise") or op
+  /// name ("adamw_step"), the class looked up first: a compute op found here is timed by its
+  /// rate and overhead instead of the roofline and the launch overhead. apply_calibration
+  /// (calibration.hpp) fills it from a `tessera calibrate` file.
+  std::map<std::string, KernelRate> kernel_rates;
+  /// The device (catalog key) kernel_rates were measured on; other devices keep the roofline.
+  /// Empty: every device.
+  std::string kernel_rates_device;
   bool launch_overhead = true;  ///< add the device's per-kernel launch overhead
+  bool trace = true;            ///< fill SimResult::trace (the planner and bench_sim need no trace)
   Algorithm collective_algorithm = Algorithm::Auto;
 };
 
 /// One device's figures over the iteration.
 struct DeviceResult {
   int rank = 0;
+  /// The rank whose simulated timeline these figures are: `rank` itself, or with symmetric-rank
+  /// folding (fold.hpp) the equivalent rank that was simulated in its place.
+  int simulated_as = 0;
   std::string device;       ///< catalog key
   Picos end_ps = 0;         ///< when its last op finished
   Picos compute_busy_ps = 0;
@@ -48,7 +70,8 @@ struct LinkUse {
 
 struct SimResult {
   Picos iteration_ps = 0;
-  std::vector<DeviceResult> devices;  ///< by rank
+  std::vector<DeviceResult> devices;  ///< by rank (every rank, also when folded)
+  int simulated_ranks = 0;            ///< ranks whose programs ran (fewer than devices when folded)
   std::vector<LinkUse> links;         ///< links that carried data, busiest first
   std::vector<core::TraceEvent> trace;  ///< core's trace schema (write with core::write_chrome_trace)
   std::vector<std::pair<int, std::string>> process_names;
@@ -57,7 +80,8 @@ struct SimResult {
 /// The time of one kernel on `device`: max(flops / (peak · eff), bytes / (bandwidth · eff)) plus
 /// the launch overhead, rounded up to whole picoseconds. eff is the op's class efficiency
 /// (convolutions and GEMMs: eff_gemm, depthwise convolutions: eff_depthwise, the rest:
-/// eff_elementwise) unless options.efficiency names the op.
+/// eff_elementwise) unless options.efficiency names the op. When options.kernel_rates has the
+/// op's kernel class or name, the measured rate and overhead are used instead.
 Picos kernel_time_ps(const ProgramOp& op, const DeviceSpec& device, const EngineOptions& options);
 
 /// Simulates one iteration. `ranks[i]` is world rank i's replay (every rank of the mesh, in rank

@@ -15,6 +15,11 @@ namespace tessera::sim {
 
 inline constexpr Picos kNever = std::numeric_limits<Picos>::max();
 
+/// Picoseconds to move `bytes` at `rate` bytes/s as the network rounds them: up, except that a
+/// value within 1e-9 relative of a whole picosecond is that picosecond (floating-point noise on
+/// exact cases, not a speed-up). 0 for no bytes.
+Picos transfer_time_ps(double bytes, double rate_bytes_per_s);
+
 /// Incremental flow simulation. The caller (a collective or the event engine) starts flows at the
 /// current time, asks when the next one finishes, and advances time. No flow ever moves faster
 /// than the slowest edge of its route allows, and flows sharing an edge split its bandwidth

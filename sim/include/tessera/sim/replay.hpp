@@ -35,6 +35,8 @@ struct ProgramOp {
   // Compute: compute::op_cost of the call.
   compute::OpKind op = compute::OpKind::Add;
   bool depthwise = false;  ///< a grouped convolution with one input channel per group
+  /// sim::kernel_class of the call ("conv2d_forward/pointwise", "add", ...): the calibration key.
+  std::string kernel;
   double flops = 0;
   std::int64_t bytes = 0;  ///< compute: read + written; collective: per-rank buffer; p2p: sum
   // Collective: the group as world ranks, in group-rank order.

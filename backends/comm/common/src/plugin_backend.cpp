@@ -1,0 +1,185 @@
+// PluginBackend: forwards every Backend call to the plugin's C table; the host's Store is offered
+// to the plugin as a C table too.
+#include "plugin_backend.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "tessera/comm/plugin_export.hpp"
+#include "tessera/core/error.hpp"
+
+namespace tessera::comm {
+
+namespace {
+
+/// The host's Store as a C table (lives as long as the world backend and its sub-groups).
+struct StoreBridge {
+  std::shared_ptr<Rendezvous> rdzv;  // keeps the store alive
+  Store* store = nullptr;
+  tessera_store_v1_t table{};
+
+  explicit StoreBridge(std::shared_ptr<Rendezvous> r) : rdzv(std::move(r)), store(rdzv->store()) {
+    table.self = this;
+    table.set = [](void* self, const char* key, const void* v, std::size_t n, tessera_error_t* err) {
+      return plugin::guard(err, [&] { static_cast<StoreBridge*>(self)->store->set(key, std::string(static_cast<const char*>(v), n)); });
+    };
+    table.get = [](void* self, const char* key, std::int64_t timeout_ms, void** v, std::size_t* n, tessera_error_t* err) {
+      return plugin::guard(err, [&] {
+        const std::string s = static_cast<StoreBridge*>(self)->store->get(key, std::chrono::milliseconds(timeout_ms));
+        *v = std::malloc(s.size() ? s.size() : 1);
+        std::memcpy(*v, s.data(), s.size());
+        *n = s.size();
+      });
+    };
+    table.add = [](void* self, const char* key, std::int64_t d, std::int64_t* r, tessera_error_t* err) {
+      return plugin::guard(err, [&] { *r = static_cast<StoreBridge*>(self)->store->add(key, d); });
+    };
+    table.abort = [](void* self, const char* reason) { static_cast<StoreBridge*>(self)->store->abort(reason); };
+    table.abort_reason = [](void* self, char* buf, std::size_t len) {
+      std::string r;
+      try {
+        r = static_cast<StoreBridge*>(self)->store->abort_reason();
+      } catch (...) {
+        r = "the store failed";
+      }
+      if (r.empty()) return 0;
+      std::strncpy(buf, r.c_str(), len - 1);
+      buf[len - 1] = '\0';
+      return 1;
+    };
+    table.abort_fd = store->abort_fd();
+  }
+};
+
+class PluginWork final : public Work {
+ public:
+  PluginWork(std::shared_ptr<void> keep, const tessera_comm_plugin_v1_t* t, void* ctx, void* req, std::string name)
+      : keep_(std::move(keep)), t_(t), ctx_(ctx), req_(req), name_(std::move(name)) {}
+  ~PluginWork() override { t_->free_request(ctx_, req_); }
+  bool is_completed() override {
+    if (done_) return true;
+    tessera_error_t err{};
+    int done = 0;
+    const auto st = t_->test(ctx_, req_, &done, &err);
+    if (st != TESSERA_OK) plugin::throw_status(st, name_, err.message);
+    done_ = done != 0;
+    return done_;
+  }
+  void wait() override {
+    if (done_) return;
+    tessera_error_t err{};
+    const auto st = t_->wait(ctx_, req_, &err);
+    if (st != TESSERA_OK) plugin::throw_status(st, name_, err.message);
+    done_ = true;
+  }
+
+ private:
+  std::shared_ptr<void> keep_;
+  const tessera_comm_plugin_v1_t* t_;
+  void* ctx_;
+  void* req_;
+  std::string name_;
+  bool done_ = false;
+};
+
+tessera_buffer_t to_c(const BufferView& b) {
+  return {b.data, b.count, static_cast<int>(b.dtype), b.space == MemorySpace::Cuda ? 1 : 0};
+}
+
+class PluginBackend final : public Backend {
+ public:
+  PluginBackend(std::shared_ptr<void> lib, std::shared_ptr<StoreBridge> bridge, const tessera_comm_plugin_v1_t* t,
+                void* ctx, std::chrono::milliseconds timeout)
+      : lib_(std::move(lib)), bridge_(std::move(bridge)), t_(t), ctx_(ctx), timeout_(timeout),
+        name_(t->name), rank_(t->rank(ctx)), size_(t->size(ctx)) {}
+  ~PluginBackend() override { t_->destroy(ctx_); }
+
+  std::string_view name() const noexcept override { return name_; }
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return size_; }
+  Capabilities capabilities() const noexcept override {
+    return {t_->caps.cuda_memory != 0, t_->caps.all_to_all != 0, t_->caps.split != 0, t_->caps.multi_process != 0};
+  }
+  std::chrono::milliseconds timeout() const noexcept override { return timeout_; }
+
+  WorkPtr all_reduce(BufferView buf, ReduceOp op) override {
+    return start([&](void** req, tessera_error_t* e) { return t_->all_reduce(ctx_, to_c(buf), static_cast<int>(op), req, e); });
+  }
+  WorkPtr all_gather(BufferView s, BufferView r) override {
+    return start([&](void** req, tessera_error_t* e) { return t_->all_gather(ctx_, to_c(s), to_c(r), req, e); });
+  }
+  WorkPtr reduce_scatter(BufferView s, BufferView r, ReduceOp op) override {
+    return start([&](void** req, tessera_error_t* e) {
+      return t_->reduce_scatter(ctx_, to_c(s), to_c(r), static_cast<int>(op), req, e);
+    });
+  }
+  WorkPtr broadcast(BufferView buf, int root) override {
+    return start([&](void** req, tessera_error_t* e) { return t_->broadcast(ctx_, to_c(buf), root, req, e); });
+  }
+  WorkPtr all_to_all(BufferView s, BufferView r) override {
+    if (!t_->all_to_all) return Backend::all_to_all(s, r);
+    return start([&](void** req, tessera_error_t* e) { return t_->all_to_all(ctx_, to_c(s), to_c(r), req, e); });
+  }
+  WorkPtr batch_p2p(const std::vector<P2POp>& ops) override {
+    std::vector<tessera_p2p_op_t> c(ops.size());
+    for (std::size_t i = 0; i < ops.size(); ++i)
+      c[i] = {ops[i].kind == P2POp::Kind::Recv ? 1 : 0, to_c(ops[i].buf), ops[i].peer, ops[i].tag};
+    return start([&](void** req, tessera_error_t* e) { return t_->batch_p2p(ctx_, c.data(), c.size(), req, e); });
+  }
+  void barrier() override {
+    tessera_error_t err{};
+    const auto st = t_->barrier(ctx_, &err);
+    if (st != TESSERA_OK) plugin::throw_status(st, name_, err.message);
+  }
+  std::unique_ptr<Backend> split(const std::vector<int>& ranks) override {
+    if (!t_->split) return Backend::split(ranks);
+    tessera_error_t err{};
+    void* sub = nullptr;
+    const auto st = t_->split(ctx_, ranks.data(), ranks.size(), &sub, &err);
+    if (st != TESSERA_OK) plugin::throw_status(st, name_, err.message);
+    if (!sub) return nullptr;
+    return std::make_unique<PluginBackend>(lib_, bridge_, t_, sub, timeout_);
+  }
+
+ private:
+  template <class F>
+  WorkPtr start(F&& f) {
+    tessera_error_t err{};
+    void* req = nullptr;
+    const auto st = f(&req, &err);
+    if (st != TESSERA_OK) plugin::throw_status(st, name_, err.message);
+    return std::make_unique<PluginWork>(lib_, t_, ctx_, req, name_);
+  }
+
+  std::shared_ptr<void> lib_;
+  std::shared_ptr<StoreBridge> bridge_;
+  const tessera_comm_plugin_v1_t* t_;
+  void* ctx_;
+  std::chrono::milliseconds timeout_;
+  std::string name_;
+  int rank_, size_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_plugin_backend(std::shared_ptr<void> lib, const tessera_comm_plugin_v1_t* table,
+                                             const BackendOptions& options) {
+  TESSERA_CHECK(options.rendezvous && options.rendezvous->store(), "comm backend '", table->name,
+                "' needs a rendezvous with a key-value store (env://, e.g. through tessera launch); got ",
+                options.rendezvous ? "'" + options.rendezvous->describe() + "'" : "none");
+  auto bridge = std::make_shared<StoreBridge>(options.rendezvous);
+  tessera_init_v1_t init{};
+  init.rank = options.rank;
+  init.size = options.size;
+  init.timeout_ms = options.timeout.count();
+  init.store = &bridge->table;
+  init.log = [](int, const char* m) { std::fprintf(stderr, "%s\n", m); };
+  void* ctx = nullptr;
+  tessera_error_t err{};
+  const auto st = table->create(&init, &ctx, &err);
+  if (st != TESSERA_OK) plugin::throw_status(st, table->name, err.message);
+  return std::make_unique<PluginBackend>(std::move(lib), std::move(bridge), table, ctx, options.timeout);
+}
+
+}  // namespace tessera::comm

@@ -1,0 +1,16 @@
+// PluginBackend: a comm::Backend over a loaded plugin's C table (statuses become exceptions).
+#pragma once
+
+#include <memory>
+
+#include "tessera/comm/backend.hpp"
+#include "tessera/comm/plugin_v1.h"
+
+namespace tessera::comm {
+
+/// Creates the world group of a loaded plugin. `lib` keeps the library loaded while any backend
+/// of it lives. The options' rendezvous must offer a store().
+std::unique_ptr<Backend> make_plugin_backend(std::shared_ptr<void> lib, const tessera_comm_plugin_v1_t* table,
+                                             const BackendOptions& options);
+
+}  // namespace tessera::comm

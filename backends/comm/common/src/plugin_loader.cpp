@@ -1,0 +1,150 @@
+// The plugin loader: dlopen, the newest-first versioned entry point, the api_version check, and
+// registration of a PluginBackend factory.
+#include "tessera/comm/plugin_loader.hpp"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "plugin_backend.hpp"
+#include "tessera/comm/plugin_v1.h"
+#include "tessera/core/error.hpp"
+
+#ifndef TESSERA_BUILD_PLUGIN_DIR
+#define TESSERA_BUILD_PLUGIN_DIR ""
+#endif
+
+namespace tessera::comm {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> plugin_search_path() {
+  std::vector<std::string> dirs;
+  if (const char* p = std::getenv("TESSERA_PLUGIN_PATH")) {
+    std::string s = p;
+    std::size_t start = 0;
+    while (start <= s.size()) {
+      const auto end = s.find(':', start);
+      const std::string d = s.substr(start, end == std::string::npos ? std::string::npos : end - start);
+      if (!d.empty()) dirs.push_back(d);
+      if (end == std::string::npos) break;
+      start = end + 1;
+    }
+  }
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) dirs.push_back((exe.parent_path().parent_path() / "lib" / "tessera" / "plugins").string());
+  if (std::string(TESSERA_BUILD_PLUGIN_DIR).size()) dirs.push_back(TESSERA_BUILD_PLUGIN_DIR);
+  std::vector<std::string> unique;
+  for (const auto& d : dirs)
+    if (std::find(unique.begin(), unique.end(), d) == unique.end()) unique.push_back(d);
+  return unique;
+}
+
+namespace {
+
+/// "libtessera-comm-ucx.so" -> "ucx".
+std::string name_from_file(const std::string& file) {
+  const std::string pre = "libtessera-comm-", post = ".so";
+  if (file.rfind(pre, 0) != 0 || file.size() <= pre.size() + post.size() ||
+      file.compare(file.size() - post.size(), post.size(), post) != 0)
+    return "";
+  return file.substr(pre.size(), file.size() - pre.size() - post.size());
+}
+
+}  // namespace
+
+PluginStatus load_plugin(const std::string& path, Registry* registry) {
+  PluginStatus st;
+  st.path = path;
+  st.name = name_from_file(fs::path(path).filename().string());
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* e = ::dlerror();
+    st.why = detail::cat("cannot load ", path, ": ", e ? e : "unknown dlopen error",
+                         " (a library it needs is missing? check with ldd)");
+    return st;
+  }
+  auto lib = std::shared_ptr<void>(handle, [](void* h) { ::dlclose(h); });
+  // Newest first: this host knows version 1 only; a plugin exporting only newer or older entry
+  // points is reported, not guessed at.
+  auto* entry = reinterpret_cast<tessera_comm_plugin_v1_fn>(::dlsym(handle, TESSERA_COMM_PLUGIN_V1_SYMBOL));
+  if (!entry) {
+    std::string others;
+    for (const char* v : {"tessera_comm_plugin_v2", "tessera_comm_plugin_v3", "tessera_comm_plugin_v0"})
+      if (::dlsym(handle, v)) others += (others.empty() ? "" : ", ") + std::string(v);
+    st.why = others.empty()
+                 ? detail::cat("missing symbol ", TESSERA_COMM_PLUGIN_V1_SYMBOL, " in ", path,
+                               ": not a tessera comm plugin (see docs/backends.md, 'the entry point')")
+                 : detail::cat("wrong version: ", path, " exports ", others, " but this tessera loads ",
+                               TESSERA_COMM_PLUGIN_V1_SYMBOL, "; rebuild the plugin against this tessera");
+    return st;
+  }
+  const tessera_comm_plugin_v1_t* table = entry();
+  if (!table) {
+    st.why = detail::cat(path, ": ", TESSERA_COMM_PLUGIN_V1_SYMBOL, "() returned NULL");
+    return st;
+  }
+  if (table->api_version != TESSERA_COMM_PLUGIN_API_V1) {
+    st.why = detail::cat("wrong version: ", path, " reports api_version ", table->api_version, ", expected ",
+                         TESSERA_COMM_PLUGIN_API_V1, "; rebuild the plugin against this tessera");
+    return st;
+  }
+  if (!table->name || !*table->name || !table->create || !table->destroy || !table->all_reduce ||
+      !table->wait || !table->test || !table->free_request || !table->batch_p2p || !table->barrier) {
+    st.why = detail::cat(path, ": the plugin table lacks a name or a required function");
+    return st;
+  }
+  st.name = table->name;
+  st.description = table->description ? table->description : "";
+  st.caps = {table->caps.cuda_memory != 0, table->caps.all_to_all != 0, table->caps.split != 0,
+             table->caps.multi_process != 0};
+  if (registry) {
+    if (registry->contains(st.name)) {
+      st.why = detail::cat("a backend named '", st.name, "' is already registered; ", path, " ignored");
+      return st;
+    }
+    registry->add(st.name, [lib, table](const BackendOptions& o) { return make_plugin_backend(lib, table, o); },
+                  st.caps);
+  }
+  st.loaded = true;
+  return st;
+}
+
+std::vector<PluginStatus> load_plugins(Registry& registry, const std::vector<std::string>& dirs) {
+  std::vector<PluginStatus> out;
+  std::set<std::string> seen;
+  for (const auto& d : dirs) {
+    std::error_code ec;
+    if (!fs::is_directory(d, ec)) continue;
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(d, ec)) files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) {
+      const std::string name = name_from_file(f.filename().string());
+      if (name.empty() || seen.count(name)) continue;
+      seen.insert(name);
+      out.push_back(load_plugin(f.string(), &registry));
+    }
+  }
+  std::string where;
+  for (const auto& d : dirs) where += (where.empty() ? "" : ", ") + d;
+  for (const char* known : {"ucx", "nccl"}) {
+    if (seen.count(known)) continue;
+    PluginStatus st;
+    st.name = known;
+    st.why = detail::cat("missing library: libtessera-comm-", known, ".so not found in ",
+                         where.empty() ? "(no folders)" : where,
+                         " (not built here, or set TESSERA_PLUGIN_PATH)");
+    out.push_back(st);
+  }
+  return out;
+}
+
+}  // namespace tessera::comm

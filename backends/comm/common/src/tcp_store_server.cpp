@@ -1,0 +1,269 @@
+// TcpStoreServer: accepts clients, checks their greeting and token, serves set/get/add/check/erase,
+// and turns a rank connection closed without goodbye into a job-wide abort naming the rank.
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "tessera/comm/tcp_store.hpp"
+#include "tessera/core/error.hpp"
+#include "wire.hpp"
+
+namespace tessera::comm {
+
+struct TcpStoreServer::State {
+  Options opt;
+  int listen_fd = -1;
+  int port = 0;
+  int wake_pipe[2] = {-1, -1};
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  std::map<std::string, std::string> kv;
+  std::set<int> fds;            // open connections (for shutdown)
+  std::set<int> ranks;          // ranks with an open rank connection
+  bool stopping = false;
+  std::thread acceptor;
+  std::vector<std::thread> workers;
+
+  void log(const std::string& m) {
+    if (opt.log) opt.log(m);
+    else std::fprintf(stderr, "tessera store: %s\n", m.c_str());
+  }
+  void set_abort_locked(const std::string& reason) {
+    if (kv.count(kAbortKey) == 0) kv[kAbortKey] = reason;
+    cv.notify_all();
+  }
+  void serve(int fd);
+  void handle(int fd, const std::string& body, std::string& reply, bool& bye);
+};
+
+namespace {
+using Clock = std::chrono::steady_clock;
+}
+
+void TcpStoreServer::State::handle(int fd, const std::string& body, std::string& reply, bool& bye) {
+  (void)fd;
+  wire::Reader r{body};
+  wire::Writer w;
+  const auto op = static_cast<wire::Op>(r.u8());
+  switch (op) {
+    case wire::Op::Set: {
+      std::string k = r.str(), v = r.str();
+      std::lock_guard lock(mu);
+      kv[k] = std::move(v);
+      cv.notify_all();
+      w.u8(static_cast<std::uint8_t>(wire::Reply::Ok));
+      break;
+    }
+    case wire::Op::Get: {
+      const std::string k = r.str();
+      const std::int64_t timeout_ms = r.i64();  // < 0: no deadline (abort watchers)
+      std::unique_lock lock(mu);
+      // A job abort releases every waiter (the abort watchers wait for that very key).
+      auto ready = [&] { return stopping || kv.count(k) > 0 || kv.count(kAbortKey) > 0; };
+      if (timeout_ms < 0) cv.wait(lock, ready);
+      else cv.wait_until(lock, Clock::now() + std::chrono::milliseconds(timeout_ms), ready);
+      auto it = kv.find(k);
+      if (it == kv.end() && kv.count(kAbortKey)) {
+        w.u8(static_cast<std::uint8_t>(wire::Reply::Error));
+        w.str(kv[kAbortKey]);
+      } else if (it == kv.end()) {
+        w.u8(static_cast<std::uint8_t>(wire::Reply::Missing));
+      } else {
+        w.u8(static_cast<std::uint8_t>(wire::Reply::Ok));
+        w.str(it->second);
+      }
+      break;
+    }
+    case wire::Op::Add: {
+      const std::string k = r.str();
+      const std::int64_t d = r.i64();
+      std::lock_guard lock(mu);
+      std::int64_t v = 0;
+      auto it = kv.find(k);
+      if (it != kv.end()) v = std::stoll(it->second);
+      v += d;
+      kv[k] = std::to_string(v);
+      cv.notify_all();
+      w.u8(static_cast<std::uint8_t>(wire::Reply::Ok));
+      w.i64(v);
+      break;
+    }
+    case wire::Op::Check: {
+      const std::string k = r.str();
+      std::lock_guard lock(mu);
+      w.u8(static_cast<std::uint8_t>(kv.count(k) ? wire::Reply::Ok : wire::Reply::Missing));
+      break;
+    }
+    case wire::Op::Erase: {
+      const std::string k = r.str();
+      std::lock_guard lock(mu);
+      kv.erase(k);
+      w.u8(static_cast<std::uint8_t>(wire::Reply::Ok));
+      break;
+    }
+    case wire::Op::Bye:
+      bye = true;
+      w.u8(static_cast<std::uint8_t>(wire::Reply::Ok));
+      break;
+    default:
+      throw std::runtime_error(detail::cat("unknown request code ", static_cast<int>(op)));
+  }
+  reply = std::move(w.buf);
+}
+
+void TcpStoreServer::State::serve(int fd) {
+  const std::string who = wire::peer_name(fd);
+  int rank = -1;
+  bool rank_conn = false, bye = false, greeted = false;
+  try {
+    // Greeting: magic, version, token, rank, flags.
+    std::uint32_t magic = 0;
+    if (!wire::recv_exact(fd, &magic, 4)) throw std::runtime_error("closed before greeting");
+    if (magic != wire::kMagic)
+      throw std::runtime_error(detail::cat("not a tessera store client (greeting starts with 0x",
+                                           std::hex, magic, ")"));
+    std::string body;
+    if (!wire::recv_frame(fd, body)) throw std::runtime_error("closed during greeting");
+    wire::Reader r{body};
+    const std::uint32_t version = r.u32();
+    const std::string token = r.str();
+    rank = static_cast<int>(r.i64());
+    rank_conn = r.u8() != 0;
+    wire::Writer w;
+    std::string refusal;
+    if (version != wire::kVersion)
+      refusal = detail::cat("protocol version ", version, " (server speaks ", wire::kVersion, ")");
+    else if (token != opt.token)
+      refusal = "wrong token: every rank must use this job's token (TESSERA_RDZV_TOKEN)";
+    if (refusal.empty() && rank_conn) {
+      std::lock_guard lock(mu);
+      if (ranks.count(rank)) refusal = detail::cat("rank ", rank, " joined twice");
+      else ranks.insert(rank);
+    }
+    if (!refusal.empty()) {
+      rank_conn = false;
+      w.u8(static_cast<std::uint8_t>(wire::Reply::Error));
+      w.str("store at port " + std::to_string(port) + " refused the join: " + refusal);
+      wire::send_frame(fd, w.buf);
+      throw std::runtime_error(detail::cat("refused rank ", rank, ": ", refusal));
+    }
+    w.u8(static_cast<std::uint8_t>(wire::Reply::Ok));
+    wire::send_frame(fd, w.buf);
+    greeted = true;
+    while (!bye) {
+      if (!wire::recv_frame(fd, body)) break;
+      std::string reply;
+      handle(fd, body, reply, bye);
+      if (bye && rank_conn) {  // gone before the client hears the reply, so counts are exact
+        std::lock_guard lock(mu);
+        ranks.erase(rank);
+        rank_conn = false;
+        cv.notify_all();
+      }
+      wire::send_frame(fd, reply);
+    }
+  } catch (const std::exception& e) {
+    bool quiet;
+    {
+      std::lock_guard lock(mu);
+      // A watcher closing with its abort reply unread is normal; protocol errors are not.
+      quiet = stopping || (greeted && !rank_conn);
+    }
+    if (!quiet) log(detail::cat("dropped connection from ", who, ": ", e.what()));
+  }
+  std::lock_guard lock(mu);
+  if (rank_conn) {
+    ranks.erase(rank);
+    if (!bye && !stopping) {
+      const std::string why = detail::cat("rank ", rank, " exited or lost its connection to the store ",
+                                          "without closing its communicator (killed or crashed?)");
+      log(why);
+      set_abort_locked(why);
+    }
+    cv.notify_all();
+  }
+  fds.erase(fd);
+  ::close(fd);
+}
+
+TcpStoreServer::TcpStoreServer(Options options) : state_(std::make_shared<State>()) {
+  State& s = *state_;
+  s.opt = std::move(options);
+  if (s.opt.adopt_fd >= 0) {
+    s.listen_fd = s.opt.adopt_fd;
+    s.port = wire::local_port(s.listen_fd);
+  } else {
+    s.listen_fd = wire::listen_on(s.opt.host, s.opt.port, s.port);
+  }
+  if (::pipe(s.wake_pipe) != 0) throw BackendError("store", errno, "pipe() failed");
+  s.acceptor = std::thread([st = state_] {
+    for (;;) {
+      pollfd p[2] = {{st->listen_fd, POLLIN, 0}, {st->wake_pipe[0], POLLIN, 0}};
+      if (::poll(p, 2, -1) < 0) continue;
+      if (p[1].revents) return;
+      const int fd = ::accept4(st->listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) continue;
+      std::lock_guard lock(st->mu);
+      if (st->stopping) {
+        ::close(fd);
+        return;
+      }
+      st->fds.insert(fd);
+      st->workers.emplace_back([st, fd] { st->serve(fd); });
+    }
+  });
+}
+
+TcpStoreServer::~TcpStoreServer() {
+  State& s = *state_;
+  {
+    std::lock_guard lock(s.mu);
+    s.stopping = true;
+    for (int fd : s.fds) ::shutdown(fd, SHUT_RDWR);
+    s.cv.notify_all();
+  }
+  char c = 1;
+  if (::write(s.wake_pipe[1], &c, 1) < 0) { /* the acceptor also sees stopping */ }
+  s.acceptor.join();
+  std::vector<std::thread> ws;
+  {
+    std::lock_guard lock(s.mu);
+    ws.swap(s.workers);
+  }
+  for (auto& t : ws) t.join();
+  ::close(s.listen_fd);
+  ::close(s.wake_pipe[0]);
+  ::close(s.wake_pipe[1]);
+}
+
+int TcpStoreServer::port() const noexcept { return state_->port; }
+
+bool TcpStoreServer::wait_until_ranks_left(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(state_->mu);
+  return state_->cv.wait_for(lock, timeout, [&] { return state_->ranks.empty(); });
+}
+
+int TcpStoreServer::ranks_connected() const {
+  std::lock_guard lock(state_->mu);
+  return static_cast<int>(state_->ranks.size());
+}
+
+std::string TcpStoreServer::abort_reason() const {
+  std::lock_guard lock(state_->mu);
+  auto it = state_->kv.find(kAbortKey);
+  return it == state_->kv.end() ? "" : it->second;
+}
+
+void TcpStoreServer::abort(const std::string& reason) {
+  std::lock_guard lock(state_->mu);
+  state_->set_abort_locked(reason);
+}
+
+}  // namespace tessera::comm

@@ -1,0 +1,229 @@
+// The collectives over UcxBackend::exchange. Small payloads: one direct round (every rank sends
+// to every other) and reductions in rank order, so results equal the local backend's bit for bit.
+// Large payloads: rings (reduce-scatter then all-gather), n-1 steps each.
+#include <cstring>
+
+#include "reduce.hpp"
+#include "tessera/core/error.hpp"
+#include "ucx_backend.hpp"
+
+namespace tessera::comm::ucx {
+
+namespace {
+/// Block b of n balanced blocks of `count`: [first, first + len).
+std::pair<std::size_t, std::size_t> block(std::size_t count, int n, int b) {
+  const std::size_t base = count / static_cast<std::size_t>(n), rem = count % static_cast<std::size_t>(n);
+  const auto ub = static_cast<std::size_t>(b);
+  return {ub * base + std::min(ub, rem), base + (ub < rem ? 1 : 0)};
+}
+char* at(void* p, std::size_t bytes) { return static_cast<char*>(p) + bytes; }
+}  // namespace
+
+WorkPtr UcxBackend::all_reduce(BufferView buf, ReduceOp op) {
+  check_host(buf, "all_reduce");
+  check_reducible(buf.dtype, "all_reduce");
+  const Header h = header(CollOp::AllReduce, buf.dtype, op, buf.count);
+  const int n = size();
+  if (n == 1 || buf.count == 0) {
+    if (op == ReduceOp::Avg && n > 1) finish_avg(buf.data, buf.count, buf.dtype, n);
+    return std::make_unique<CompletedWork>();
+  }
+  if (buf.bytes() > kDirectBytes || buf.count < static_cast<std::size_t>(n) * 0) {
+    all_reduce_ring(buf, op, h);
+    return std::make_unique<CompletedWork>();
+  }
+  std::vector<Send> sends;
+  std::vector<Recv> recvs;
+  for (int p = 0; p < n; ++p)
+    if (p != rank_) {
+      sends.push_back({p, buf.data, buf.bytes()});
+      recvs.push_back({p});
+    }
+  exchange(h, sends, recvs);
+  // Rank order: ((x0 ⊕ x1) ⊕ x2) ...
+  std::vector<char> mine(static_cast<char*>(buf.data), static_cast<char*>(buf.data) + buf.bytes());
+  auto data_of = [&](int r) -> const char* {
+    if (r == rank_) return mine.data();
+    return recvs[static_cast<std::size_t>(r < rank_ ? r : r - 1)].data.data();
+  };
+  for (std::size_t i = 0; i < recvs.size(); ++i)
+    if (recvs[i].data.size() != buf.bytes()) throw InternalError("ucx: all_reduce payload size mismatch");
+  std::memcpy(buf.data, data_of(0), buf.bytes());
+  for (int r = 1; r < n; ++r) reduce_into(buf.data, data_of(r), buf.count, buf.dtype, op);
+  if (op == ReduceOp::Avg) finish_avg(buf.data, buf.count, buf.dtype, n);
+  return std::make_unique<CompletedWork>();
+}
+
+void UcxBackend::all_reduce_ring(BufferView buf, ReduceOp op, const Header& h) {
+  const int n = size();
+  const std::size_t es = core::dtype_size(buf.dtype);
+  const int next = (rank_ + 1) % n, prev = (rank_ + n - 1) % n;
+  auto mod = [n](int x) { return ((x % n) + n) % n; };
+  // Reduce-scatter: after n-1 steps this rank holds the full reduction of its own block.
+  for (int s = 0; s < n - 1; ++s) {
+    const auto [so, sl] = block(buf.count, n, mod(rank_ - s - 1));
+    const auto [ro, rl] = block(buf.count, n, mod(rank_ - s - 2));
+    std::vector<Recv> recvs{{prev, static_cast<std::uint32_t>(s)}};
+    exchange(h, {{next, at(buf.data, so * es), sl * es, static_cast<std::uint32_t>(s)}}, recvs);
+    reduce_into(at(buf.data, ro * es), recvs[0].data.data(), rl, buf.dtype, op);
+  }
+  // All-gather of the reduced blocks.
+  for (int s = 0; s < n - 1; ++s) {
+    const auto [so, sl] = block(buf.count, n, mod(rank_ - s));
+    const auto [ro, rl] = block(buf.count, n, mod(rank_ - s - 1));
+    const auto step = static_cast<std::uint32_t>(n + s);
+    std::vector<Recv> recvs{{prev, step}};
+    exchange(h, {{next, at(buf.data, so * es), sl * es, step}}, recvs);
+    std::memcpy(at(buf.data, ro * es), recvs[0].data.data(), rl * es);
+  }
+  if (op == ReduceOp::Avg) finish_avg(buf.data, buf.count, buf.dtype, n);
+}
+
+WorkPtr UcxBackend::all_gather(BufferView send, BufferView recv) {
+  check_host(send, "all_gather");
+  check_host(recv, "all_gather");
+  const int n = size();
+  TESSERA_CHECK(recv.count == send.count * static_cast<std::size_t>(n) && recv.dtype == send.dtype, "ucx: ", where(),
+                ": all_gather: recv has ", recv.count, " elements, expected ", send.count * static_cast<std::size_t>(n),
+                " (size ", n, " x send count ", send.count, ") of the send's dtype");
+  const Header h = header(CollOp::AllGather, send.dtype, ReduceOp::Sum, send.count);
+  const std::size_t bytes = send.bytes();
+  char* mine = at(recv.data, static_cast<std::size_t>(rank_) * bytes);
+  if (bytes && mine != send.data) std::memmove(mine, send.data, bytes);
+  if (n == 1 || bytes == 0) return std::make_unique<CompletedWork>();
+  if (bytes * static_cast<std::size_t>(n) <= kDirectBytes * 4) {
+    std::vector<Send> sends;
+    std::vector<Recv> recvs;
+    for (int p = 0; p < n; ++p)
+      if (p != rank_) {
+        sends.push_back({p, mine, bytes});
+        recvs.push_back({p});
+      }
+    exchange(h, sends, recvs);
+    for (auto& r : recvs) std::memcpy(at(recv.data, static_cast<std::size_t>(r.peer) * bytes), r.data.data(), bytes);
+    return std::make_unique<CompletedWork>();
+  }
+  const int next = (rank_ + 1) % n, prev = (rank_ + n - 1) % n;
+  for (int s = 0; s < n - 1; ++s) {
+    const int sb = ((rank_ - s) % n + n) % n, rb = ((rank_ - s - 1) % n + n) % n;
+    std::vector<Recv> recvs{{prev, static_cast<std::uint32_t>(s)}};
+    exchange(h, {{next, at(recv.data, static_cast<std::size_t>(sb) * bytes), bytes, static_cast<std::uint32_t>(s)}},
+             recvs);
+    std::memcpy(at(recv.data, static_cast<std::size_t>(rb) * bytes), recvs[0].data.data(), bytes);
+  }
+  return std::make_unique<CompletedWork>();
+}
+
+WorkPtr UcxBackend::reduce_scatter(BufferView send, BufferView recv, ReduceOp op) {
+  check_host(send, "reduce_scatter");
+  check_host(recv, "reduce_scatter");
+  check_reducible(send.dtype, "reduce_scatter");
+  const int n = size();
+  TESSERA_CHECK(send.count == recv.count * static_cast<std::size_t>(n) && recv.dtype == send.dtype, "ucx: ", where(),
+                ": reduce_scatter: send has ", send.count, " elements, expected ",
+                recv.count * static_cast<std::size_t>(n), " (size ", n, " x recv count ", recv.count, ")");
+  const Header h = header(CollOp::ReduceScatter, send.dtype, op, recv.count);
+  const std::size_t bytes = recv.bytes();
+  const char* my_block = at(send.data, static_cast<std::size_t>(rank_) * bytes);
+  if (n == 1 || bytes == 0) {
+    if (bytes && recv.data != my_block) std::memmove(recv.data, my_block, bytes);
+    if (op == ReduceOp::Avg && n > 1) finish_avg(recv.data, recv.count, recv.dtype, n);
+    return std::make_unique<CompletedWork>();
+  }
+  if (bytes <= kDirectBytes) {
+    std::vector<Send> sends;
+    std::vector<Recv> recvs;
+    for (int p = 0; p < n; ++p)
+      if (p != rank_) {
+        sends.push_back({p, at(send.data, static_cast<std::size_t>(p) * bytes), bytes});
+        recvs.push_back({p});
+      }
+    exchange(h, sends, recvs);
+    std::vector<char> mine(my_block, my_block + bytes);
+    auto data_of = [&](int r) -> const char* {
+      return r == rank_ ? mine.data() : recvs[static_cast<std::size_t>(r < rank_ ? r : r - 1)].data.data();
+    };
+    std::memcpy(recv.data, data_of(0), bytes);
+    for (int r = 1; r < n; ++r) reduce_into(recv.data, data_of(r), recv.count, recv.dtype, op);
+  } else {
+    // Ring on a working copy: block b travels and accumulates; this rank ends with block rank_.
+    std::vector<char> work(static_cast<const char*>(send.data), static_cast<const char*>(send.data) + send.bytes());
+    const int next = (rank_ + 1) % n, prev = (rank_ + n - 1) % n;
+    auto mod = [n](int x) { return ((x % n) + n) % n; };
+    for (int s = 0; s < n - 1; ++s) {
+      const auto sb = static_cast<std::size_t>(mod(rank_ - s - 1)), rb = static_cast<std::size_t>(mod(rank_ - s - 2));
+      std::vector<Recv> recvs{{prev, static_cast<std::uint32_t>(s)}};
+      exchange(h, {{next, work.data() + sb * bytes, bytes, static_cast<std::uint32_t>(s)}}, recvs);
+      reduce_into(work.data() + rb * bytes, recvs[0].data.data(), recv.count, recv.dtype, op);
+    }
+    std::memcpy(recv.data, work.data() + static_cast<std::size_t>(rank_) * bytes, bytes);
+  }
+  if (op == ReduceOp::Avg) finish_avg(recv.data, recv.count, recv.dtype, n);
+  return std::make_unique<CompletedWork>();
+}
+
+WorkPtr UcxBackend::broadcast(BufferView buf, int root) {
+  check_host(buf, "broadcast");
+  TESSERA_CHECK(root >= 0 && root < size(), "ucx: ", where(), ": broadcast root ", root, " outside this group of ",
+                size(), " ranks");
+  const Header h = header(CollOp::Broadcast, buf.dtype, ReduceOp::Sum, buf.count, root);
+  const int n = size();
+  if (n == 1) return std::make_unique<CompletedWork>();
+  // Every rank hears from every other (the root with the data, the others with their header
+  // only), so ranks that disagree on the root all find out.
+  std::vector<Send> sends;
+  std::vector<Recv> recvs;
+  for (int p = 0; p < n; ++p)
+    if (p != rank_) {
+      sends.push_back({p, buf.data, rank_ == root ? buf.bytes() : 0});
+      recvs.push_back({p});
+    }
+  exchange(h, sends, recvs);
+  if (rank_ != root) {
+    const auto& d = recvs[static_cast<std::size_t>(root < rank_ ? root : root - 1)].data;
+    if (d.size() != buf.bytes()) throw InternalError("ucx: broadcast payload size mismatch");
+    if (!d.empty()) std::memcpy(buf.data, d.data(), d.size());
+  }
+  return std::make_unique<CompletedWork>();
+}
+
+WorkPtr UcxBackend::all_to_all(BufferView send, BufferView recv) {
+  check_host(send, "all_to_all");
+  check_host(recv, "all_to_all");
+  const int n = size();
+  TESSERA_CHECK(send.count == recv.count && send.dtype == recv.dtype && send.count % static_cast<std::size_t>(n) == 0,
+                "ucx: ", where(), ": all_to_all: send has ", send.count, " and recv ", recv.count,
+                " elements; both must be equal and a multiple of the group size ", n);
+  TESSERA_CHECK(send.data != recv.data || send.count == 0, "ucx: ", where(), ": all_to_all cannot run in place");
+  const Header h = header(CollOp::AllToAll, send.dtype, ReduceOp::Sum, send.count);
+  const std::size_t bytes = send.bytes() / static_cast<std::size_t>(n);
+  if (bytes) std::memcpy(at(recv.data, static_cast<std::size_t>(rank_) * bytes),
+                         at(send.data, static_cast<std::size_t>(rank_) * bytes), bytes);
+  if (n == 1) return std::make_unique<CompletedWork>();
+  std::vector<Send> sends;
+  std::vector<Recv> recvs;
+  for (int p = 0; p < n; ++p)
+    if (p != rank_) {
+      sends.push_back({p, at(send.data, static_cast<std::size_t>(p) * bytes), bytes});
+      recvs.push_back({p});
+    }
+  exchange(h, sends, recvs);
+  for (auto& r : recvs)
+    if (bytes) std::memcpy(at(recv.data, static_cast<std::size_t>(r.peer) * bytes), r.data.data(), bytes);
+  return std::make_unique<CompletedWork>();
+}
+
+void UcxBackend::barrier() {
+  const Header h = header(CollOp::Barrier, core::DType::I32, ReduceOp::Sum, 0);
+  if (size() == 1) return;
+  std::vector<Send> sends;
+  std::vector<Recv> recvs;
+  for (int p = 0; p < size(); ++p)
+    if (p != rank_) {
+      sends.push_back({p, nullptr, 0});
+      recvs.push_back({p});
+    }
+  exchange(h, sends, recvs);
+}
+
+}  // namespace tessera::comm::ucx

@@ -1,0 +1,106 @@
+// One process's UCX state shared by a world group and its sub-groups: context, worker, one
+// endpoint per world rank, the posted operations, and the one wait loop (yield, then block on
+// the worker's event fd and the store's abort fd) every blocking call goes through.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tessera/comm/backend.hpp"
+#include "tessera/comm/store.hpp"
+
+namespace tessera::comm::ucx {
+
+using Clock = std::chrono::steady_clock;
+
+/// One send or receive posted on the worker. Owned by the operation that posted it; its address
+/// must stay stable until it completed or was cancelled.
+struct Op {
+  enum class State : std::uint8_t { Queued, Active, Done, Failed };
+  bool is_send = false;
+  int peer = -1;              ///< world rank
+  std::uint64_t tag = 0;
+  // send: header + payload as an IOV of two parts (or one)
+  ucp_dt_iov_t iov[2]{};
+  std::size_t iov_count = 0;
+  // receive: either a fixed destination (p2p) or a staging buffer sized by the probed message
+  void* dst = nullptr;
+  std::size_t expect_bytes = 0;
+  bool variable = false;
+  std::vector<char> staging;
+  std::size_t got_bytes = 0;
+  void* req = nullptr;
+  State state = State::Queued;
+  std::string error;          ///< why it failed
+  bool size_mismatch = false; ///< a p2p receive of the wrong size (InvalidArgument)
+  std::string what;           ///< "receive from rank 0 tag 9" for messages
+};
+
+class Context {
+ public:
+  /// Collective over the world: creates the worker, publishes its address in the store and
+  /// connects to every rank (TimeoutError naming the ranks whose address never appeared).
+  Context(std::shared_ptr<Rendezvous> rdzv, int rank, int size, std::chrono::milliseconds timeout);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  Store& store() { return store_; }
+
+  /// Posts sends immediately and queues receives (matched in posting order per tag).
+  void post(const std::vector<Op*>& ops);
+  /// Progresses until every op is Done or Failed, the deadline passes, or the job is aborted.
+  /// Returns "" when all completed; otherwise fills `pending` with the ops still open and
+  /// returns why it stopped ("timeout" or the abort reason prefixed "abort:").
+  std::string wait(const std::vector<Op*>& ops, Clock::time_point deadline);
+  /// Non-blocking: progresses once; true when all ops are Done or Failed.
+  bool test(const std::vector<Op*>& ops);
+  /// Withdraws ops that have not completed (receives cancelled, queued ones dequeued). noexcept.
+  void cancel(const std::vector<Op*>& ops) noexcept;
+  /// The job's abort reason, or "" (checks the store's fd without blocking).
+  std::string abort_reason();
+  /// Failure of the endpoint to a world rank, or "".
+  std::string peer_error(int world_rank);
+
+ private:
+  void shutdown() noexcept;
+  void progress_locked();
+  void update_locked(Op& op);
+  void start_recv_locked(Op& op, ucp_tag_message_h msg, const ucp_tag_recv_info_t& info);
+
+  std::shared_ptr<Rendezvous> rdzv_;  // keeps the store alive
+  Store& store_;
+  int rank_, size_;
+  std::mutex mu_;
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  std::vector<ucp_ep_h> eps_;
+  struct PeerErr {
+    Context* self;
+    int rank;
+  };
+  std::vector<std::unique_ptr<PeerErr>> err_args_;
+  std::vector<std::string> peer_errors_;
+  std::map<std::uint64_t, std::deque<Op*>> queued_;  // receives not yet matched, per tag
+  int epfd_ = -1;
+  int efd_ = -1;
+  int abort_fd_ = -1;
+  std::string abort_;
+  bool failed_ = false;
+
+ public:
+  static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+};
+
+}  // namespace tessera::comm::ucx

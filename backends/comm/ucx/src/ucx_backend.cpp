@@ -1,0 +1,340 @@
+// UcxBackend basics: tags, the exchange round every collective uses, batch_p2p, split, create,
+// and the plugin's exported entry point.
+#include "ucx_backend.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "tessera/comm/plugin_export.hpp"
+#include "tessera/core/error.hpp"
+
+namespace tessera::comm::ucx {
+
+const char* coll_name(CollOp op) {
+  switch (op) {
+    case CollOp::AllReduce: return "all_reduce";
+    case CollOp::AllGather: return "all_gather";
+    case CollOp::ReduceScatter: return "reduce_scatter";
+    case CollOp::Broadcast: return "broadcast";
+    case CollOp::AllToAll: return "all_to_all";
+    case CollOp::Barrier: return "barrier";
+    case CollOp::Split: return "split";
+  }
+  return "?";
+}
+
+namespace {
+std::string describe(const Header& h) {
+  std::string s = detail::cat(coll_name(static_cast<CollOp>(h.op)), " #", h.seq, " (");
+  if (h.op == static_cast<std::uint8_t>(CollOp::Barrier) || h.op == static_cast<std::uint8_t>(CollOp::Split))
+    return s.substr(0, s.size() - 2);
+  s += core::dtype_name(static_cast<core::DType>(h.dtype));
+  if (h.op == static_cast<std::uint8_t>(CollOp::AllReduce) || h.op == static_cast<std::uint8_t>(CollOp::ReduceScatter))
+    s += detail::cat(" ", reduce_op_name(static_cast<ReduceOp>(h.rop)));
+  s += detail::cat(" count ", h.count);
+  if (h.root >= 0) s += detail::cat(" root ", h.root);
+  return s + ")";
+}
+}  // namespace
+
+UcxBackend::UcxBackend(std::shared_ptr<Context> ctx, std::vector<int> members, int comm_id,
+                       std::chrono::milliseconds timeout)
+    : ctx_(std::move(ctx)), members_(std::move(members)), comm_id_(comm_id), timeout_(timeout) {
+  rank_ = static_cast<int>(std::find(members_.begin(), members_.end(), ctx_->rank()) - members_.begin());
+}
+
+Capabilities capabilities() { return {/*cuda_memory=*/false, /*all_to_all=*/true, /*split=*/true, /*multi_process=*/true}; }
+Capabilities UcxBackend::capabilities() const noexcept { return ucx::capabilities(); }
+
+std::string UcxBackend::where() const {
+  if (comm_id_ == 1) return detail::cat("rank ", rank_);
+  return detail::cat("rank ", rank_, " (world rank ", ctx_->rank(), ")");
+}
+
+std::uint64_t UcxBackend::tag(bool collective, std::uint32_t x, int src_world) const {
+  return (static_cast<std::uint64_t>(comm_id_ & 0x7fff) << 49) | (static_cast<std::uint64_t>(collective) << 48) |
+         (static_cast<std::uint64_t>(x) << 16) | static_cast<std::uint64_t>(src_world & 0xffff);
+}
+
+void UcxBackend::check_host(const BufferView& b, const char* op) const {
+  if (b.space != MemorySpace::Host)
+    throw Unsupported(detail::cat("ucx: ", where(), ": ", op,
+                                  ": only host memory is supported (Debian's UCX has no CUDA); use nccl for device buffers"));
+}
+
+void UcxBackend::check_reducible(core::DType t, const char* op) const {
+  if (t == core::DType::BF16 || t == core::DType::F16)
+    throw Unsupported(detail::cat("ucx: ", where(), ": ", op, " of ", core::dtype_name(t),
+                                  " is not supported; reduce in f32"));
+}
+
+Header UcxBackend::header(CollOp op, core::DType dtype, ReduceOp rop, std::size_t count, int root) {
+  if (!failed_.empty())
+    throw BackendError("ucx", 125, detail::cat(where(), ": ", coll_name(op), ": this group failed earlier (", failed_, ")"));
+  Header h;
+  h.op = static_cast<std::uint8_t>(op);
+  h.dtype = static_cast<std::uint8_t>(dtype);
+  h.rop = static_cast<std::uint8_t>(rop);
+  h.count = count;
+  h.root = root;
+  h.seq = seq_++;
+  h.src = rank_;
+  return h;
+}
+
+void UcxBackend::fail_wait(const std::string& why, const std::string& what, const std::vector<Op*>& ops,
+                           const std::vector<std::string>& waiting_for) {
+  ctx_->cancel(ops);
+  std::string list;
+  for (const auto& w : waiting_for) list += (list.empty() ? "" : ", ") + w;
+  if (why.rfind("timeout", 0) == 0)
+    throw TimeoutError("ucx", detail::cat(where(), ": ", what, " timed out after ", timeout_.count(),
+                                          " ms waiting for ", list.empty() ? "its sends to complete" : list,
+                                          why.substr(7)));
+  if (why.rfind("abort:", 0) == 0) {
+    const std::string reason = why.substr(6);
+    if (reason.rfind("internal:", 0) == 0)
+      throw InternalError(detail::cat("ucx: ", where(), ": ", what, " aborted: ", reason.substr(9)));
+    throw BackendError("ucx", 125, detail::cat(where(), ": ", what, " aborted: ", reason));
+  }
+  const std::string msg = detail::cat(where(), ": ", what, ": ", why.rfind("peer:", 0) == 0 ? why.substr(5) : why);
+  ctx_->store().abort(msg);
+  throw BackendError("ucx", 5, msg);
+}
+
+void UcxBackend::exchange(const Header& h, const std::vector<Send>& sends, std::vector<Recv>& recvs) {
+  const std::string what = describe(h);
+  std::vector<Header> hdrs(sends.size(), h);
+  std::vector<Op> ops(sends.size() + recvs.size());
+  std::vector<Op*> ptrs;
+  for (std::size_t i = 0; i < recvs.size(); ++i) {
+    Op& op = ops[i];
+    op.peer = members_[static_cast<std::size_t>(recvs[i].peer)];
+    op.tag = tag(true, h.seq, op.peer);
+    op.variable = true;
+    op.what = detail::cat("rank ", recvs[i].peer);
+    ptrs.push_back(&op);
+  }
+  for (std::size_t i = 0; i < sends.size(); ++i) {
+    Op& op = ops[recvs.size() + i];
+    hdrs[i].step = sends[i].step;
+    op.is_send = true;
+    op.peer = members_[static_cast<std::size_t>(sends[i].peer)];
+    op.tag = tag(true, h.seq, ctx_->rank());
+    op.iov[0] = {&hdrs[i], sizeof(Header)};
+    op.iov[1] = {const_cast<void*>(sends[i].data), sends[i].bytes};
+    op.iov_count = sends[i].bytes ? 2 : 1;
+    op.what = detail::cat("send to rank ", sends[i].peer);
+    ptrs.push_back(&op);
+  }
+  ctx_->post(ptrs);
+  const std::string why = ctx_->wait(ptrs, Clock::now() + timeout_);
+  if (!why.empty()) {
+    std::vector<std::string> waiting;
+    for (Op* op : ptrs)
+      if (!op->is_send && op->state != Op::State::Done) waiting.push_back(op->what);
+    failed_ = detail::cat(what, " did not complete");
+    fail_wait(why, what, ptrs, waiting);
+  }
+  for (Op* op : ptrs)
+    if (op->state == Op::State::Failed) {
+      failed_ = op->error;
+      fail_wait("peer:" + op->error, what, ptrs, {});
+    }
+  for (std::size_t i = 0; i < recvs.size(); ++i) {
+    const auto& st = ops[i].staging;
+    Header in;
+    if (st.size() < sizeof(Header)) {
+      in.magic = 0;
+    } else {
+      std::memcpy(&in, st.data(), sizeof in);
+    }
+    const bool same = in.magic == h.magic && in.op == h.op && in.dtype == h.dtype && in.rop == h.rop &&
+                      in.count == h.count && in.root == h.root && in.seq == h.seq;
+    if (!same || in.step != recvs[i].step) {
+      const std::string msg = detail::cat(
+          where(), " called ", what, " but rank ", recvs[i].peer, " called ",
+          in.magic == h.magic ? describe(in) : std::string("something else (not a tessera ucx message)"),
+          same ? detail::cat(" at step ", in.step, " instead of ", recvs[i].step) : "",
+          ": every rank of a group must issue the same collectives, with the same counts, dtypes, ops and roots, "
+          "in the same order");
+      failed_ = msg;
+      ctx_->store().abort("internal:" + msg);
+      throw InternalError("ucx: " + msg);
+    }
+    recvs[i].data.assign(st.begin() + sizeof(Header), st.end());
+  }
+}
+
+// --- batch_p2p -------------------------------------------------------------------------------
+
+namespace {
+
+class P2PWork final : public Work {
+ public:
+  P2PWork(std::shared_ptr<Context> ctx, std::string where, std::chrono::milliseconds timeout,
+          std::vector<std::unique_ptr<Op>> ops, std::vector<std::size_t> elem_bytes)
+      : ctx_(std::move(ctx)), where_(std::move(where)), timeout_(timeout), ops_(std::move(ops)),
+        elem_bytes_(std::move(elem_bytes)) {
+    for (auto& op : ops_) ptrs_.push_back(op.get());
+  }
+  ~P2PWork() override {
+    if (!done_) ctx_->cancel(ptrs_);
+  }
+  bool is_completed() override {
+    if (done_) return true;
+    if (!ctx_->test(ptrs_)) return false;
+    finish();
+    return true;
+  }
+  void wait() override {
+    if (done_) return;
+    const std::string why = ctx_->wait(ptrs_, Clock::now() + timeout_);
+    if (why.empty()) return finish();
+    std::string waiting;
+    for (Op* op : ptrs_)
+      if (op->state != Op::State::Done) waiting += (waiting.empty() ? "" : ", ") + op->what;
+    ctx_->cancel(ptrs_);
+    done_ = true;
+    if (why.rfind("timeout", 0) == 0)
+      throw TimeoutError("ucx", detail::cat(where_, ": batch_p2p timed out after ", timeout_.count(),
+                                            " ms waiting for ", waiting, why.substr(7)));
+    if (why.rfind("abort:", 0) == 0)
+      throw BackendError("ucx", 125, detail::cat(where_, ": batch_p2p aborted: ", why.substr(6)));
+    const std::string msg = detail::cat(where_, ": batch_p2p: ", why.substr(why.find(':') + 1));
+    ctx_->store().abort(msg);
+    throw BackendError("ucx", 5, msg);
+  }
+
+ private:
+  void finish() {
+    done_ = true;
+    for (std::size_t i = 0; i < ops_.size(); ++i) {
+      Op& op = *ops_[i];
+      if (op.state != Op::State::Failed) continue;
+      if (op.size_mismatch) {
+        const std::size_t e = elem_bytes_[i];
+        throw InvalidArgument(detail::cat("ucx: ", where_, ": batch_p2p ", op.what, ": the message has ",
+                                          op.got_bytes / e, " elements (", op.got_bytes, " bytes) but the receive expects ",
+                                          op.expect_bytes / e, " (", op.expect_bytes,
+                                          " bytes); the sender's and receiver's counts must match"));
+      }
+      throw BackendError("ucx", 5, detail::cat(where_, ": batch_p2p ", op.error));
+    }
+  }
+
+  std::shared_ptr<Context> ctx_;
+  std::string where_;
+  std::chrono::milliseconds timeout_;
+  std::vector<std::unique_ptr<Op>> ops_;
+  std::vector<Op*> ptrs_;
+  std::vector<std::size_t> elem_bytes_;
+  bool done_ = false;
+};
+
+}  // namespace
+
+WorkPtr UcxBackend::batch_p2p(const std::vector<P2POp>& ops) {
+  for (const auto& o : ops) {
+    TESSERA_CHECK(o.peer >= 0 && o.peer < size(), "ucx: ", where(), ": batch_p2p to/from rank ", o.peer,
+                  " outside this group of ", size(), " ranks");
+    TESSERA_CHECK(o.tag >= 0, "ucx: ", where(), ": batch_p2p tag ", o.tag, " is negative");
+    check_host(o.buf, "batch_p2p");
+  }
+  std::vector<std::unique_ptr<Op>> own;
+  std::vector<std::size_t> elem;
+  std::vector<Op*> recvs, sends;
+  for (const auto& o : ops) {
+    auto op = std::make_unique<Op>();
+    const int peer_world = members_[static_cast<std::size_t>(o.peer)];
+    op->peer = peer_world;
+    op->is_send = o.kind == P2POp::Kind::Send;
+    if (op->is_send) {
+      op->tag = tag(false, static_cast<std::uint32_t>(o.tag), ctx_->rank());
+      op->iov[0] = {o.buf.data, o.buf.bytes()};
+      op->iov_count = 1;
+      op->what = detail::cat("send to rank ", o.peer, " tag ", o.tag);
+      sends.push_back(op.get());
+    } else {
+      op->tag = tag(false, static_cast<std::uint32_t>(o.tag), peer_world);
+      op->dst = o.buf.data;
+      op->expect_bytes = o.buf.bytes();
+      op->what = detail::cat("receive from rank ", o.peer, " tag ", o.tag);
+      recvs.push_back(op.get());
+    }
+    elem.push_back(core::dtype_size(o.buf.dtype));
+    own.push_back(std::move(op));
+  }
+  std::vector<Op*> order = recvs;  // receives first, then sends
+  order.insert(order.end(), sends.begin(), sends.end());
+  ctx_->post(order);
+  return std::make_unique<P2PWork>(ctx_, where(), timeout_, std::move(own), std::move(elem));
+}
+
+// --- split ------------------------------------------------------------------------------------
+
+std::unique_ptr<Backend> UcxBackend::split(const std::vector<int>& ranks) {
+  std::set<int> seen;
+  for (int r : ranks) {
+    TESSERA_CHECK(r >= 0 && r < size(), "ucx: ", where(), ": split lists rank ", r, " outside this group of ",
+                  size(), " ranks");
+    TESSERA_CHECK(seen.insert(r).second, "ucx: ", where(), ": split lists rank ", r, " twice");
+  }
+  std::string list = "{";
+  std::uint64_t hash = 1469598103934665603ull;
+  for (int r : ranks) {
+    list += detail::cat(list.size() > 1 ? ", " : "", r);
+    hash = (hash ^ static_cast<std::uint64_t>(r + 1)) * 1099511628211ull;
+  }
+  list += "}";
+  const bool member = seen.count(rank_) > 0;
+  const std::uint64_t mine = member ? hash : 0;
+  // Every rank tells every other its list's hash (one direct round).
+  const Header h = header(CollOp::Split, core::DType::I64, ReduceOp::Sum, 0);
+  std::vector<Send> sends;
+  std::vector<Recv> recvs;
+  for (int p = 0; p < size(); ++p)
+    if (p != rank_) {
+      sends.push_back({p, &mine, sizeof mine});
+      recvs.push_back({p});
+    }
+  exchange(h, sends, recvs);
+  const std::uint32_t index = splits_++;
+  if (!member) return nullptr;
+  for (const auto& r : recvs) {
+    if (!seen.count(r.peer)) continue;
+    std::uint64_t theirs = 0;
+    std::memcpy(&theirs, r.data.data(), std::min(r.data.size(), sizeof theirs));
+    TESSERA_CHECK(theirs == hash, "ucx: ", where(), ": split lists disagree: this rank lists ", list, " but rank ",
+                  r.peer, " (a member) listed a different group; every member must pass the same list");
+  }
+  std::vector<int> world;
+  for (int r : ranks) world.push_back(members_[static_cast<std::size_t>(r)]);
+  std::uint64_t id = (static_cast<std::uint64_t>(comm_id_) * 0x9E3779B97F4A7C15ull) ^ (index + 0x51ull);
+  id ^= id >> 29;
+  id *= 0xBF58476D1CE4E5B9ull;
+  id ^= id >> 32;
+  const int comm = 2 + static_cast<int>(id % 32000);
+  return std::make_unique<UcxBackend>(ctx_, std::move(world), comm, timeout_);
+}
+
+std::unique_ptr<Backend> create(const BackendOptions& options) {
+  TESSERA_CHECK(options.rendezvous && options.rendezvous->store(),
+                "comm backend 'ucx' needs a rendezvous with a key-value store (env://); run the ranks with "
+                "tessera launch, torchrun-style variables, mpirun or srun");
+  TESSERA_CHECK(options.size >= 1 && options.size <= 65535 && options.rank >= 0 && options.rank < options.size,
+                "comm backend 'ucx': rank ", options.rank, " of ", options.size, " is out of range");
+  auto ctx = std::make_shared<Context>(options.rendezvous, options.rank, options.size, options.timeout);
+  std::vector<int> members(static_cast<std::size_t>(options.size));
+  for (int r = 0; r < options.size; ++r) members[static_cast<std::size_t>(r)] = r;
+  return std::make_unique<UcxBackend>(std::move(ctx), std::move(members), 1, options.timeout);
+}
+
+}  // namespace tessera::comm::ucx
+
+extern "C" __attribute__((visibility("default"))) const tessera_comm_plugin_v1_t* tessera_comm_plugin_v1(void) {
+  static const tessera_comm_plugin_v1_t table = tessera::comm::plugin::make_table<&tessera::comm::ucx::create>(
+      "ucx", "UCX tagged messages (host memory; shm, tcp, ...)", tessera::comm::ucx::capabilities());
+  return &table;
+}

@@ -1,0 +1,96 @@
+// UcxBackend: one rank's view of a group over UCP tagged messages. Collectives are built on the
+// same posted sends/receives as batch_p2p; see README.md for the algorithms and their limits.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "context.hpp"
+#include "tessera/comm/backend.hpp"
+
+namespace tessera::comm::ucx {
+
+/// What every message of a collective starts with, so ranks that disagree on the call find out.
+struct Header {
+  std::uint32_t magic = 0x54535843;  // "CXST"
+  std::uint8_t op = 0;               // CollOp
+  std::uint8_t dtype = 0;
+  std::uint8_t rop = 0;
+  std::uint8_t pad = 0;
+  std::int32_t root = -1;
+  std::uint32_t step = 0;
+  std::uint64_t count = 0;
+  std::uint32_t seq = 0;
+  std::int32_t src = -1;             // group rank of the sender
+};
+static_assert(sizeof(Header) == 32);
+
+enum class CollOp : std::uint8_t { AllReduce = 1, AllGather, ReduceScatter, Broadcast, AllToAll, Barrier, Split };
+const char* coll_name(CollOp op);
+
+/// Per-rank payload bytes up to which collectives exchange directly (one round, rank-order
+/// reductions); above it they use rings.
+inline constexpr std::size_t kDirectBytes = 32 * 1024;
+
+class UcxBackend final : public Backend {
+ public:
+  UcxBackend(std::shared_ptr<Context> ctx, std::vector<int> members, int comm_id,
+             std::chrono::milliseconds timeout);
+
+  std::string_view name() const noexcept override { return "ucx"; }
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return static_cast<int>(members_.size()); }
+  Capabilities capabilities() const noexcept override;
+  std::chrono::milliseconds timeout() const noexcept override { return timeout_; }
+
+  WorkPtr all_reduce(BufferView buf, ReduceOp op) override;
+  WorkPtr all_gather(BufferView send, BufferView recv) override;
+  WorkPtr reduce_scatter(BufferView send, BufferView recv, ReduceOp op) override;
+  WorkPtr broadcast(BufferView buf, int root) override;
+  WorkPtr batch_p2p(const std::vector<P2POp>& ops) override;
+  void barrier() override;
+  WorkPtr all_to_all(BufferView send, BufferView recv) override;
+  std::unique_ptr<Backend> split(const std::vector<int>& ranks) override;
+
+  // Used by the collective algorithms (collectives.cpp).
+  struct Send {
+    int peer;  ///< group rank
+    const void* data;
+    std::size_t bytes;
+    std::uint32_t step = 0;
+  };
+  struct Recv {
+    Recv(int p, std::uint32_t s = 0) : peer(p), step(s) {}
+    int peer;  ///< group rank
+    std::uint32_t step = 0;
+    std::vector<char> data;  ///< filled with the payload (header stripped)
+  };
+  /// One round of a collective: posts every receive and send, waits, checks the headers.
+  void exchange(const Header& h, const std::vector<Send>& sends, std::vector<Recv>& recvs);
+  Header header(CollOp op, core::DType dtype, ReduceOp rop, std::size_t count, int root = -1);
+  std::string where() const;  ///< "rank 1" or "rank 1 (world rank 3)"
+
+ private:
+  std::uint64_t tag(bool collective, std::uint32_t x, int src_world) const;
+  void check_host(const BufferView& b, const char* op) const;
+  void check_reducible(core::DType t, const char* op) const;
+  [[noreturn]] void fail_wait(const std::string& why, const std::string& what, const std::vector<Op*>& ops,
+                              const std::vector<std::string>& waiting_for);
+  void all_reduce_ring(BufferView buf, ReduceOp op, const Header& h);
+
+  std::shared_ptr<Context> ctx_;
+  std::vector<int> members_;  // world rank of each group rank
+  int rank_ = 0;
+  int comm_id_ = 1;
+  std::chrono::milliseconds timeout_;
+  std::uint32_t seq_ = 0;
+  std::uint32_t splits_ = 0;
+  std::string failed_;  // set when a collective failed: the group is unusable
+};
+
+/// The factory behind the plugin: options.rendezvous must offer a store.
+std::unique_ptr<Backend> create(const BackendOptions& options);
+Capabilities capabilities();
+
+}  // namespace tessera::comm::ucx

@@ -1,0 +1,244 @@
+// bench_sim: how long the simulator takes to predict one training iteration of ConvNeXt-XL
+// (depths 3,3,27,3, dims 256,512,1024,2048; AdamW, fp32, 1000 classes; batch 7 per dp replica;
+// input 3x512x4096) on 8, 64, 512 and 1024 GPUs of dgx-a100:N (mesh dp x sp, sp = 8 by
+// default), split into its three parts: building the topology, replaying the trainer on meta
+// tensors (replay_folded: one replay per class of symmetric ranks) and the event engine (one
+// slab of ranks per kind simulated, the others mirrored). Every repetition starts cold (a fresh
+// topology, so routes are computed again); the engine builds no trace, as in the planner. Reported
+// as median [min-max] over --reps runs after
+// one warm-up run, with the folding figures (classes, simulated ranks) and the prediction itself.
+// --unfolded also times replay_all + the engine on every rank (one run; slow at scale).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <string>
+#include <vector>
+
+#include "bench_util.hpp"
+#include "tessera/sim/fold.hpp"
+#include "tessera/sim/units.hpp"
+
+namespace tessera::bench {
+namespace {
+
+struct Options {
+  bool json = false;
+  int reps = 5;
+  int sp = 8;
+  std::vector<int> gpus = {8, 64, 512, 1024};
+  std::string cluster = "dgx-a100";  // multi-node preset family: dgx-a100, dgx-h100, hgx-h200
+  std::string checkpointing = "none";
+  bool unfolded = false;
+};
+
+struct Row {
+  int gpus = 0, dp = 0;
+  std::string topology, mesh;
+  Stats topo_ms, replay_ms, engine_ms, total_ms, warm_ms;  // wall clock
+  Stats total_cpu_ms;                                      // this thread's CPU time
+  int classes = 0, simulated = 0;
+  double iteration_s = 0, peak_gb = 0;
+  double unfolded_ms = -1, unfolded_iteration_s = 0;
+};
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// CPU time of the calling thread in ms (the wall clock also counts other processes' turns on a
+/// shared machine).
+double thread_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+nn::TrainOptions xl(const Options& o, int dp) {
+  nn::TrainOptions t;
+  t.model = nn::model_preset("convnext-xl");
+  t.model.num_classes = 1000;
+  t.input = {3, 512, 4096};
+  t.batch = 7 * dp;
+  t.shard = "W";
+  t.checkpointing = o.checkpointing;
+  t.optimizer.kind = "adamw";
+  t.steps = 1;
+  return t;
+}
+
+Row measure(const Options& o, int gpus) {
+  Row row;
+  row.gpus = gpus;
+  row.dp = gpus / o.sp;
+  row.topology = o.cluster + ":" + std::to_string(std::max(1, gpus / 8));
+  row.mesh = "dp=" + std::to_string(row.dp) + ",sp=" + std::to_string(o.sp);
+  const nn::TrainOptions t = xl(o, row.dp);
+  const core::DeviceMesh mesh = core::DeviceMesh::parse(row.mesh);
+  const sim::DeviceCatalog catalog;
+  sim::EngineOptions no_trace;  // the prediction only, as the planner runs it
+  no_trace.trace = false;
+  std::vector<double> topo, replay, engine, total, warm, cpu;
+  for (int rep = 0; rep <= o.reps; ++rep) {  // rep 0 warms up
+    const double c0 = thread_cpu_ms();
+    const auto t0 = std::chrono::steady_clock::now();
+    const sim::Topology topology = sim::Topology::preset(row.topology);
+    const double t_topo = ms_since(t0);
+    const auto t1 = std::chrono::steady_clock::now();
+    const sim::FoldedReplay f = sim::replay_folded(t, mesh);
+    const double t_replay = ms_since(t1);
+    const auto t2 = std::chrono::steady_clock::now();
+    const sim::SimResult r = sim::simulate_iteration(f, topology, catalog, no_trace);
+    const double t_engine = ms_since(t2);
+    const double c_total = thread_cpu_ms() - c0;
+    // The engine again on the same topology: its routes are cached now (what the planner sees
+    // after its first configuration).
+    const auto t3 = std::chrono::steady_clock::now();
+    sim::simulate_iteration(f, topology, catalog, no_trace);
+    const double t_warm = ms_since(t3);
+    if (rep == 0) {
+      row.classes = static_cast<int>(f.classes.size());
+      row.simulated = r.simulated_ranks;
+      row.iteration_s = static_cast<double>(r.iteration_ps) / sim::kPicosPerSecond;
+      for (const sim::DeviceResult& d : r.devices)
+        row.peak_gb = std::max(row.peak_gb, d.memory.peak_total / 1e9);
+      continue;
+    }
+    topo.push_back(t_topo);
+    replay.push_back(t_replay);
+    engine.push_back(t_engine);
+    total.push_back(t_topo + t_replay + t_engine);
+    warm.push_back(t_warm);
+    cpu.push_back(c_total);
+  }
+  row.topo_ms = stats_of(topo);
+  row.replay_ms = stats_of(replay);
+  row.engine_ms = stats_of(engine);
+  row.total_ms = stats_of(total);
+  row.warm_ms = stats_of(warm);
+  row.total_cpu_ms = stats_of(cpu);
+  if (o.unfolded) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const sim::Topology topology = sim::Topology::preset(row.topology);
+    const sim::SimResult r =
+        sim::simulate_iteration(sim::replay_all(t, mesh), topology, catalog, no_trace);
+    row.unfolded_ms = ms_since(t0);
+    row.unfolded_iteration_s = static_cast<double>(r.iteration_ps) / sim::kPicosPerSecond;
+  }
+  return row;
+}
+
+std::string cell(const Stats& s) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.0f [%.0f-%.0f]", s.median, s.min, s.max);
+  return buf;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--json") {
+      o.json = true;
+    } else if (a == "--unfolded") {
+      o.unfolded = true;
+    } else if (a == "--reps" && i + 1 < argc) {
+      o.reps = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--sp" && i + 1 < argc) {
+      o.sp = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--cluster" && i + 1 < argc) {
+      o.cluster = argv[++i];
+    } else if (a == "--checkpointing" && i + 1 < argc) {
+      o.checkpointing = argv[++i];
+    } else if (a == "--gpus" && i + 1 < argc) {
+      o.gpus.clear();
+      for (const char* s = argv[++i]; *s; s += (*s == ','))
+        o.gpus.push_back(static_cast<int>(std::strtol(s, const_cast<char**>(&s), 10)));
+    } else {
+      std::fprintf(stderr,
+                   "usage: bench_sim [--json] [--reps N] [--gpus 8,64,512,1024] [--sp 8] "
+                   "[--cluster dgx-a100|dgx-h100|hgx-h200] [--checkpointing none|block|stage] "
+                   "[--unfolded]\n");
+      std::exit(a == "--help" ? 0 : 2);
+    }
+  }
+  return o;
+}
+
+int run(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  std::vector<Row> rows;
+  for (int g : o.gpus) {
+    if (g % o.sp != 0 || (g > 8 && g % 8 != 0)) {
+      std::fprintf(stderr, "bench_sim: %d GPUs is not a multiple of sp=%d and of 8 GPUs per node\n",
+                   g, o.sp);
+      return 2;
+    }
+    rows.push_back(measure(o, g));
+  }
+  if (o.json) {
+    std::vector<std::string> items;
+    for (const Row& r : rows) {
+      Json j;
+      j.num("gpus", r.gpus)
+          .str("topology", r.topology)
+          .str("mesh", r.mesh)
+          .num("classes", r.classes);
+      j.num("simulated_ranks", r.simulated)
+          .num("iteration_time_s", r.iteration_s)
+          .num("peak_memory_gb", r.peak_gb);
+      j.stats("topology_ms_", r.topo_ms)
+          .stats("replay_ms_", r.replay_ms)
+          .stats("engine_ms_", r.engine_ms);
+      j.stats("total_ms_", r.total_ms)
+          .stats("total_cpu_ms_", r.total_cpu_ms)
+          .stats("engine_warm_ms_", r.warm_ms);
+      if (r.unfolded_ms >= 0)
+        j.num("unfolded_ms", r.unfolded_ms)
+            .num("unfolded_iteration_time_s", r.unfolded_iteration_s);
+      items.push_back(j.str());
+    }
+    Json top;
+    top.str("bench", "sim")
+        .str("model", "convnext-xl")
+        .str("input", "3x512x4096")
+        .num("batch_per_replica", 7);
+    top.str("checkpointing", o.checkpointing).raw("runs", json_array(items));
+    std::printf("%s\n", top.str().c_str());
+    return 0;
+  }
+  std::printf(
+      "bench_sim: ConvNeXt-XL, input 3x512x4096, batch 7 per dp replica, AdamW fp32, checkpointing "
+      "%s\n",
+      o.checkpointing.c_str());
+  std::printf(
+      "time to simulate one iteration, ms, median [min-max] of %d cold runs (a fresh topology "
+      "each: "
+      "total = topology + replay + engine), wall clock and CPU\n",
+      o.reps);
+  std::printf("%5s  %-13s %-12s %4s %4s  %-10s %-12s %-16s %-16s %-16s %-14s %9s %7s%s\n", "GPUs",
+              "topology", "mesh", "cls", "sim", "topo ms", "replay ms", "engine ms", "total ms",
+              "total cpu ms", "warm engine", "iteration", "peak GB",
+              o.unfolded ? "  unfolded ms (iteration)" : "");
+  for (const Row& r : rows) {
+    std::printf("%5d  %-13s %-12s %4d %4d  %-10s %-12s %-16s %-16s %-16s %-14s %8.3fs %7.2f",
+                r.gpus, r.topology.c_str(), r.mesh.c_str(), r.classes, r.simulated,
+                cell(r.topo_ms).c_str(), cell(r.replay_ms).c_str(), cell(r.engine_ms).c_str(),
+                cell(r.total_ms).c_str(), cell(r.total_cpu_ms).c_str(), cell(r.warm_ms).c_str(),
+                r.iteration_s, r.peak_gb);
+    if (r.unfolded_ms >= 0) std::printf("  %.0f (%.3fs)", r.unfolded_ms, r.unfolded_iteration_s);
+    std::printf("\n");
+  }
+  std::printf(
+      "cls: replays (one per class of symmetric ranks); sim: ranks the engine ran (the others "
+      "mirror "
+      "them); warm engine: the engine again on the same topology, its routes cached\n");
+  return 0;
+}
+
+}  // namespace
+}  // namespace tessera::bench
+
+int main(int argc, char** argv) { return tessera::bench::run(argc, argv); }

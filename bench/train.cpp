@@ -1,0 +1,370 @@
+// bench_train: training-step time of a ConvNeXt (default ConvNeXt-T, input 3x256x1024, batch 2,
+// 4 classes, AdamW) on the synthetic dataset, sharded along W over P = 1, 2, 4 ranks of the
+// in-process `local` comm backend (mesh "sp=P"), without and with per-block activation
+// checkpointing. Each rank runs an nn::Trainer on its own CpuBackend with max(1, 2/P) threads.
+// Per configuration: one warm-up step, then --steps timed steps; a step's time is the slowest
+// rank's StepStats::step_time_s (data loading, forward, backward, gradient all-reduce, optimizer);
+// reported as median [min-max], with images/s from the median, and each rank's allocator peak
+// (total and activations) over all steps of the run, in MiB.
+// With libtorch (TESSERA_BENCH_HAVE_TORCH), the same ConvNeXt built with torch::nn (NCHW fp32)
+// times its forward + backward + AdamW step on 2 threads at the same input and batch (two
+// warm-up steps, then --steps timed ones), and the table gives the ratio tessera (P=1) /
+// libtorch. Its pointwise layers are 1x1 convolutions
+// (the same maths as Linear over channels): Debian's libtorch runs Linear (addmm) on the
+// reference BLAS at ~1 GFLOP/s, while 1x1 convs on 2 threads go to oneDNN. --torch-linear times
+// the Linear form instead (minutes per step at the default size).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench_util.hpp"
+#include "tessera/comm/local.hpp"
+#include "tessera/comm/mesh_comm.hpp"
+#include "tessera/compute/cpu.hpp"
+#include "tessera/nn/trainer.hpp"
+
+#ifdef TESSERA_BENCH_HAVE_TORCH
+#include <ATen/Parallel.h>
+#include <torch/nn.h>
+#include <torch/optim/adamw.h>
+#endif
+
+namespace tessera::bench {
+namespace {
+
+// Defaults sized for a 2-core machine, where a ConvNeXt-T step at 3x256x1024, batch 2, takes
+// 10-25 s (tessera and libtorch alike): 6 configurations x (1 + 2) steps plus 4 libtorch steps
+// use ~4.5 min of CPU time (6-7 min wall on a shared machine). --steps N for tighter spreads.
+struct Options {
+  bool json = false;
+  int steps = 2;  // timed steps, after one warm-up step
+  std::string model = "convnext-t";
+  core::Shape input{3, 256, 1024};
+  int batch = 2;
+  int classes = 4;
+  std::vector<int> ranks = {1, 2, 4};
+  std::vector<std::string> checkpointing = {"none", "block"};
+  bool torch = true;
+  bool torch_linear = false;  // nn::Linear for the pointwise layers instead of 1x1 convs
+};
+
+struct Run {
+  int ranks, threads;
+  std::string checkpointing;
+  Stats ms;                               // step time, slowest rank
+  std::vector<double> peak_mib, act_mib;  // per rank
+};
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+nn::TrainOptions train_options(const Options& o, const std::string& checkpointing) {
+  nn::TrainOptions t;
+  t.model = nn::model_preset(o.model);
+  t.model.num_classes = o.classes;
+  t.model.in_channels = int(o.input[0]);
+  t.input = o.input;
+  t.batch = o.batch;
+  t.shard = "W";
+  t.checkpointing = checkpointing;
+  t.steps = 1 + o.steps;
+  return t;
+}
+
+Run measure(const Options& o, int P, const std::string& checkpointing) {
+  const nn::TrainOptions t = train_options(o, checkpointing);
+  data::SyntheticOptions d;
+  d.channels = int(o.input[0]);
+  d.height = int(o.input[1]);
+  d.width = int(o.input[2]);
+  d.num_classes = o.classes;
+  const std::shared_ptr<const data::Dataset> ds = data::make_synthetic(d);
+  const core::DeviceMesh mesh = core::DeviceMesh::parse("sp=" + std::to_string(P));
+  Run r{P, std::max(1, 2 / P), checkpointing, {}, std::vector<double>(P), std::vector<double>(P)};
+  std::vector<std::vector<double>> step_s(t.steps, std::vector<double>(P));  // [step][rank]
+
+  comm::local::run(
+      P,
+      [&](comm::Backend& world) {
+        const int rank = world.rank();
+        comm::MeshComm mc(mesh, world);
+        auto alloc = std::make_shared<core::Allocator>("rank " + std::to_string(rank));
+        compute::cpu::CpuBackend cpu(r.threads);
+        nn::Trainer trainer(t, &mc, cpu, alloc, ds);
+        while (trainer.next_step() < t.steps) {
+          world.barrier();  // every rank starts the step together
+          const nn::StepStats s = trainer.step();
+          step_s[s.step][rank] = s.step_time_s;  // own slots: no lock needed
+          r.peak_mib[rank] = std::max(r.peak_mib[rank], s.memory.peak_total / kMiB);
+          r.act_mib[rank] =
+              std::max(r.act_mib[rank], s.memory.peak_of(core::MemCategory::Activation) / kMiB);
+        }
+      },
+      std::chrono::minutes(10));
+  std::vector<double> ms;
+  for (std::size_t i = 1; i < step_s.size(); ++i)  // step 0 is the warm-up
+    ms.push_back(1e3 * *std::max_element(step_s[i].begin(), step_s[i].end()));
+  r.ms = stats_of(ms);
+  return r;
+}
+
+#ifdef TESSERA_BENCH_HAVE_TORCH
+// ConvNeXt in libtorch, as in the reference implementation (Liu et al. 2022): LayerNorm over
+// channels of NCHW tensors by permuting to NHWC, blocks dw7x7 -> LN -> Linear 4x -> GELU ->
+// Linear -> layer scale -> residual. No DropPath (tessera runs the preset's, 0.1 for ConvNeXt-T,
+// as a per-sample scale: a little extra work on its side). The Linear pair is a pair of 1x1
+// convs on NCHW unless `linear` (see the top of the file).
+torch::Tensor ln_channels(torch::nn::LayerNorm& ln, const torch::Tensor& x) {
+  return ln(x.permute({0, 2, 3, 1})).permute({0, 3, 1, 2});
+}
+torch::nn::LayerNorm make_ln(std::int64_t c) {
+  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({c}).eps(1e-6));
+}
+
+struct BlockImpl : torch::nn::Module {
+  torch::nn::Conv2d dw{nullptr}, pw1{nullptr}, pw2{nullptr};
+  torch::nn::LayerNorm ln{nullptr};
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  torch::Tensor gamma;
+  BlockImpl(std::int64_t d, bool linear) {
+    dw = register_module("dw",
+                         torch::nn::Conv2d(torch::nn::Conv2dOptions(d, d, 7).padding(3).groups(d)));
+    ln = register_module("ln", make_ln(d));
+    if (linear) {
+      fc1 = register_module("fc1", torch::nn::Linear(d, 4 * d));
+      fc2 = register_module("fc2", torch::nn::Linear(4 * d, d));
+      gamma = register_parameter("gamma", torch::full({d}, 1e-6));
+    } else {
+      pw1 = register_module("pw1", torch::nn::Conv2d(torch::nn::Conv2dOptions(d, 4 * d, 1)));
+      pw2 = register_module("pw2", torch::nn::Conv2d(torch::nn::Conv2dOptions(4 * d, d, 1)));
+      gamma = register_parameter("gamma", torch::full({1, d, 1, 1}, 1e-6));
+    }
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    if (fc1) {
+      torch::Tensor y = fc2(torch::gelu(fc1(ln(dw(x).permute({0, 2, 3, 1})))));
+      return x + (gamma * y).permute({0, 3, 1, 2});
+    }
+    return x + gamma * pw2(torch::gelu(pw1(ln_channels(ln, dw(x)))));
+  }
+};
+TORCH_MODULE(Block);
+
+struct ConvNeXtImpl : torch::nn::Module {
+  std::vector<torch::nn::Conv2d> down;  // down[0] is the 4x4/s4 stem
+  std::vector<torch::nn::LayerNorm> down_ln;
+  std::vector<std::vector<Block>> blocks;
+  torch::nn::LayerNorm head_ln{nullptr};
+  torch::nn::Linear head{nullptr};
+
+  ConvNeXtImpl(const nn::ModelSpec& s, bool linear) {
+    std::int64_t c = s.in_channels;
+    for (std::size_t i = 0; i < s.depths.size(); ++i) {
+      const std::int64_t d = s.widths[i];
+      const int k = i == 0 ? 4 : 2;
+      const std::string n = std::to_string(i);
+      if (i > 0) down_ln.push_back(register_module("down_ln" + n, make_ln(c)));
+      down.push_back(register_module(
+          "down" + n, torch::nn::Conv2d(torch::nn::Conv2dOptions(c, d, k).stride(k))));
+      if (i == 0) down_ln.push_back(register_module("stem_ln", make_ln(d)));
+      blocks.emplace_back();
+      for (int b = 0; b < s.depths[i]; ++b)
+        blocks.back().push_back(
+            register_module("s" + n + "b" + std::to_string(b), Block(d, linear)));
+      c = d;
+    }
+    head_ln = register_module("head_ln", make_ln(c));
+    head = register_module("head", torch::nn::Linear(c, s.num_classes));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      if (i == 0)
+        x = ln_channels(down_ln[0], down[0](x));
+      else
+        x = down[i](ln_channels(down_ln[i], x));
+      for (Block& b : blocks[i]) x = b(x);
+    }
+    return head(head_ln(x.mean({2, 3})));
+  }
+};
+TORCH_MODULE(ConvNeXt);
+
+Stats measure_torch(const Options& o) {
+  at::set_num_threads(2);
+  torch::manual_seed(0);
+  nn::ModelSpec spec = nn::model_preset(o.model);
+  spec.num_classes = o.classes;
+  spec.in_channels = int(o.input[0]);
+  ConvNeXt net(spec, o.torch_linear);
+  torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3).weight_decay(0.05));
+  const torch::Tensor x = torch::randn({o.batch, o.input[0], o.input[1], o.input[2]});
+  const torch::Tensor y = torch::randint(0, o.classes, {o.batch}, torch::kLong);
+  // Two warm-up steps: libtorch's second step is still several times slower than the later ones.
+  constexpr int kWarmup = 2;
+  std::vector<double> ms;
+  for (int s = 0; s < kWarmup + o.steps; ++s) {
+    const auto t0 = std::chrono::steady_clock::now();
+    opt.zero_grad();
+    torch::Tensor loss = torch::nn::functional::cross_entropy(net->forward(x), y);
+    loss.backward();
+    opt.step();
+    const double dt =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (s >= kWarmup) ms.push_back(dt);
+  }
+  return stats_of(ms);
+}
+#endif
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> v;
+  std::stringstream ss(s);
+  for (std::string p; std::getline(ss, p, ',');) v.push_back(p);
+  return v;
+}
+
+[[noreturn]] void usage(int rc) {
+  std::fprintf(
+      stderr,
+      "usage: bench_train [--json] [--steps N] [--model NAME] [--input CxHxW] [--batch N]\n"
+      "                   [--ranks 1,2,4] [--checkpointing none,block] [--no-torch]\n"
+      "                   [--torch-linear]\n"
+      "  --steps: timed steps per configuration after one warm-up step (default 2)\n");
+  std::exit(rc);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (a == "--json") {
+      o.json = true;
+    } else if (a == "--no-torch") {
+      o.torch = false;
+    } else if (a == "--torch-linear") {
+      o.torch_linear = true;
+    } else if (a == "--steps" && has_value) {
+      o.steps = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--model" && has_value) {
+      o.model = argv[++i];
+    } else if (a == "--batch" && has_value) {
+      o.batch = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--input" && has_value) {
+      std::string s = argv[++i];
+      std::replace(s.begin(), s.end(), 'x', ',');
+      o.input.clear();
+      for (const std::string& p : split(s)) o.input.push_back(std::atoll(p.c_str()));
+      if (o.input.size() != 3 || *std::min_element(o.input.begin(), o.input.end()) <= 0) usage(2);
+    } else if (a == "--ranks" && has_value) {
+      o.ranks.clear();
+      for (const std::string& p : split(argv[++i]))
+        o.ranks.push_back(std::max(1, std::atoi(p.c_str())));
+    } else if (a == "--checkpointing" && has_value) {
+      o.checkpointing = split(argv[++i]);
+    } else {
+      usage(a == "--help" ? 0 : 2);
+    }
+  }
+  return o;
+}
+
+int run(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  const std::string input = std::to_string(o.input[0]) + "x" + std::to_string(o.input[1]) + "x" +
+                            std::to_string(o.input[2]);
+  std::vector<Run> runs;
+  for (const std::string& ck : o.checkpointing)
+    for (int P : o.ranks) {
+      std::fprintf(stderr, "training %s %s batch %d on %d rank(s), checkpointing %s...\n",
+                   o.model.c_str(), input.c_str(), o.batch, P, ck.c_str());
+      runs.push_back(measure(o, P, ck));
+    }
+  bool have_torch = false;
+  Stats torch_ms;
+#ifdef TESSERA_BENCH_HAVE_TORCH
+  if (o.torch && nn::model_preset(o.model).family == "convnext") {
+    std::fprintf(stderr, "libtorch %s step...\n", o.model.c_str());
+    torch_ms = measure_torch(o);
+    have_torch = true;
+  }
+#endif
+  auto ratio = [&](const Run& r) { return r.ms.median / torch_ms.median; };
+  auto max_of = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
+
+  if (o.json) {
+    std::vector<std::string> rs;
+    for (const Run& r : runs) {
+      std::vector<std::string> per_rank;
+      for (std::size_t q = 0; q < r.peak_mib.size(); ++q)
+        per_rank.push_back(Json()
+                               .num("rank", double(q))
+                               .num("peak_total_mib", r.peak_mib[q])
+                               .num("peak_activation_mib", r.act_mib[q])
+                               .str());
+      Json j;
+      j.num("ranks", r.ranks)
+          .num("threads_per_rank", r.threads)
+          .str("checkpointing", r.checkpointing)
+          .stats("step_ms_", r.ms)
+          .num("images_per_s", o.batch / (r.ms.median * 1e-3))
+          .num("peak_total_mib_max", max_of(r.peak_mib))
+          .num("peak_activation_mib_max", max_of(r.act_mib))
+          .raw("memory", json_array(per_rank));
+      if (have_torch && r.ranks == 1) j.num("tessera_over_torch", ratio(r));
+      rs.push_back(j.str());
+    }
+    Json top;
+    top.str("model", o.model).str("input", input).num("batch", o.batch).raw("runs", json_array(rs));
+    top.raw("torch", have_torch ? Json()
+                                      .num("threads", 2)
+                                      .str("pointwise", o.torch_linear ? "linear" : "conv1x1")
+                                      .stats("step_ms_", torch_ms)
+                                      .num("images_per_s", o.batch / (torch_ms.median * 1e-3))
+                                      .str()
+                                : "null");
+    std::printf("%s\n", top.str().c_str());
+    return 0;
+  }
+  std::printf(
+      "%s, input %s, batch %d, %d classes, AdamW, synthetic data, sharded along W\n"
+      "step time: slowest rank, %d timed steps after 1 warm-up; peak memory: per rank "
+      "(max over ranks)\n"
+      "note: this machine has 2 cores, so P > 1 shows the overhead of sharding, not a "
+      "speed-up\n\n%-6s %5s %4s %10s %19s %9s %11s %11s\n",
+      o.model.c_str(), input.c_str(), o.batch, o.classes, o.steps, "ckpt", "ranks", "thr",
+      "median ms", "[min-max] ms", "images/s", "peak MiB", "act MiB");
+  for (const Run& r : runs)
+    std::printf("%-6s %5d %4d %10.0f   [%6.0f - %6.0f] %9.3f %11.1f %11.1f\n",
+                r.checkpointing.c_str(), r.ranks, r.threads, r.ms.median, r.ms.min, r.ms.max,
+                o.batch / (r.ms.median * 1e-3), max_of(r.peak_mib), max_of(r.act_mib));
+  if (have_torch) {
+    std::printf(
+        "\nlibtorch (torch::nn, NCHW fp32, 2 threads, pointwise layers as %s): %.0f ms "
+        "[%.0f - %.0f], %.3f images/s\n",
+        o.torch_linear ? "Linear" : "1x1 convs", torch_ms.median, torch_ms.min, torch_ms.max,
+        o.batch / (torch_ms.median * 1e-3));
+    for (const Run& r : runs)
+      if (r.ranks == 1)
+        std::printf("time ratio tessera (P=1, checkpointing %s) / libtorch: %.2f\n",
+                    r.checkpointing.c_str(), ratio(r));
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tessera::bench
+
+int main(int argc, char** argv) {
+  try {
+    return tessera::bench::run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_train: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,77 @@
+// Measuring a calibration: times a representative set of kernels through a compute backend and
+// the point-to-point and all-reduce cost between two in-process ranks through a communicator.
+// The simulator depends on core only, so the caller supplies the real backends (`tessera
+// calibrate` passes the cpu backend and comm::local::run).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/comm/backend.hpp"
+#include "tessera/compute/backend.hpp"
+#include "tessera/sim/calibration.hpp"
+
+namespace tessera::sim {
+
+struct CalibrateOptions {
+  int threads = 1;           ///< compute threads per rank
+  /// Ranks that time the kernels at once, each with its own backend (they share the machine's
+  /// cores, caches and memory bandwidth as the ranks of a run on this machine do).
+  int ranks = 1;
+  bool quick = false;        ///< fewer sizes and repetitions (a few seconds)
+};
+
+/// Creates one rank's compute backend with `threads` threads.
+using ComputeFactory = std::function<std::unique_ptr<compute::Backend>(int threads)>;
+/// Runs `fn` on `size` in-process ranks, one thread each, and returns when all have finished
+/// (rethrowing a rank's failure).
+using WorldRunner = std::function<void(int size, const std::function<void(comm::Backend&)>& fn)>;
+/// Progress lines ("kernels: 38 classes in 2.1 s").
+using CalibrateLog = std::function<void(const std::string&)>;
+
+/// Times the kernel suite on `options.ranks` ranks at once and fits each class's rate. The
+/// samples are the medians over repetitions, averaged over the ranks.
+std::map<std::string, KernelCalibration> measure_kernels(const ComputeFactory& make_compute,
+                                                         const WorldRunner& run_world,
+                                                         const CalibrateOptions& options,
+                                                         const CalibrateLog& log = {});
+
+/// Times batch_p2p exchanges and all_reduces of several sizes between two ranks.
+LinkCalibration measure_link(const WorldRunner& run_world, const CalibrateOptions& options,
+                             const CalibrateLog& log = {});
+
+/// What training steps of the reference models show.
+struct RuntimeCalibration {
+  /// Per kernel class, one sample per kernel call of a rank's step (time: the mean over the steps
+  /// without the slowest fifth), in_step set.
+  std::map<std::string, std::vector<KernelSample>> samples;
+  /// The runtime's own host work per kernel call: everything of a step that is neither a kernel
+  /// nor data loading (module code, tensor allocation, gradient-bucket zeroing), divided by the
+  /// step's kernel calls (median over steps and ranks).
+  double host_overhead_s = 0;
+};
+
+/// Trains small reference models (ConvNeXt and RegNet, depths 1,1,1,1, widths 8-16-24-32 on
+/// 3×64×256 and 24-48-72-96 on 3×32×128, batch 2) for a few steps on `options.ranks` ranks at
+/// once, each rank its own unsharded model, then (with several ranks) the same models sharded
+/// over the ranks, timing every kernel call where it really runs.
+RuntimeCalibration measure_runtime(const ComputeFactory& make_compute, const WorldRunner& run_world,
+                                   const CalibrateOptions& options, const CalibrateLog& log = {});
+
+/// The share of a core each of `threads` threads gets (CPU time / wall time while they spin for
+/// `seconds`): about 1 on an otherwise idle machine with at least `threads` cores.
+double measure_cpu_share(int threads, double seconds);
+
+/// A single thread's FP32 FMA throughput (FLOP/s) from a register-resident vector loop.
+double measure_fma_peak(bool quick);
+
+/// The whole calibration: the kernel suite and the reference training steps (each class's rate
+/// fitted over both sets of samples), the link, the host overhead, peak, memory bandwidth and
+/// launch overhead, and the device entry ("cpu-host", which the cpu-host topology presets use)
+/// and topology derived from them.
+Calibration calibrate(const ComputeFactory& make_compute, const WorldRunner& run_world,
+                      const CalibrateOptions& options, const CalibrateLog& log = {});
+
+}  // namespace tessera::sim

@@ -1,0 +1,64 @@
+// Symmetric-rank folding: ranks whose programs are identical up to a renaming of their peers (every
+// data-parallel replica, interior spatial shards with equal local shapes) are replayed once and
+// relabelled, and the engine simulates one slab of ranks per kind and mirrors it onto the others.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tessera/sim/engine.hpp"
+#include "tessera/sim/replay.hpp"
+
+namespace tessera::sim {
+
+/// The replays of a mesh with one representative per class of equivalent ranks.
+///
+/// Two ranks are in one class when, along every mesh dimension d, the local input shapes of the
+/// ranks within `window[d]` coordinates of each (and which of those positions lie off the mesh)
+/// are equal. window[d] is 0 for a dimension no point-to-point transfer crosses (then only the
+/// rank's own local shape matters: every dp replica with the same batch share is one class) and
+/// reach + 1 otherwise, where reach is the largest coordinate distance of any halo peer seen in
+/// the representatives' programs (found by iterating to a fixed point; tests compare the result
+/// with replaying every rank).
+struct FoldedReplay {
+  core::DeviceMesh mesh;
+  std::vector<RankReplay> classes;  ///< one replay per class: its representative's own program
+  std::vector<int> class_of;        ///< world rank → index into `classes`
+  std::vector<int> window;          ///< per mesh dimension (see above)
+
+  int num_ranks() const noexcept { return static_cast<int>(class_of.size()); }
+  /// How many ranks each class stands for.
+  std::vector<int> multiplicity() const;
+  /// Rank `rank`'s replay: its class's program with every peer and group renamed (peer at the
+  /// same coordinate offset; a collective group keeps the coordinates it spans and takes the
+  /// rank's own elsewhere). Equal to replay_rank(options, mesh, rank).
+  RankReplay replay_for(int rank) const;
+  /// Every rank's replay, in rank order (what replay_all gives).
+  std::vector<RankReplay> expand() const;
+};
+
+/// Replays one representative per class of `mesh` (see FoldedReplay). Throws what replay_rank
+/// throws for a bad configuration.
+FoldedReplay replay_folded(const nn::TrainOptions& options, const core::DeviceMesh& mesh);
+
+/// "" when the two replays are identical (rank, coordinates, memory, and every op's kind, name,
+/// layer, costs, group, transfers, dependencies and memory snapshot), else a sentence naming the
+/// first difference. The folding tests compare replay_for with replay_rank through it.
+std::string replay_difference(const RankReplay& a, const RankReplay& b);
+
+/// Simulates one iteration of the folded mesh. Ranks are grouped into slabs: the ranks that share
+/// their coordinates along every dimension no halo crosses (for dp × sp, one slab per dp
+/// replica). One slab per distinct kind (the classes of its ranks and their devices, in order) is
+/// simulated; every other slab copies the timeline of the simulated slab of its kind, which
+/// assumes the topology treats the slabs alike (true for the presets, where halo traffic of
+/// different slabs shares no link that can limit it). A collective starts when every simulated
+/// member has reached it and lasts what it lasts for the whole group. SimResult::devices still has
+/// one entry per rank (DeviceResult::simulated_as names the rank it copies); the trace and the
+/// link figures cover the simulated ranks' transfers and every collective.
+/// With `fold_engine` false every rank is simulated from its relabelled replay (expand()), which
+/// is exactly simulate_iteration(replay_all(...)).
+SimResult simulate_iteration(const FoldedReplay& folded, const Topology& topology,
+                             const DeviceCatalog& catalog, const EngineOptions& options = {},
+                             bool fold_engine = true);
+
+}  // namespace tessera::sim

@@ -1,0 +1,79 @@
+// Planner: enumerates the ways to run one training configuration on a cluster — data-parallel ×
+// spatial meshes (shards along W, H, or H × W tiles), activation checkpointing — simulates each
+// (memory from the folded replay of the real trainer, time from the event engine) and ranks them by
+// predicted iteration time, flagging those that do not fit in device memory.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tessera/sim/devices.hpp"
+#include "tessera/sim/engine.hpp"
+#include "tessera/sim/topology.hpp"
+
+namespace tessera::sim {
+
+/// What to plan for. The batch in `train` is the global batch of one iteration (every candidate
+/// trains the same images per iteration, so iteration times compare directly); its mesh-related
+/// fields (shard, checkpointing) are what the planner varies.
+struct PlanOptions {
+  nn::TrainOptions train;
+  /// The devices to use: 0 = every device of the topology.
+  int devices = 0;
+  std::vector<std::string> shards = {"W", "H", "HW"};
+  std::vector<std::string> checkpointing = {"none", "block", "stage"};
+  /// Memory limit per device in bytes; 0 = each device's capacity from the catalog.
+  double memory_cap_bytes = 0;
+  EngineOptions engine;
+};
+
+/// One way to run the configuration: a mesh, a shard dimension, a checkpointing policy.
+struct PlanConfig {
+  std::string mesh;  ///< "dp=2,sp=8", "sp_h=2,sp_w=4", "dp=16"
+  int dp = 1, sp_h = 1, sp_w = 1;
+  std::string shard;          ///< "W", "H", "HW", or "-" for no spatial sharding
+  std::string checkpointing;  ///< "none", "block", "stage"
+};
+
+/// A simulated configuration.
+struct PlanEntry {
+  PlanConfig config;
+  double iteration_s = 0;
+  double images_per_s = 0;
+  std::size_t peak_bytes = 0;             ///< the largest rank's peak (replayed memory)
+  std::size_t activation_peak_bytes = 0;  ///< the largest rank's activation peak
+  double limit_bytes = 0;                 ///< the cap, or the smallest device capacity used
+  bool fits = false;                      ///< peak_bytes <= limit_bytes
+  double compute_busy_s = 0;              ///< the busiest device's compute time
+  double comm_busy_s = 0;                 ///< the busiest device's communication time
+  int classes = 0;                        ///< ranks replayed (one per class of symmetric ranks)
+};
+
+/// A configuration the planner did not simulate, with core's or the simulator's reason.
+struct PlanSkip {
+  PlanConfig config;  ///< checkpointing "*" when no policy could help (an invalid mesh)
+  std::string reason;
+};
+
+struct PlanResult {
+  std::vector<PlanEntry>
+      entries;  ///< by predicted iteration time, fastest first (ties: order found)
+  std::vector<PlanSkip> skipped;
+  int devices = 0;
+  /// The fastest entry that fits, or -1 when none does.
+  int best_fit() const;
+};
+
+/// The candidate configurations for `devices` ranks: every dp dividing the count (dp = 1 first),
+/// the rest spatial — along W and H (mesh dim "sp") and as sp_h × sp_w tiles with both factors ≥ 2
+/// — each with every checkpointing policy. A mesh with one spatial rank is listed once, shard "-".
+std::vector<PlanConfig> enumerate_plan_configs(int devices, const std::vector<std::string>& shards,
+                                               const std::vector<std::string>& checkpointing);
+
+/// Simulates every candidate on `topology` (rank i on its i-th device). Candidates the input or
+/// batch cannot support (a dp larger than the batch, more spatial shards than blocks of the model's
+/// stride, a halo the shards cannot serve) are skipped with the error core gives; other errors
+/// propagate. Throws InvalidArgument for more devices than the topology has.
+PlanResult plan(const PlanOptions& options, const Topology& topology, const DeviceCatalog& catalog);
+
+}  // namespace tessera::sim

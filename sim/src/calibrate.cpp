@@ -1,0 +1,226 @@
+// calibrate: the link between two in-process ranks (batch_p2p exchanges and all_reduces), the
+// FP32 FMA peak, memory bandwidth and launch overhead, and the device entry and topology built
+// from them and the kernel rates (calibrate_kernels.cpp).
+#include "tessera/sim/calibrate.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <thread>
+
+#include "tessera/compute/ops.hpp"
+#include "tessera/core/error.hpp"
+
+namespace tessera::sim {
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+template <class F>
+double median_time(int reps, F&& f) {
+  std::vector<double> ts;
+  for (int r = 0; r < reps; ++r) {
+    const double t0 = now_s();
+    f();
+    ts.push_back(now_s() - t0);
+  }
+  return median(ts);
+}
+
+double thread_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+double clamp_eff(double e) { return std::clamp(e, 1e-4, 1.0); }
+
+}  // namespace
+
+LinkCalibration measure_link(const WorldRunner& run_world, const CalibrateOptions& options,
+                             const CalibrateLog& log) {
+  const double t0 = now_s();
+  const std::vector<std::size_t> sizes = options.quick
+                                             ? std::vector<std::size_t>{1024, 16384, 262144, 1 << 20}
+                                             : std::vector<std::size_t>{256, 4096, 65536, 262144, 1 << 20, 4 << 20};
+  const int reps = options.quick ? 15 : 41;
+  std::vector<KernelSample> p2p(sizes.size()), ar(sizes.size());
+  run_world(2, [&](comm::Backend& c) {
+    const std::size_t most = sizes.back() / 4;
+    std::vector<float> send(most, 1.0f), recv(most), buf(most, 1.0f);
+    const int peer = 1 - c.rank();
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      const std::size_t n = sizes[i] / 4;
+      auto exchange = [&] {
+        const std::vector<comm::P2POp> ops = {
+            {comm::P2POp::Kind::Send, {send.data(), n}, peer, 0},
+            {comm::P2POp::Kind::Recv, {recv.data(), n}, peer, 0}};
+        c.batch_p2p(ops)->wait();
+      };
+      auto reduce = [&] { c.all_reduce({buf.data(), n}, comm::ReduceOp::Sum)->wait(); };
+      for (int w = 0; w < 3; ++w) exchange();
+      c.barrier();
+      const double t_p2p = median_time(reps, exchange);
+      for (int w = 0; w < 3; ++w) reduce();
+      c.barrier();
+      const double t_ar = median_time(reps, reduce);
+      if (c.rank() == 0) {
+        p2p[i] = {0, static_cast<double>(sizes[i]), t_p2p};
+        ar[i] = {0, static_cast<double>(sizes[i]), t_ar};
+      }
+    }
+  });
+  const KernelRate a = fit_kernel_rate(p2p), b = fit_kernel_rate(ar);
+  LinkCalibration l;
+  l.p2p_latency_s = a.overhead_s;
+  l.p2p_bw_bytes_per_s = a.bytes_per_s;
+  l.all_reduce_latency_s = b.overhead_s;
+  l.all_reduce_bw_bytes_per_s = b.bytes_per_s;
+  if (log)
+    log(detail::cat("link: batch_p2p exchange ", l.p2p_latency_s * 1e6, " us + bytes / ", l.p2p_bw_bytes_per_s / 1e9,
+                    " GB/s; all_reduce ", l.all_reduce_latency_s * 1e6, " us + bytes / ",
+                    l.all_reduce_bw_bytes_per_s / 1e9, " GB/s (", now_s() - t0, " s)"));
+  return l;
+}
+
+double measure_fma_peak(bool quick) {
+  // 12 independent accumulators of 8 floats: enough FMAs in flight to hide their latency, few
+  // enough to stay in registers. Every iteration is 12·8 FMAs = 192 FLOPs. Timed in thread CPU
+  // time: the peak is the core's, whatever else the machine runs.
+  using V = float __attribute__((vector_size(32)));
+  constexpr int kAcc = 12;
+  const long iters = quick ? 1'000'000 : 4'000'000;
+  double best = 0;
+  for (int rep = 0; rep < (quick ? 3 : 5); ++rep) {
+    V acc[kAcc];
+    for (int j = 0; j < kAcc; ++j) acc[j] = V{} + 1.0f + 0.001f * static_cast<float>(j + rep);
+    volatile float va = 0.999999f, vb = 1e-6f;  // unknown to the optimiser: no constant folding
+    const V a = V{} + va, b = V{} + vb;
+    const double t0 = thread_cpu_s();
+    for (long i = 0; i < iters; ++i)
+#pragma GCC unroll 12
+      for (int j = 0; j < kAcc; ++j) acc[j] = acc[j] * a + b;
+    const double dt = thread_cpu_s() - t0;
+    V total = acc[0];
+    for (int j = 1; j < kAcc; ++j) total += acc[j];
+    volatile float sink = total[0] + total[1] + total[2] + total[3] + total[4] + total[5] + total[6] + total[7];
+    (void)sink;
+    if (dt > 0) best = std::max(best, static_cast<double>(iters) * kAcc * 8 * 2 / dt);
+  }
+  return best;
+}
+
+double measure_cpu_share(int threads, double seconds) {
+  TESSERA_CHECK(threads >= 1 && seconds > 0, "calibration: cpu share of ", threads, " threads over ", seconds, " s");
+  std::vector<double> share(threads);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&share, t, seconds] {
+      const double w0 = now_s(), c0 = thread_cpu_s();
+      volatile std::uint64_t spin = 0;
+      while (now_s() - w0 < seconds)
+        for (int i = 0; i < 1000; ++i) spin = spin + 1;
+      share[t] = (thread_cpu_s() - c0) / (now_s() - w0);
+    });
+  for (auto& th : pool) th.join();
+  double sum = 0;
+  for (double s : share) sum += s;
+  return std::clamp(sum / threads, 0.01, 1.0);
+}
+
+Calibration calibrate(const ComputeFactory& make_compute, const WorldRunner& run_world,
+                      const CalibrateOptions& options, const CalibrateLog& log) {
+  const double t0 = now_s();
+  Calibration c;
+  c.threads_per_rank = options.threads;
+  c.concurrent_ranks = options.ranks;
+  c.quick = options.quick;
+  c.host = host_name();
+  c.created_utc = utc_now();
+  const double probe_s = options.quick ? 0.1 : 0.3;
+  const double share_before = measure_cpu_share(options.ranks * options.threads, probe_s);
+  c.kernels = measure_kernels(make_compute, run_world, options, log);
+  c.link = measure_link(run_world, options, log);
+  const RuntimeCalibration runtime = measure_runtime(make_compute, run_world, options, log);
+  c.host_overhead_s = runtime.host_overhead_s;
+  for (const auto& [k, samples] : runtime.samples) {
+    KernelCalibration& kc = c.kernels[k];
+    kc.samples.insert(kc.samples.end(), samples.begin(), samples.end());
+    kc.rate = fit_kernel_rate(kc.samples);
+  }
+
+  DeviceSpec& d = c.device;
+  d.name = "cpu-host";
+  d.kind = "cpu";
+  d.peak_fp32_flops = std::round(measure_fma_peak(options.quick) * options.threads);
+  {
+    std::unique_ptr<compute::Backend> be = make_compute(options.threads);
+    const std::int64_t n = options.quick ? (4 << 20) : (16 << 20);  // 3 arrays well past the caches
+    core::Tensor x = core::Tensor::zeros({n}), y = core::Tensor::zeros({n}), z = core::Tensor::zeros({n});
+    compute::add(*be, x, y, z);
+    const double t = median_time(options.quick ? 3 : 7, [&] { compute::add(*be, x, y, z); });
+    d.mem_bw_bytes_per_s = std::round(3.0 * 4.0 * static_cast<double>(n) / t);
+    core::Tensor one = core::Tensor::zeros({1});
+    for (int i = 0; i < 100; ++i) compute::scale(*be, 1.0, one);
+    d.launch_overhead_s =
+        median_time(options.quick ? 101 : 1001, [&] { compute::scale(*be, 1.0, one); }) + c.host_overhead_s;
+  }
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  d.capacity_bytes = pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 16e9;
+  // The roofline's class efficiencies (for kernels without a measured rate): what the largest
+  // sample of a representative class achieved.
+  auto achieved = [&](const char* k, bool flops) {
+    const auto it = c.kernels.find(k);
+    if (it == c.kernels.end() || it->second.samples.empty()) return 0.0;
+    const KernelSample* big = &it->second.samples.front();
+    for (const KernelSample& s : it->second.samples)
+      if (s.flops + s.bytes > big->flops + big->bytes) big = &s;
+    return (flops ? big->flops : big->bytes) / big->seconds;
+  };
+  d.eff_gemm = clamp_eff(achieved("conv2d_forward/pointwise", true) / d.peak_fp32_flops);
+  d.eff_depthwise = clamp_eff(achieved("conv2d_forward/depthwise", true) / d.peak_fp32_flops);
+  d.eff_elementwise = clamp_eff(achieved("add", false) / d.mem_bw_bytes_per_s);
+  d.shm_bw_bytes_per_s = std::round(c.link.p2p_bw_bytes_per_s);
+  d.shm_latency_s = c.link.p2p_latency_s;
+  d.source = detail::cat("tessera calibrate on ", c.host, " at ", c.created_utc, ": ", options.threads,
+                         " thread(s) per rank, ", options.ranks, " rank(s) timing kernels at once",
+                         options.quick ? ", quick" : "");
+  c.cpu_share = 0.5 * (share_before + measure_cpu_share(options.ranks * options.threads, probe_s));
+  DeviceCatalog catalog;
+  catalog.add(d);
+  c.topology = Topology::preset("cpu-host:2", catalog);
+  if (log)
+    log(detail::cat("device: FP32 FMA peak ", d.peak_fp32_flops / 1e9, " GFLOP/s, add ", d.mem_bw_bytes_per_s / 1e9,
+                    " GB/s, launch overhead (a tiny kernel and the host work) ", d.launch_overhead_s * 1e6,
+                    " us; each thread got ", 100 * c.cpu_share, "% of a core; calibration took ", now_s() - t0,
+                    " s"));
+  return c;
+}
+
+}  // namespace tessera::sim

@@ -1,0 +1,196 @@
+// measure_kernels: times the kernel suite (calibrate_cases.cpp) on one or more ranks at once and
+// fits each kernel class's rate (fit_kernel_rate).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <mutex>
+
+#include "calibrate_cases.hpp"
+#include "tessera/compute/ops.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/sim/calibrate.hpp"
+#include "tessera/sim/kernel_class.hpp"
+
+namespace tessera::sim {
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+/// Forwards every call and keeps the last one's kernel class and cost (the replay's formulas).
+class Probe final : public compute::Backend {
+ public:
+  explicit Probe(compute::Backend& inner) : inner_(inner) {}
+  std::string_view name() const noexcept override { return inner_.name(); }
+  int num_threads() const noexcept override { return inner_.num_threads(); }
+  void set_num_threads(int n) override { inner_.set_num_threads(n); }
+  void execute(const compute::OpCall& call) override {
+    kernel = kernel_class(call);
+    cost = compute::op_cost(call);
+    inner_.execute(call);
+  }
+  std::string kernel;
+  compute::OpCost cost;
+
+ private:
+  compute::Backend& inner_;
+};
+
+/// Sets of a case's tensors fill at least this many bytes (up to kMaxSets sets), so that each
+/// call finds its inputs in the shared cache or memory, as in a training step, rather than in the
+/// core's own caches where the previous repetition left them.
+constexpr double kRotateBytes = 4.0 * (1 << 20);
+constexpr int kMaxSets = 64;
+
+/// The median time of one call of case `c`: the first call (through `probe`) gives its class and
+/// cost, a pass over every set warms them up, then `reps` samples, each of as many calls (cycling
+/// through the sets) as fill about 20 µs, so that the clock's cost does not count for tiny kernels.
+double time_call(const detail_calibrate::TimedCall& c, compute::Backend& be, Probe& probe, int reps) {
+  std::vector<detail_calibrate::Call> sets{c.make()};
+  sets[0](probe);
+  const double bytes = static_cast<double>(probe.cost.bytes_read + probe.cost.bytes_written);
+  const int n = static_cast<int>(std::clamp(std::ceil(kRotateBytes / std::max(bytes, 1.0)), 1.0, double(kMaxSets)));
+  while (static_cast<int>(sets.size()) < n) sets.push_back(c.make());
+  for (auto& s : sets) s(be);
+  std::size_t next = 0;
+  double t0 = now_s();
+  for (int i = 0; i < n; ++i) sets[next++ % sets.size()](be);
+  const double one = (now_s() - t0) / n;
+  const int batch = one >= 20e-6 ? 1 : static_cast<int>(std::min(256.0, std::ceil(20e-6 / std::max(one, 1e-8))));
+  std::vector<double> ts;
+  for (int r = 0; r < reps; ++r) {
+    t0 = now_s();
+    for (int b = 0; b < batch; ++b) sets[next++ % sets.size()](be);
+    ts.push_back((now_s() - t0) / batch);
+  }
+  return median(ts);
+}
+
+}  // namespace
+
+
+KernelRate fit_kernel_rate(const std::vector<KernelSample>& samples) {
+  TESSERA_CHECK(!samples.empty(), "calibration: no samples to fit a kernel rate to");
+  // Features 1, FLOPs and bytes (scaled to at most 1), weights 1/t² (relative error).
+  double fmax = 0, bmax = 0;
+  for (const KernelSample& p : samples) {
+    TESSERA_CHECK(p.seconds > 0 && p.flops >= 0 && p.bytes >= 0, "calibration: a sample has time ", p.seconds,
+                  ", FLOPs ", p.flops, " and bytes ", p.bytes);
+    fmax = std::max(fmax, p.flops), bmax = std::max(bmax, p.bytes);
+  }
+  auto feature = [&](const KernelSample& p, int j) {
+    return j == 0 ? 1.0 : j == 1 ? (fmax > 0 ? p.flops / fmax : 0.0) : (bmax > 0 ? p.bytes / bmax : 0.0);
+  };
+  // Non-negative least squares by trying every set of free coefficients (there are three). The
+  // sets are tried with the bytes term before the FLOPs term, and a later set must fit strictly
+  // better: an elementwise kernel, whose FLOPs are a multiple of its bytes, keeps a bytes rate.
+  double best_residual = -1, best[3] = {0, 0, 0};
+  for (int set : {1, 4, 5, 2, 3, 6, 7}) {  // bits: overhead, FLOPs, bytes
+    std::vector<int> free;
+    for (int j = 0; j < 3; ++j)
+      if (set & (1 << j)) free.push_back(j);
+    const int n = static_cast<int>(free.size());
+    double a[3][4] = {};  // normal equations, augmented
+    for (const KernelSample& p : samples) {
+      const double w = 1.0 / (p.seconds * p.seconds);
+      for (int r = 0; r < n; ++r) {
+        for (int c = 0; c < n; ++c) a[r][c] += w * feature(p, free[r]) * feature(p, free[c]);
+        a[r][n] += w * feature(p, free[r]) * p.seconds;
+      }
+    }
+    bool ok = true;
+    for (int c = 0; c < n && ok; ++c) {  // Gaussian elimination with partial pivoting
+      int piv = c;
+      for (int r = c + 1; r < n; ++r)
+        if (std::abs(a[r][c]) > std::abs(a[piv][c])) piv = r;
+      if (std::abs(a[piv][c]) < 1e-12 * (std::abs(a[0][0]) + 1e-300)) ok = false;
+      if (!ok) break;
+      std::swap(a[c], a[piv]);
+      for (int r = 0; r < n; ++r) {
+        if (r == c) continue;
+        const double f = a[r][c] / a[c][c];
+        for (int k = c; k <= n; ++k) a[r][k] -= f * a[c][k];
+      }
+    }
+    if (!ok) continue;
+    double coef[3] = {0, 0, 0};
+    for (int r = 0; r < n; ++r) {
+      coef[free[r]] = a[r][n] / a[r][r];
+      ok = ok && coef[free[r]] >= 0;
+    }
+    if (!ok) continue;
+    double residual = 0;
+    for (const KernelSample& p : samples) {
+      const double e = (coef[0] + coef[1] * feature(p, 1) + coef[2] * feature(p, 2)) / p.seconds - 1;
+      residual += e * e;
+    }
+    if (best_residual < 0 || residual < best_residual * (1 - 1e-9)) {
+      best_residual = residual;
+      std::copy(coef, coef + 3, best);
+    }
+  }
+  KernelRate r;
+  r.overhead_s = best[0];
+  r.flops_per_s = best[1] > 0 && fmax > 0 ? fmax / best[1] : 0;
+  r.bytes_per_s = best[2] > 0 && bmax > 0 ? bmax / best[2] : 0;
+  return r;
+}
+
+std::map<std::string, KernelCalibration> measure_kernels(const ComputeFactory& make_compute,
+                                                         const WorldRunner& run_world,
+                                                         const CalibrateOptions& options,
+                                                         const CalibrateLog& log) {
+  TESSERA_CHECK(options.ranks >= 1 && options.threads >= 1, "calibration: ranks ", options.ranks, " and threads ",
+                options.threads, " must be at least 1");
+  const double t0 = now_s();
+  const int reps = options.quick ? 9 : 25;
+  std::vector<std::vector<double>> times(options.ranks);
+  std::vector<std::string> kernels;
+  std::vector<compute::OpCost> costs;
+  std::mutex mu;
+  run_world(options.ranks, [&](comm::Backend& comm) {
+    const int r = comm.rank();
+    std::unique_ptr<compute::Backend> be = make_compute(options.threads);
+    Probe probe(*be);
+    const std::vector<detail_calibrate::TimedCall> suite = detail_calibrate::kernel_suite(options.quick);
+    std::vector<double> mine(suite.size());
+    std::vector<std::string> classes(suite.size());
+    std::vector<compute::OpCost> cs(suite.size());
+    for (std::size_t i = 0; i < suite.size(); ++i) {
+      comm.barrier();  // the ranks time the same kernel at the same time
+      mine[i] = time_call(suite[i], *be, probe, reps);
+      classes[i] = probe.kernel;
+      cs[i] = probe.cost;
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    times[r] = std::move(mine);
+    if (r == 0) {
+      kernels = std::move(classes);
+      costs = std::move(cs);
+    }
+  });
+  std::map<std::string, KernelCalibration> out;
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    double t = 0;
+    for (const auto& rank_times : times) t += rank_times[i];
+    KernelSample s;
+    s.flops = costs[i].flops;
+    s.bytes = static_cast<double>(costs[i].bytes_read + costs[i].bytes_written);
+    s.seconds = t / static_cast<double>(times.size());
+    out[kernels[i]].samples.push_back(s);
+  }
+  for (auto& [k, c] : out) c.rate = fit_kernel_rate(c.samples);
+  if (log)
+    log(detail::cat("kernels: ", kernels.size(), " calls of ", out.size(), " classes on ", options.ranks,
+                    " rank(s) × ", options.threads, " thread(s), ", reps, " repetitions, in ", now_s() - t0, " s"));
+  return out;
+}
+
+}  // namespace tessera::sim

@@ -1,0 +1,206 @@
+// measure_runtime: kernels timed where they really run — inside training steps of small
+// reference models (ConvNeXt and RegNet, two sizes each), with the caches as the previous
+// kernels leave them — and the runtime's own host work per kernel call (module code, tensor
+// allocation, gradient-bucket zeroing: everything of a step that is neither a kernel nor data
+// loading).
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+
+#include "tessera/comm/mesh_comm.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/data/dataset.hpp"
+#include "tessera/nn/trainer.hpp"
+#include "tessera/sim/calibrate.hpp"
+#include "tessera/sim/kernel_class.hpp"
+
+namespace tessera::sim {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+/// The mean without the largest fifth (at least one value once there are three): a call's typical
+/// time in a step, with the cache and memory traffic of the calls around it and of the other
+/// processes, but without the rare call that another process interrupted. (A median would keep
+/// only the better half: a step's time is a sum of calls, so it is their means that add up.)
+double trimmed_mean(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t drop = v.size() >= 3 ? std::max<std::size_t>(1, v.size() / 5) : 0;
+  double sum = 0;
+  for (std::size_t i = 0; i + drop < v.size(); ++i) sum += v[i];
+  return sum / static_cast<double>(v.size() - drop);
+}
+
+/// Times every kernel call of a step. In the first recorded step it also notes each call's class
+/// and cost (later steps issue the same calls in the same order).
+class KernelClock final : public compute::Backend {
+ public:
+  explicit KernelClock(compute::Backend& inner) : inner_(inner) {}
+  std::string_view name() const noexcept override { return inner_.name(); }
+  int num_threads() const noexcept override { return inner_.num_threads(); }
+  void set_num_threads(int n) override { inner_.set_num_threads(n); }
+  void execute(const compute::OpCall& call) override {
+    const auto t0 = Clock::now();
+    inner_.execute(call);
+    const double t = seconds_since(t0);
+    step_kernel_s += t;
+    times.push_back(t);
+    if (describe) {
+      const compute::OpCost c = compute::op_cost(call);
+      classes.push_back(kernel_class(call));
+      costs.push_back({c.flops, static_cast<double>(c.bytes_read + c.bytes_written), 0});
+    }
+  }
+  bool describe = false;
+  double step_kernel_s = 0;
+  std::vector<double> times;  ///< this step's calls
+  std::vector<std::string> classes;
+  std::vector<KernelSample> costs;
+
+ private:
+  compute::Backend& inner_;
+};
+
+/// Times the loader's calls (data loading is not the runtime's per-kernel work).
+class LoadClock final : public data::Dataset {
+ public:
+  explicit LoadClock(std::shared_ptr<const data::Dataset> inner) : inner_(std::move(inner)) {}
+  data::Task task() const noexcept override { return inner_->task(); }
+  int num_classes() const noexcept override { return inner_->num_classes(); }
+  core::Shape image_shape() const override { return inner_->image_shape(); }
+  std::int64_t size() const noexcept override { return inner_->size(); }
+  data::Batch load(std::int64_t step, const core::Layout& layout, int rank,
+                   const core::AllocatorPtr& allocator) const override {
+    const auto t0 = Clock::now();
+    data::Batch b = inner_->load(step, layout, rank, allocator);
+    seconds += seconds_since(t0);
+    return b;
+  }
+  mutable double seconds = 0;
+
+ private:
+  std::shared_ptr<const data::Dataset> inner_;
+};
+
+/// Small models of both families: depths 1,1,1,1, widths 8-16-24-32 on 3×64×256 and 24-48-72-96
+/// on 3×32×128 (at least 64 columns per rank when sharded), batch 2, AdamW.
+std::vector<nn::TrainOptions> reference_runs(int ranks) {
+  std::vector<nn::TrainOptions> out;
+  for (const char* family : {"convnext", "regnet"})
+    for (int size = 0; size < 2; ++size) {
+      nn::TrainOptions o;
+      o.model.name = std::string("calibration-") + family;
+      o.model.family = family;
+      o.model.depths = {1, 1, 1, 1};
+      o.model.widths = size == 0 ? std::vector<int>{8, 16, 24, 32} : std::vector<int>{24, 48, 72, 96};
+      o.model.num_classes = 3;
+      if (o.model.family == "regnet") {
+        o.model.stem_width = size == 0 ? 8 : 16;
+        o.model.group_width = 8;
+        o.model.se_ratio = 0.25;
+      }
+      o.input = size == 0 ? core::Shape{3, 64, 256} : core::Shape{3, 32, 128};
+      o.input[2] = std::max<std::int64_t>(o.input[2], 64 * ranks);
+      o.batch = 2;
+      o.steps = 1000;
+      o.optimizer.kind = "adamw";
+      out.push_back(o);
+    }
+  return out;
+}
+
+/// One rank's figures for one reference run.
+struct RankRun {
+  std::vector<std::string> classes;
+  std::vector<KernelSample> samples;  ///< per call: cost and the median time over the steps
+  std::vector<double> host_per_call;  ///< per step
+};
+
+/// Trains `o` on this rank: unsharded when `mesh` is null (then the host work is measured too),
+/// else sharded over the mesh.
+RankRun run_reference(const nn::TrainOptions& o, comm::MeshComm* mesh, compute::Backend& be, int warmup, int steps) {
+  data::SyntheticOptions d;
+  d.channels = static_cast<int>(o.input[0]), d.height = static_cast<int>(o.input[1]);
+  d.width = static_cast<int>(o.input[2]), d.num_classes = o.model.num_classes;
+  auto data = std::make_shared<LoadClock>(data::make_synthetic(d));
+  KernelClock clock(be);
+  nn::Trainer trainer(o, mesh, clock, std::make_shared<core::Allocator>("calibration"), data);
+  RankRun r;
+  std::vector<std::vector<double>> per_call;  // [call][step]
+  for (int s = 0; s < warmup + steps; ++s) {
+    clock.describe = s == warmup;
+    clock.times.clear();
+    clock.step_kernel_s = 0;
+    const double l0 = data->seconds;
+    const double step = trainer.step().step_time_s;
+    if (s < warmup) continue;
+    per_call.resize(clock.times.size());
+    for (std::size_t i = 0; i < clock.times.size(); ++i) per_call[i].push_back(clock.times[i]);
+    // The describing step pays for its own bookkeeping; the others measure the host work (not in
+    // a sharded run, whose steps also wait for the other ranks).
+    if (s > warmup && !mesh)
+      r.host_per_call.push_back(std::max(0.0, step - clock.step_kernel_s - (data->seconds - l0)) /
+                                static_cast<double>(clock.times.size()));
+  }
+  r.classes = clock.classes;
+  r.samples = clock.costs;
+  for (std::size_t i = 0; i < r.samples.size(); ++i) r.samples[i].seconds = trimmed_mean(per_call[i]);
+  return r;
+}
+
+}  // namespace
+
+RuntimeCalibration measure_runtime(const ComputeFactory& make_compute, const WorldRunner& run_world,
+                                   const CalibrateOptions& options, const CalibrateLog& log) {
+  const auto t_start = Clock::now();
+  const int warmup = 2, steps = options.quick ? 6 : 16;
+  const std::vector<nn::TrainOptions> refs = reference_runs(options.ranks);
+  std::vector<std::vector<RankRun>> runs(options.ranks);  // [rank][run]
+  std::mutex mu;
+  run_world(options.ranks, [&](comm::Backend& comm) {
+    std::unique_ptr<compute::Backend> be = make_compute(options.threads);
+    std::vector<RankRun> mine;
+    // Each rank trains its own unsharded model, all at the same time (as the ranks of a run share
+    // the machine); with several ranks, then the same models sharded over them (W), whose
+    // convolutions also compute narrow border windows.
+    for (const nn::TrainOptions& o : refs) {
+      comm.barrier();
+      mine.push_back(run_reference(o, nullptr, *be, warmup, steps));
+    }
+    if (options.ranks > 1) {
+      comm::MeshComm mesh(core::DeviceMesh({options.ranks}, {"sp"}), comm);
+      for (const nn::TrainOptions& o : refs) {
+        comm.barrier();
+        mine.push_back(run_reference(o, &mesh, *be, warmup, steps));
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    runs[comm.rank()] = std::move(mine);
+  });
+  RuntimeCalibration out;
+  std::vector<double> host;
+  for (const auto& rank : runs)
+    for (const RankRun& run : rank) {
+      for (std::size_t i = 0; i < run.samples.size(); ++i) {
+        KernelSample s = run.samples[i];
+        s.in_step = true;
+        out.samples[run.classes[i]].push_back(s);
+      }
+      host.insert(host.end(), run.host_per_call.begin(), run.host_per_call.end());
+    }
+  out.host_overhead_s = median(host);
+  if (log)
+    log(detail::cat("runtime: ", runs[0].size(), " reference runs on ", options.ranks, " rank(s); ",
+                    out.host_overhead_s * 1e6, " us of host work per kernel call (", seconds_since(t_start), " s)"));
+  return out;
+}
+
+}  // namespace tessera::sim

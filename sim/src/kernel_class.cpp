@@ -1,0 +1,53 @@
+// kernel_class: a compute call's calibration key from its op and geometry.
+#include "tessera/sim/kernel_class.hpp"
+
+namespace tessera::sim {
+
+std::string kernel_class(const compute::OpCall& c) {
+  using compute::OpKind;
+  std::string k(compute::op_name(c.kind));
+  switch (c.kind) {
+    case OpKind::Conv2dForward:
+    case OpKind::Conv2dBackwardData:
+    case OpKind::Conv2dBackwardWeight: {
+      // The weight is (Cout, Cin/groups, kh, kw): in[1] except for the weight gradient (out[0]).
+      const core::Tensor* w = c.kind == OpKind::Conv2dBackwardWeight ? c.out[0] : c.in[1];
+      const compute::Conv2dParams& p = c.conv;
+      if (p.groups > 1 && w && w->ndim() == 4 && w->size(1) == 1) return k + "/depthwise";
+      if (p.groups > 1) return k + "/grouped";
+      const bool one_by_one = p.kernel_h == 1 && p.kernel_w == 1 && p.stride_h == 1 && p.stride_w == 1 &&
+                              p.pad_h == 0 && p.pad_w == 0;
+      return k + (one_by_one ? "/pointwise" : "/dense");
+    }
+    case OpKind::ActivationForward:
+    case OpKind::ActivationBackward: return k + "/" + std::string(compute::activation_name(c.act));
+    default: return k;
+  }
+}
+
+std::string kernel_class_op(const std::string& kernel_class) {
+  return kernel_class.substr(0, kernel_class.find('/'));
+}
+
+bool is_kernel_class(const std::string& name) {
+  using compute::OpKind;
+  const std::string op = kernel_class_op(name);
+  for (int i = 0; i < static_cast<int>(OpKind::kCount); ++i) {
+    const auto kind = static_cast<OpKind>(i);
+    if (compute::op_name(kind) != op) continue;
+    if (op.size() == name.size()) return true;
+    const std::string variant = name.substr(op.size() + 1);
+    switch (kind) {
+      case OpKind::Conv2dForward:
+      case OpKind::Conv2dBackwardData:
+      case OpKind::Conv2dBackwardWeight:
+        return variant == "depthwise" || variant == "pointwise" || variant == "grouped" || variant == "dense";
+      case OpKind::ActivationForward:
+      case OpKind::ActivationBackward: return variant == "relu" || variant == "gelu" || variant == "sigmoid";
+      default: return false;
+    }
+  }
+  return false;
+}
+
+}  // namespace tessera::sim

@@ -1,0 +1,134 @@
+// The planner: candidate meshes × shard dimensions × checkpointing, each replayed (folded) and
+// simulated on the topology, ranked by iteration time with memory checked against the limit.
+#include "tessera/sim/planner.hpp"
+
+#include <algorithm>
+
+#include "tessera/core/error.hpp"
+#include "tessera/sim/fold.hpp"
+
+namespace tessera::sim {
+
+int PlanResult::best_fit() const {
+  for (std::size_t i = 0; i < entries.size(); ++i)
+    if (entries[i].fits) return static_cast<int>(i);
+  return -1;
+}
+
+std::vector<PlanConfig> enumerate_plan_configs(int devices, const std::vector<std::string>& shards,
+                                               const std::vector<std::string>& checkpointing) {
+  TESSERA_CHECK(devices >= 1, "plan: ", devices, " devices; give at least one");
+  auto with_dp = [](int dp, const std::string& rest) {
+    return dp == 1 ? rest : "dp=" + std::to_string(dp) + (rest.empty() ? "" : "," + rest);
+  };
+  std::vector<PlanConfig> meshes;
+  for (int dp = 1; dp <= devices; ++dp) {
+    if (devices % dp != 0) continue;
+    const int s = devices / dp;
+    if (s == 1) {
+      meshes.push_back({with_dp(dp, dp == 1 ? "sp=1" : ""), dp, 1, 1, "-", ""});
+      continue;
+    }
+    for (const std::string& shard : shards) {
+      if (shard == "W")
+        meshes.push_back({with_dp(dp, "sp=" + std::to_string(s)), dp, 1, s, "W", ""});
+      if (shard == "H")
+        meshes.push_back({with_dp(dp, "sp=" + std::to_string(s)), dp, s, 1, "H", ""});
+      if (shard != "HW") continue;
+      for (int h = 2; h <= s / 2; ++h)
+        if (s % h == 0)
+          meshes.push_back(
+              {with_dp(dp, "sp_h=" + std::to_string(h) + ",sp_w=" + std::to_string(s / h)), dp, h,
+               s / h, "HW", ""});
+    }
+  }
+  std::vector<PlanConfig> out;
+  for (const PlanConfig& m : meshes)
+    for (const std::string& ck : checkpointing) {
+      PlanConfig c = m;
+      c.checkpointing = ck;
+      out.push_back(std::move(c));
+    }
+  return out;
+}
+
+namespace {
+
+nn::TrainOptions options_for(const nn::TrainOptions& base, const PlanConfig& c) {
+  nn::TrainOptions t = base;
+  t.shard = c.shard == "H" ? "H" : "W";  // "HW" tiles are named by the mesh dims sp_h, sp_w
+  t.checkpointing = c.checkpointing;
+  return t;
+}
+
+PlanEntry simulate(const PlanOptions& o, const PlanConfig& c, const core::DeviceMesh& mesh,
+                   const Topology& topo, const DeviceCatalog& catalog) {
+  const nn::TrainOptions t = options_for(o.train, c);
+  const FoldedReplay f = replay_folded(t, mesh);
+  EngineOptions eo = o.engine;
+  eo.trace = false;
+  const SimResult r = simulate_iteration(f, topo, catalog, eo);
+  PlanEntry e;
+  e.config = c;
+  e.classes = static_cast<int>(f.classes.size());
+  e.iteration_s = static_cast<double>(r.iteration_ps) / kPicosPerSecond;
+  e.images_per_s = e.iteration_s > 0 ? t.batch / e.iteration_s : 0;
+  e.limit_bytes = o.memory_cap_bytes;
+  for (const DeviceResult& d : r.devices) {
+    e.peak_bytes = std::max(e.peak_bytes, d.memory.peak_total);
+    e.activation_peak_bytes =
+        std::max(e.activation_peak_bytes, d.memory.peak_of(core::MemCategory::Activation));
+    e.compute_busy_s =
+        std::max(e.compute_busy_s, static_cast<double>(d.compute_busy_ps) / kPicosPerSecond);
+    e.comm_busy_s = std::max(e.comm_busy_s, static_cast<double>(d.comm_busy_ps) / kPicosPerSecond);
+    if (o.memory_cap_bytes <= 0) {
+      const double cap = catalog.get(d.device).capacity_bytes;
+      e.limit_bytes = e.limit_bytes > 0 ? std::min(e.limit_bytes, cap) : cap;
+    }
+  }
+  e.fits = static_cast<double>(e.peak_bytes) <= e.limit_bytes;
+  return e;
+}
+
+}  // namespace
+
+PlanResult plan(const PlanOptions& o, const Topology& topology, const DeviceCatalog& catalog) {
+  const int available = static_cast<int>(topology.devices().size());
+  PlanResult res;
+  res.devices = o.devices > 0 ? o.devices : available;
+  TESSERA_CHECK(res.devices <= available, "plan: ", res.devices, " devices asked but topology '",
+                topology.name, "' has ", available, "; use a larger topology (e.g. dgx-a100:N)");
+  TESSERA_CHECK(o.memory_cap_bytes >= 0, "plan: memory cap ", o.memory_cap_bytes,
+                " bytes; give a positive size");
+  for (const PlanConfig& c : enumerate_plan_configs(res.devices, o.shards, o.checkpointing)) {
+    // Layout problems are the mesh's, whatever the checkpointing: report them once.
+    if (!res.skipped.empty() && res.skipped.back().config.mesh == c.mesh &&
+        res.skipped.back().config.shard == c.shard &&
+        res.skipped.back().config.checkpointing == "*")
+      continue;
+    const nn::TrainOptions t = options_for(o.train, c);
+    core::DeviceMesh mesh;
+    try {
+      mesh = core::DeviceMesh::parse(c.mesh);
+      nn::input_layout(mesh, t.shard, t.batch, t.input, t.model.total_stride());
+    } catch (const InvalidArgument& e) {
+      PlanConfig any = c;
+      any.checkpointing = "*";
+      res.skipped.push_back({any, e.what()});
+      continue;
+    }
+    try {
+      res.entries.push_back(simulate(o, c, mesh, topology, catalog));
+    } catch (const InvalidArgument& e) {
+      res.skipped.push_back({c, e.what()});
+    } catch (const Unsupported& e) {
+      res.skipped.push_back({c, e.what()});
+    }
+  }
+  std::stable_sort(
+      res.entries.begin(), res.entries.end(),
+      [](const PlanEntry& a, const PlanEntry& b) { return a.iteration_s < b.iteration_s; });
+  return res;
+}
+
+}  // namespace tessera::sim

@@ -1,0 +1,83 @@
+// Collective steps without a flow simulation: simulate_plan (which times uniform steps in closed
+// form) against a reference that runs every step through a FlowNetwork, plan_lower_bound never
+// above the simulated time, and Auto (which skips algorithms by their bound) choosing exactly
+// what simulating every candidate chooses — over presets, groups, ops and sizes.
+#include <cstdio>
+
+#include "sim_test_util.hpp"
+#include "tessera/sim/collectives.hpp"
+
+using namespace tessera;
+using namespace tessera::sim;
+
+namespace {
+
+/// The obvious version: each step on a fresh network, its time counted `repeat` times.
+CollectiveResult reference(const Topology& t, const CollectivePlan& plan,
+                           const std::vector<int>& group) {
+  CollectiveResult r;
+  r.edge_bytes.assign(t.num_edges(), 0.0);
+  for (const CollectiveStep& step : plan.steps) {
+    FlowNetwork net(t);
+    for (const Transfer& tr : step.transfers) net.start(group[tr.from], group[tr.to], tr.bytes);
+    r.time_ps += net.run_to_completion() * step.repeat;
+    for (int e = 0; e < t.num_edges(); ++e) r.edge_bytes[e] += net.edge_bytes()[e] * step.repeat;
+  }
+  return r;
+}
+
+std::vector<int> pick(const std::vector<int>& devices, const std::string& which) {
+  std::vector<int> g;
+  for (std::size_t i = 0; i < devices.size(); ++i)
+    if (which == "all" || (which == "half" && i < devices.size() / 2) ||
+        (which == "odd" && i % 2 == 1) || (which == "uneven" && (i % 8 < 3 || i < 8)))
+      g.push_back(devices[i]);
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("closed-form steps, lower bounds and Auto agree with the flow network",
+          "[sim][collectives]") {
+  int plans = 0, tight = 0;
+  for (const char* preset : {"dgx-a100:4", "dgx-h100:3:fat-tree", "rtx4090x4", "hgx-h200"}) {
+    const Topology t = Topology::preset(preset);
+    for (const char* which : {"all", "half", "odd", "uneven"}) {
+      const std::vector<int> group = pick(t.devices(), which);
+      if (group.size() < 2) continue;
+      for (CollectiveOp op :
+           {CollectiveOp::AllReduce, CollectiveOp::AllGather, CollectiveOp::ReduceScatter,
+            CollectiveOp::Broadcast, CollectiveOp::AllToAll}) {
+        for (std::int64_t bytes :
+             {std::int64_t{1}, std::int64_t{4099}, std::int64_t{1} << 20, std::int64_t{37} << 20}) {
+          INFO(preset << ", " << which << " (" << group.size() << " ranks), "
+                      << collective_op_name(op) << ", " << bytes << " bytes");
+          CollectiveResult best;
+          int best_i = -1;
+          const std::vector<Algorithm> candidates = candidate_algorithms(t, op, group);
+          for (std::size_t i = 0; i < candidates.size(); ++i) {
+            INFO(algorithm_name(candidates[i]));
+            const CollectivePlan plan = plan_collective(t, op, candidates[i], group, bytes);
+            const CollectiveResult fast = simulate_plan(t, plan, group);
+            const CollectiveResult ref = reference(t, plan, group);
+            REQUIRE(fast.time_ps == ref.time_ps);
+            REQUIRE(fast.edge_bytes == ref.edge_bytes);
+            const Picos bound = plan_lower_bound(t, plan, group);
+            REQUIRE(bound <= fast.time_ps);
+            tight += bound >= fast.time_ps - fast.time_ps / 100000;
+            ++plans;
+            if (best_i < 0 || fast.time_ps < best.time_ps)
+              best = fast, best_i = static_cast<int>(i);
+          }
+          const CollectiveResult a = simulate_collective(t, op, Algorithm::Auto, group, bytes);
+          REQUIRE(a.time_ps == best.time_ps);
+          REQUIRE(a.algorithm == candidates[best_i]);
+          REQUIRE(a.edge_bytes == best.edge_bytes);
+        }
+      }
+    }
+  }
+  std::printf("collective steps: %d plans checked, lower bound within 1e-5 of the time for %d\n",
+              plans, tight);
+  REQUIRE(tight > 0);
+}

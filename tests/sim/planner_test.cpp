@@ -1,0 +1,121 @@
+// The planner on a small ConvNeXt over 4 GPUs: the candidates it enumerates, a table sorted by
+// iteration time, memory fit flags that agree with replaying each configuration directly (under
+// the device capacity and under a cap that splits the table), and configurations the batch or the
+// input cannot support skipped with core's reason.
+#include <algorithm>
+#include <cstdio>
+
+#include "sim_test_util.hpp"
+#include "support/catch.hpp"
+#include "tessera/sim/planner.hpp"
+
+using namespace tessera;
+
+namespace {
+
+sim::PlanOptions small_plan() {
+  sim::PlanOptions o;
+  o.train.model.name = "plan-convnext";
+  o.train.model.family = "convnext";
+  o.train.model.depths = {1, 1, 2, 1};
+  o.train.model.widths = {16, 32, 48, 64};
+  o.train.model.num_classes = 4;
+  o.train.input = {3, 64, 256};  // 2 x 8 blocks of the model's stride 32
+  o.train.batch = 2;
+  o.train.steps = 1;
+  o.train.optimizer.kind = "adamw";
+  return o;
+}
+
+std::size_t replayed_peak(const sim::PlanOptions& o, const sim::PlanConfig& c) {
+  nn::TrainOptions t = o.train;
+  t.shard = c.shard == "H" ? "H" : "W";
+  t.checkpointing = c.checkpointing;
+  std::size_t peak = 0;
+  for (const sim::RankReplay& r : sim::replay_all(t, core::DeviceMesh::parse(c.mesh)))
+    peak = std::max(peak, r.memory.peak_total);
+  return peak;
+}
+
+bool has_skip(const sim::PlanResult& r, const std::string& mesh, const std::string& shard,
+              const std::string& needle) {
+  for (const sim::PlanSkip& s : r.skipped)
+    if (s.config.mesh == mesh && s.config.shard == shard &&
+        s.reason.find(needle) != std::string::npos)
+      return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("the planner enumerates dp x spatial meshes, shard dimensions and checkpointing",
+          "[sim][planner]") {
+  const auto configs = sim::enumerate_plan_configs(4, {"W", "H", "HW"}, {"none", "block", "stage"});
+  std::vector<std::string> meshes;
+  for (const sim::PlanConfig& c : configs) {
+    const std::string key = c.mesh + " " + c.shard;
+    if (std::find(meshes.begin(), meshes.end(), key) == meshes.end()) meshes.push_back(key);
+  }
+  const std::vector<std::string> expected = {"sp=4 W",      "sp=4 H",      "sp_h=2,sp_w=2 HW",
+                                             "dp=2,sp=2 W", "dp=2,sp=2 H", "dp=4 -"};
+  REQUIRE(meshes == expected);
+  REQUIRE(configs.size() == 3 * expected.size());
+  REQUIRE(sim::enumerate_plan_configs(1, {"W"}, {"none"}).at(0).mesh == "sp=1");
+  REQUIRE(simtest::lacks(simtest::error_of([] { sim::enumerate_plan_configs(0, {"W"}, {"none"}); }),
+                         {"0 devices"}) == "");
+}
+
+TEST_CASE("the plan is sorted by iteration time and flags OOM as the replays do",
+          "[sim][planner]") {
+  const sim::Topology topo = simtest::star(4, 100e9, 2'000'000);
+  const sim::DeviceCatalog cat;
+  sim::PlanOptions o = small_plan();
+  const sim::PlanResult r = sim::plan(o, topo, cat);
+  REQUIRE(r.devices == 4);
+  // 6 meshes x 3 policies; dp=4 (batch 2) and sp=4 along H (2 blocks of height) are refused once
+  // each.
+  REQUIRE(r.entries.size() == 4 * 3);
+  REQUIRE(r.skipped.size() == 2);
+  REQUIRE(has_skip(r, "dp=4", "-", "batch 2 over dp=4"));
+  REQUIRE(has_skip(r, "sp=4", "H", "height"));
+  for (std::size_t i = 1; i < r.entries.size(); ++i)
+    REQUIRE(r.entries[i - 1].iteration_s <= r.entries[i].iteration_s);
+  std::vector<std::size_t> peaks;
+  for (const sim::PlanEntry& e : r.entries) {
+    INFO(e.config.mesh << " " << e.config.shard << " " << e.config.checkpointing);
+    REQUIRE(e.iteration_s > 0);
+    REQUIRE(e.peak_bytes == replayed_peak(o, e.config));
+    REQUIRE(e.limit_bytes == cat.get("a100-80gb").capacity_bytes);
+    REQUIRE(e.fits);
+    peaks.push_back(e.peak_bytes);
+    std::printf("plan: %-16s %-3s %-6s %9.1f us %8zu bytes\n", e.config.mesh.c_str(),
+                e.config.shard.c_str(), e.config.checkpointing.c_str(), e.iteration_s * 1e6,
+                e.peak_bytes);
+  }
+  REQUIRE(r.best_fit() == 0);
+
+  // A cap between the smallest and the largest peak: the flags follow the replayed peaks.
+  std::sort(peaks.begin(), peaks.end());
+  REQUIRE(peaks.front() < peaks.back());
+  o.memory_cap_bytes = static_cast<double>(peaks[peaks.size() / 2]);
+  const sim::PlanResult capped = sim::plan(o, topo, cat);
+  int fit = 0, oom = 0;
+  for (const sim::PlanEntry& e : capped.entries) {
+    REQUIRE(e.limit_bytes == o.memory_cap_bytes);
+    REQUIRE(e.fits == (static_cast<double>(e.peak_bytes) <= o.memory_cap_bytes));
+    (e.fits ? fit : oom)++;
+  }
+  REQUIRE(fit > 0);
+  REQUIRE(oom > 0);
+  const int best = capped.best_fit();
+  REQUIRE(best >= 0);
+  for (int i = 0; i < best; ++i) REQUIRE_FALSE(capped.entries[i].fits);
+}
+
+TEST_CASE("the planner refuses more devices than the topology has", "[sim][planner]") {
+  const sim::Topology topo = simtest::star(2, 100e9, 2'000'000);
+  sim::PlanOptions o = small_plan();
+  o.devices = 4;
+  REQUIRE(simtest::lacks(simtest::error_of([&] { sim::plan(o, topo, sim::DeviceCatalog{}); }),
+                         {"4 devices", "star2", "has 2"}) == "");
+}

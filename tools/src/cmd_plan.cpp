@@ -1,0 +1,194 @@
+// `tessera plan`: ranks the ways to train a model on a cluster — dp × spatial meshes, shard
+// dimension, checkpointing — by simulated iteration time, with each one's replayed peak memory
+// against the device capacity or --memory-cap (sim::plan does the work).
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+
+#include "commands.hpp"
+#include "tessera/sim/planner.hpp"
+#include "tessera/sim/units.hpp"
+#include "train_run.hpp"
+
+namespace tessera::tools {
+
+namespace {
+
+struct PlanArgs {
+  TrainArgs train;
+  std::string topology = "dgx-a100:2";
+  std::string device;
+  std::string memory_cap;
+  std::string shards = "W,H,HW";
+  std::string checkpointing = "none,block,stage";
+  int devices = 0;
+  int bucket_mib = 4;
+  int top = 0;
+  bool tf32 = false;
+  bool json = false;
+};
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string x; std::getline(ss, x, ',');)
+    if (!x.empty()) out.push_back(x);
+  return out;
+}
+
+std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+void print_json(const PlanArgs& a, const sim::PlanOptions& o, const sim::Topology& topo,
+                const sim::PlanResult& r) {
+  std::printf(
+      "{\"model\": %s, \"input\": %s, \"batch\": %d, \"topology\": %s, \"devices\": %d, "
+      "\"memory_cap_bytes\": %.0f, \"best_fit\": %d,\n \"configurations\": [",
+      quoted(o.train.model.name).c_str(), quoted(a.train.input).c_str(), o.train.batch,
+      quoted(topo.name).c_str(), r.devices, o.memory_cap_bytes, r.best_fit());
+  for (std::size_t i = 0; i < r.entries.size(); ++i) {
+    const sim::PlanEntry& e = r.entries[i];
+    std::printf(
+        "%s\n  {\"mesh\": %s, \"shard\": %s, \"checkpointing\": %s, \"iteration_time_s\": %.9g, "
+        "\"images_per_s\": %.6g, \"peak_memory_bytes\": %zu, \"activation_peak_bytes\": %zu, "
+        "\"limit_bytes\": %.0f, \"fits\": %s, \"compute_busy_s\": %.9g, \"comm_busy_s\": %.9g, "
+        "\"replayed_ranks\": %d}",
+        i ? "," : "", quoted(e.config.mesh).c_str(), quoted(e.config.shard).c_str(),
+        quoted(e.config.checkpointing).c_str(), e.iteration_s, e.images_per_s, e.peak_bytes,
+        e.activation_peak_bytes, e.limit_bytes, e.fits ? "true" : "false", e.compute_busy_s,
+        e.comm_busy_s, e.classes);
+  }
+  std::printf("],\n \"skipped\": [");
+  for (std::size_t i = 0; i < r.skipped.size(); ++i)
+    std::printf(
+        "%s\n  {\"mesh\": %s, \"shard\": %s, \"checkpointing\": %s, \"reason\": %s}", i ? "," : "",
+        quoted(r.skipped[i].config.mesh).c_str(), quoted(r.skipped[i].config.shard).c_str(),
+        quoted(r.skipped[i].config.checkpointing).c_str(), quoted(r.skipped[i].reason).c_str());
+  std::printf("]}\n");
+}
+
+int run_plan(const PlanArgs& a) {
+  TrainArgs t = a.train;
+  t.mesh = "sp=1";  // the planner chooses the mesh; this only validates model and input
+  TrainRunConfig cfg = make_train_config(t);
+  TESSERA_CHECK(a.bucket_mib >= 1, "--bucket-mib ", a.bucket_mib, " must be at least 1");
+  cfg.train.bucket_bytes = std::size_t(a.bucket_mib) << 20;
+  sim::PlanOptions o;
+  o.train = cfg.train;
+  o.devices = a.devices;
+  o.shards = split_list(a.shards);
+  o.checkpointing = split_list(a.checkpointing);
+  for (const std::string& s : o.shards)
+    TESSERA_CHECK(s == "W" || s == "H" || s == "HW", "--shards '", a.shards,
+                  "': list W, H and/or HW");
+  if (!a.memory_cap.empty())
+    o.memory_cap_bytes = static_cast<double>(sim::parse_byte_size(a.memory_cap));
+  TESSERA_CHECK(a.memory_cap.empty() || o.memory_cap_bytes > 0, "--memory-cap '", a.memory_cap,
+                "': give a positive size such as 80GB");
+  sim::DeviceCatalog catalog;
+  if (!a.device.empty()) catalog.get(a.device);  // an unknown name fails here, naming the devices
+  o.engine.device = a.device;
+  o.engine.tf32 = a.tf32;
+  const sim::Topology topo = load_topology(a.topology);
+  topo.check_devices(catalog);
+  const auto t0 = std::chrono::steady_clock::now();
+  const sim::PlanResult r = sim::plan(o, topo, catalog);
+  const double took_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (a.json) {
+    print_json(a, o, topo, r);
+    return 0;
+  }
+  std::printf("plan: %s, input %s, global batch %d, %s, %s on %d devices of %s\n",
+              o.train.model.name.c_str(), a.train.input.c_str(), o.train.batch,
+              o.train.optimizer.kind.c_str(), o.train.overlap ? "overlap" : "no overlap", r.devices,
+              topo.name.c_str());
+  if (o.memory_cap_bytes > 0)
+    std::printf("memory cap %.2f GB per device\n", o.memory_cap_bytes / 1e9);
+  std::printf(
+      "%d configurations simulated, %zu skipped, in %.1f s; sorted by predicted iteration time "
+      "(GB = 1e9 bytes; peak = the largest rank's replayed peak)\n",
+      static_cast<int>(r.entries.size()), r.skipped.size(), took_s);
+  std::printf("%4s  %-22s %-5s %-6s %11s %9s %9s %9s  %-4s %10s %10s\n", "#", "mesh", "shard",
+              "ckpt", "iteration", "images/s", "peak GB", "activ GB", "fit", "compute", "comm");
+  const int best = r.best_fit();
+  for (std::size_t i = 0; i < r.entries.size(); ++i) {
+    if (a.top > 0 && static_cast<int>(i) >= a.top && static_cast<int>(i) != best) continue;
+    const sim::PlanEntry& e = r.entries[i];
+    std::printf("%4zu  %-22s %-5s %-6s %11s %9.3f %9.2f %9.2f  %-4s %10s %10s%s\n", i + 1,
+                e.config.mesh.c_str(), e.config.shard.c_str(), e.config.checkpointing.c_str(),
+                sim::format_duration(static_cast<sim::Picos>(e.iteration_s * 1e12)).c_str(),
+                e.images_per_s, e.peak_bytes / 1e9, e.activation_peak_bytes / 1e9,
+                e.fits ? "ok" : "OOM",
+                sim::format_duration(static_cast<sim::Picos>(e.compute_busy_s * 1e12)).c_str(),
+                sim::format_duration(static_cast<sim::Picos>(e.comm_busy_s * 1e12)).c_str(),
+                static_cast<int>(i) == best ? "  <- fastest that fits" : "");
+  }
+  if (best < 0)
+    std::printf("no configuration fits: try more devices, a smaller batch or a larger cap\n");
+  if (!r.skipped.empty()) {
+    std::printf("skipped:\n");
+    for (const sim::PlanSkip& s : r.skipped)
+      std::printf("  %-22s %-5s %-6s %s\n", s.config.mesh.c_str(), s.config.shard.c_str(),
+                  s.config.checkpointing.c_str(), s.reason.c_str());
+  }
+  std::printf(
+      "(micro-batching: the trainer has no gradient accumulation, so each dp replica runs its "
+      "whole "
+      "share of the batch at once)\n");
+  return 0;
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app, Action& action) {
+  auto a = std::make_shared<PlanArgs>();
+  a->train.model = "convnext-xl";
+  a->train.input = "3x512x4096";
+  a->train.batch = 7;
+  a->train.task = "classify";
+  a->train.classes = 1000;
+  a->train.steps = 1;
+  CLI::App* c =
+      app.add_subcommand("plan",
+                         "Rank meshes, shard dimensions and checkpointing by simulated iteration "
+                         "time, with memory fit");
+  c->add_option("--model", a->train.model, "Model preset or JSON model file")
+      ->capture_default_str();
+  c->add_option("--input", a->train.input, "Image size CxHxW")->capture_default_str();
+  c->add_option("--batch", a->train.batch, "Global batch per iteration (split over dp)")
+      ->capture_default_str();
+  c->add_option("--topology", a->topology, "A preset (tessera sim --list) or a topology JSON file")
+      ->capture_default_str();
+  c->add_option("--devices", a->devices, "Use the first N devices (default: all of the topology)");
+  c->add_option("--memory-cap", a->memory_cap,
+                "Memory limit per device, e.g. 80GB (default: the device's)");
+  c->add_option("--shards", a->shards, "Shard dimensions to try: W, H, HW")->capture_default_str();
+  c->add_option("--checkpointing", a->checkpointing, "Policies to try: none, block, stage")
+      ->capture_default_str();
+  c->add_option("--optimizer", a->train.optimizer, "sgd or adamw")->capture_default_str();
+  c->add_option("--task", a->train.task, "classify or segment")->capture_default_str();
+  c->add_option("--classes", a->train.classes, "Number of classes")->capture_default_str();
+  c->add_option("--device", a->device, "Device model for every rank (default: the topology's)");
+  c->add_option("--bucket-mib", a->bucket_mib, "Gradient all-reduce bucket size in MiB")
+      ->capture_default_str();
+  c->add_option("--top", a->top, "Print only the N fastest rows (and the fastest that fits)");
+  c->add_flag("--no-overlap", a->train.no_overlap,
+              "Do not overlap halo exchange and gradient all-reduce");
+  c->add_flag("--tf32", a->tf32, "Time convolutions at the TF32 tensor-core peak");
+  c->add_flag("--json", a->json, "Print one JSON object (configurations[], skipped[])");
+  c->callback([&action, a] { action = [a] { return run_plan(*a); }; });
+}
+
+}  // namespace tessera::tools
