@@ -120,6 +120,9 @@ int launch(const LaunchArgs& a) {
   std::vector<bool> running(static_cast<std::size_t>(a.nproc), true), open(static_cast<std::size_t>(a.nproc), true);
   int alive = a.nproc, first_failed = -1;
   std::string failure;
+  // Every rank that exited badly, in the order they were reaped. A rank killed by a signal is the
+  // likely cause when its peers then fail on a broken connection, even when a peer is reaped first.
+  std::vector<std::pair<int, int>> failures;  // (global rank, wait status)
   std::chrono::steady_clock::time_point stop_at{}, killed_at{};
   bool stopping = false;
   auto flush_line = [&](int l, const std::string& line) {
@@ -161,6 +164,7 @@ int launch(const LaunchArgs& a) {
       if (::waitpid(pids[ul], &status, WNOHANG) != pids[ul]) continue;
       running[ul] = false;
       --alive;
+      if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) failures.emplace_back(a.node_rank * a.nproc + l, status);
       if ((WIFEXITED(status) && WEXITSTATUS(status) == 0) || first_failed >= 0) continue;
       first_failed = a.node_rank * a.nproc + l;
       failure = describe_status(status);
@@ -192,7 +196,17 @@ int launch(const LaunchArgs& a) {
     return 130;
   }
   if (first_failed >= 0) {
-    std::fprintf(stderr, "tessera launch: rank %d failed (%s); stopped the other ranks\n", first_failed, failure.c_str());
+    auto cause = failures.begin();
+    for (auto it = failures.begin(); it != failures.end(); ++it)
+      if (WIFSIGNALED(it->second) && WTERMSIG(it->second) != SIGTERM) {
+        cause = it;
+        break;
+      }
+    std::string others;
+    for (auto it = failures.begin(); it != failures.end(); ++it)
+      if (it != cause) others += detail::cat(others.empty() ? "" : ", ", "rank ", it->first, " (", describe_status(it->second), ")");
+    std::fprintf(stderr, "tessera launch: rank %d failed (%s); stopped the other ranks%s%s\n", cause->first,
+                 describe_status(cause->second).c_str(), others.empty() ? "" : "; also failed: ", others.c_str());
     return 1;
   }
   return 0;
