@@ -78,6 +78,8 @@ OpCost op_cost(const OpCall& c) {
       cost.flops = 2 * macs;
       if (c.kind == OpKind::Conv2dForward && c.in[2]) cost.flops += numel(y);
       if (c.kind == OpKind::Conv2dBackwardWeight && c.out[1]) cost.flops += numel(y);
+      const core::Tensor* rows = c.kind == OpKind::Conv2dBackwardData ? c.out[0] : y;
+      if (rows && rows->ndim() == 4 && rows->size(3) > 0) cost.rows = numel(rows) / static_cast<double>(rows->size(3));
       break;
     }
     case OpKind::LinearForward: {

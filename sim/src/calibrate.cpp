@@ -12,6 +12,8 @@
 #include <thread>
 
 #include "tessera/compute/ops.hpp"
+#include "tessera/sim/engine.hpp"
+#include "tessera/sim/replay.hpp"
 #include "tessera/core/error.hpp"
 
 namespace tessera::sim {
@@ -154,6 +156,88 @@ double measure_cpu_share(int threads, double seconds) {
   return std::clamp(sum / threads, 0.01, 1.0);
 }
 
+namespace {
+
+double predicted_s(const KernelRate& r, const KernelSample& s) {
+  return r.overhead_s + (r.flops_per_s > 0 ? s.flops / r.flops_per_s : 0.0) +
+         (r.bytes_per_s > 0 ? s.bytes / r.bytes_per_s : 0.0) + s.rows * r.row_s;
+}
+
+}  // namespace
+
+// The suite times each kernel on its own, again and again, with its operands hot in the caches;
+// in a training step the same kernel finds them cold (the previous layer's output, a gradient
+// written long ago) and runs slower. The fit over both sets takes its shape (how time grows with
+// FLOPs and bytes) from the suite's wide range of sizes; its level is then set by the steps: the
+// rate is scaled by measured / predicted summed over the in-step samples. (A sum, not a median
+// of ratios: a step's time is a sum of calls, dominated by the large ones that no longer fit a
+// core's cache.)
+void anchor_to_steps(KernelCalibration& kc) {
+  double measured = 0, predicted = 0;
+  for (const KernelSample& s : kc.samples)
+    if (s.in_step) measured += s.seconds, predicted += predicted_s(kc.rate, s);
+  if (measured <= 0 || predicted <= 0) return;
+  const double f = measured / predicted;
+  kc.rate.overhead_s *= f;
+  kc.rate.flops_per_s /= f;
+  kc.rate.bytes_per_s /= f;
+  kc.rate.row_s *= f;
+}
+
+WaitCosts fit_wait_costs(const Calibration& c, const RuntimeCalibration& runtime) {
+  struct Row {
+    double excess, p2p, coll, weight;  // excess ≈ p2p_s · p2p + collective_s · coll
+  };
+  std::vector<Row> rows;
+  for (const RuntimeCalibration::ShardedRun& run : runtime.sharded) {
+    const core::DeviceMesh mesh({run.ranks}, {"sp"});
+    const std::vector<RankReplay> replay = replay_all(run.options, mesh);
+    DeviceCatalog catalog;
+    EngineOptions eo;
+    Calibration without = c;
+    without.waits = {};
+    apply_calibration(without, catalog, eo);
+    eo.trace = false;
+    const SimResult r =
+        simulate_iteration(replay, Topology::preset("cpu-host:" + std::to_string(run.ranks), catalog), catalog, eo);
+    Picos busy = 0;
+    for (const DeviceResult& d : r.devices) busy = std::max(busy, d.compute_busy_ps);
+    const double simulated_outside = static_cast<double>(r.iteration_ps - busy) / kPicosPerSecond;
+    Row row{0, 0, 0, 0};
+    for (const ProgramOp& op : replay[0].program)
+      if (op.kind == ProgramOp::Kind::Compute)
+        for (int d : op.deps) {
+          row.p2p += replay[0].program[d].kind == ProgramOp::Kind::P2P;
+          row.coll += replay[0].program[d].kind == ProgramOp::Kind::Collective;
+        }
+    // The measured time outside kernels holds the host work too, which the simulation books
+    // inside its kernels.
+    row.excess = run.outside_s - c.host_overhead_s * run.kernel_calls - simulated_outside;
+    row.weight = 1 / std::max(run.outside_s * run.outside_s, 1e-18);
+    if (row.p2p + row.coll > 0) rows.push_back(row);
+  }
+  // Non-negative least squares in two unknowns: both free, then each alone; the best fit wins.
+  WaitCosts best;
+  double best_residual = -1;
+  auto consider = [&](double a, double b) {
+    if (a < 0 || b < 0) return;
+    double res = 0;
+    for (const Row& r : rows) res += r.weight * (r.excess - a * r.p2p - b * r.coll) * (r.excess - a * r.p2p - b * r.coll);
+    if (best_residual < 0 || res < best_residual) best_residual = res, best = {a, b};
+  };
+  double spp = 0, scc = 0, spc = 0, spe = 0, sce = 0;
+  for (const Row& r : rows) {
+    spp += r.weight * r.p2p * r.p2p, scc += r.weight * r.coll * r.coll, spc += r.weight * r.p2p * r.coll;
+    spe += r.weight * r.p2p * r.excess, sce += r.weight * r.coll * r.excess;
+  }
+  consider(0, 0);
+  if (spp > 0) consider(spe / spp, 0);
+  if (scc > 0) consider(0, sce / scc);
+  const double det = spp * scc - spc * spc;
+  if (std::abs(det) > 1e-12 * std::max(spp * scc, 1e-300)) consider((spe * scc - sce * spc) / det, (sce * spp - spe * spc) / det);
+  return best;
+}
+
 Calibration calibrate(const ComputeFactory& make_compute, const WorldRunner& run_world,
                       const CalibrateOptions& options, const CalibrateLog& log) {
   const double t0 = now_s();
@@ -173,6 +257,7 @@ Calibration calibrate(const ComputeFactory& make_compute, const WorldRunner& run
     KernelCalibration& kc = c.kernels[k];
     kc.samples.insert(kc.samples.end(), samples.begin(), samples.end());
     kc.rate = fit_kernel_rate(kc.samples);
+    anchor_to_steps(kc);
   }
 
   DeviceSpec& d = c.device;
@@ -215,10 +300,12 @@ Calibration calibrate(const ComputeFactory& make_compute, const WorldRunner& run
   DeviceCatalog catalog;
   catalog.add(d);
   c.topology = Topology::preset("cpu-host:2", catalog);
+  c.waits = fit_wait_costs(c, runtime);
   if (log)
     log(detail::cat("device: FP32 FMA peak ", d.peak_fp32_flops / 1e9, " GFLOP/s, add ", d.mem_bw_bytes_per_s / 1e9,
                     " GB/s, launch overhead (a tiny kernel and the host work) ", d.launch_overhead_s * 1e6,
-                    " us; each thread got ", 100 * c.cpu_share, "% of a core; calibration took ", now_s() - t0,
+                    " us; a wait costs ", c.waits.p2p_s * 1e6, " us (halo exchange) and ", c.waits.collective_s * 1e6,
+                    " us (collective); each thread got ", 100 * c.cpu_share, "% of a core; calibration took ", now_s() - t0,
                     " s"));
   return c;
 }

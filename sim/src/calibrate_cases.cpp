@@ -222,7 +222,8 @@ std::vector<TimedCall> kernel_suite(bool quick) {
   std::vector<TimedCall> out;
   // Convolutions: ConvNeXt's 7×7 depthwise, 1×1 expansions and projections, 4×4/s4 stem and
   // 2×2/s2 downsampling; RegNet's 3×3/s2 stem, grouped 3×3 (group width 8, stride 1 and 2) and
-  // 1×1/s2 shortcut; a dense 3×3. Sizes from the last stage (2×8) to the first (32×128).
+  // 1×1/s2 shortcut; a dense 3×3. Sizes from the last stage (2×8) to the first (32×128), and
+  // narrow windows, whose per-row cost the fit needs to see.
   std::vector<Conv> convs = {
       {16, 16, 7, 1, 3, 16, 16, 64},  {32, 32, 7, 1, 3, 32, 8, 32},   {64, 64, 7, 1, 3, 64, 2, 8},
       {16, 64, 1, 1, 0, 1, 16, 64},   {64, 16, 1, 1, 0, 1, 16, 64},   {48, 192, 1, 1, 0, 1, 4, 16},
@@ -230,6 +231,9 @@ std::vector<TimedCall> kernel_suite(bool quick) {
       {16, 32, 2, 2, 0, 1, 16, 64},   {48, 64, 2, 2, 0, 1, 4, 16},    {3, 16, 3, 2, 1, 1, 64, 256},
       {16, 32, 1, 2, 0, 1, 16, 64},   {16, 16, 3, 1, 1, 1, 16, 64},   {16, 16, 3, 1, 1, 2, 16, 64},
       {32, 32, 3, 2, 1, 4, 16, 64},   {48, 48, 3, 1, 1, 6, 4, 16},    {64, 64, 3, 1, 1, 8, 2, 8},
+      // Narrow windows (a sharded convolution's borders): many rows of a few columns.
+      {16, 16, 7, 1, 3, 16, 16, 3},   {32, 32, 7, 1, 3, 32, 8, 2},    {16, 16, 3, 1, 1, 1, 16, 2},
+      {32, 32, 3, 1, 1, 4, 16, 2},
   };
   if (!quick) {
     convs.push_back({32, 32, 7, 1, 3, 32, 32, 128});

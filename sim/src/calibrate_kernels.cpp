@@ -78,26 +78,33 @@ double time_call(const detail_calibrate::TimedCall& c, compute::Backend& be, Pro
 
 KernelRate fit_kernel_rate(const std::vector<KernelSample>& samples) {
   TESSERA_CHECK(!samples.empty(), "calibration: no samples to fit a kernel rate to");
-  // Features 1, FLOPs and bytes (scaled to at most 1), weights 1/t² (relative error).
-  double fmax = 0, bmax = 0;
+  // Features 1, FLOPs, bytes and rows (scaled to at most 1), weights 1/t² (relative error).
+  constexpr int kTerms = 4;
+  double fmax = 0, bmax = 0, rmax = 0;
   for (const KernelSample& p : samples) {
-    TESSERA_CHECK(p.seconds > 0 && p.flops >= 0 && p.bytes >= 0, "calibration: a sample has time ", p.seconds,
-                  ", FLOPs ", p.flops, " and bytes ", p.bytes);
-    fmax = std::max(fmax, p.flops), bmax = std::max(bmax, p.bytes);
+    TESSERA_CHECK(p.seconds > 0 && p.flops >= 0 && p.bytes >= 0 && p.rows >= 0, "calibration: a sample has time ",
+                  p.seconds, ", FLOPs ", p.flops, ", bytes ", p.bytes, " and rows ", p.rows);
+    fmax = std::max(fmax, p.flops), bmax = std::max(bmax, p.bytes), rmax = std::max(rmax, p.rows);
   }
   auto feature = [&](const KernelSample& p, int j) {
-    return j == 0 ? 1.0 : j == 1 ? (fmax > 0 ? p.flops / fmax : 0.0) : (bmax > 0 ? p.bytes / bmax : 0.0);
+    switch (j) {
+      case 0: return 1.0;
+      case 1: return fmax > 0 ? p.flops / fmax : 0.0;
+      case 2: return bmax > 0 ? p.bytes / bmax : 0.0;
+      default: return rmax > 0 ? p.rows / rmax : 0.0;
+    }
   };
-  // Non-negative least squares by trying every set of free coefficients (there are three). The
-  // sets are tried with the bytes term before the FLOPs term, and a later set must fit strictly
-  // better: an elementwise kernel, whose FLOPs are a multiple of its bytes, keeps a bytes rate.
-  double best_residual = -1, best[3] = {0, 0, 0};
-  for (int set : {1, 4, 5, 2, 3, 6, 7}) {  // bits: overhead, FLOPs, bytes
+  // Non-negative least squares by trying every set of free coefficients (there are four). The
+  // sets are tried with the bytes term before the FLOPs term and the rows term last, and a later
+  // set must fit strictly better: an elementwise kernel, whose FLOPs are a multiple of its bytes,
+  // keeps a bytes rate.
+  double best_residual = -1, best[kTerms] = {0, 0, 0, 0};
+  for (int set : {1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15}) {  // bits: overhead, FLOPs, bytes, rows
     std::vector<int> free;
-    for (int j = 0; j < 3; ++j)
+    for (int j = 0; j < kTerms; ++j)
       if (set & (1 << j)) free.push_back(j);
     const int n = static_cast<int>(free.size());
-    double a[3][4] = {};  // normal equations, augmented
+    double a[kTerms][kTerms + 1] = {};  // normal equations, augmented
     for (const KernelSample& p : samples) {
       const double w = 1.0 / (p.seconds * p.seconds);
       for (int r = 0; r < n; ++r) {
@@ -120,7 +127,7 @@ KernelRate fit_kernel_rate(const std::vector<KernelSample>& samples) {
       }
     }
     if (!ok) continue;
-    double coef[3] = {0, 0, 0};
+    double coef[kTerms] = {0, 0, 0, 0};
     for (int r = 0; r < n; ++r) {
       coef[free[r]] = a[r][n] / a[r][r];
       ok = ok && coef[free[r]] >= 0;
@@ -128,18 +135,20 @@ KernelRate fit_kernel_rate(const std::vector<KernelSample>& samples) {
     if (!ok) continue;
     double residual = 0;
     for (const KernelSample& p : samples) {
-      const double e = (coef[0] + coef[1] * feature(p, 1) + coef[2] * feature(p, 2)) / p.seconds - 1;
-      residual += e * e;
+      double t = 0;
+      for (int j = 0; j < kTerms; ++j) t += coef[j] * feature(p, j);
+      residual += (t / p.seconds - 1) * (t / p.seconds - 1);
     }
     if (best_residual < 0 || residual < best_residual * (1 - 1e-9)) {
       best_residual = residual;
-      std::copy(coef, coef + 3, best);
+      std::copy(coef, coef + kTerms, best);
     }
   }
   KernelRate r;
   r.overhead_s = best[0];
   r.flops_per_s = best[1] > 0 && fmax > 0 ? fmax / best[1] : 0;
   r.bytes_per_s = best[2] > 0 && bmax > 0 ? bmax / best[2] : 0;
+  r.row_s = rmax > 0 ? best[3] / rmax : 0;
   return r;
 }
 
@@ -183,6 +192,7 @@ std::map<std::string, KernelCalibration> measure_kernels(const ComputeFactory& m
     KernelSample s;
     s.flops = costs[i].flops;
     s.bytes = static_cast<double>(costs[i].bytes_read + costs[i].bytes_written);
+    s.rows = costs[i].rows;
     s.seconds = t / static_cast<double>(times.size());
     out[kernels[i]].samples.push_back(s);
   }

@@ -27,16 +27,14 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
-/// The mean without the largest fifth (at least one value once there are three): a call's typical
-/// time in a step, with the cache and memory traffic of the calls around it and of the other
-/// processes, but without the rare call that another process interrupted. (A median would keep
-/// only the better half: a step's time is a sum of calls, so it is their means that add up.)
-double trimmed_mean(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t drop = v.size() >= 3 ? std::max<std::size_t>(1, v.size() / 5) : 0;
+/// The mean: a step's time is a sum of calls, so it is their means that add up. (A median, or a
+/// mean without the slowest calls, would leave out the calls slowed by the other ranks' traffic
+/// through the shared caches and memory, which every step pays: predictions came out 15-25% low
+/// on two ranks.)
+double mean(const std::vector<double>& v) {
   double sum = 0;
-  for (std::size_t i = 0; i + drop < v.size(); ++i) sum += v[i];
-  return sum / static_cast<double>(v.size() - drop);
+  for (double x : v) sum += x;
+  return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
 }
 
 /// Times every kernel call of a step. In the first recorded step it also notes each call's class
@@ -56,7 +54,7 @@ class KernelClock final : public compute::Backend {
     if (describe) {
       const compute::OpCost c = compute::op_cost(call);
       classes.push_back(kernel_class(call));
-      costs.push_back({c.flops, static_cast<double>(c.bytes_read + c.bytes_written), 0});
+      costs.push_back({c.flops, static_cast<double>(c.bytes_read + c.bytes_written), 0, false, c.rows});
     }
   }
   bool describe = false;
@@ -90,24 +88,27 @@ class LoadClock final : public data::Dataset {
   std::shared_ptr<const data::Dataset> inner_;
 };
 
-/// Small models of both families: depths 1,1,1,1, widths 8-16-24-32 on 3×64×256 and 24-48-72-96
-/// on 3×32×128 (at least 64 columns per rank when sharded), batch 2, AdamW.
+/// Small models of both families: depths 1,1,1,1, widths 8-16-24-32 and 32-64-96-128 on 3×64×256
+/// and 24-48-72-96 on 3×32×128 (at least 64 columns per rank when sharded), batch 2, AdamW. The
+/// widest one's activations outgrow a core's L2 cache, as those of real models do.
 std::vector<nn::TrainOptions> reference_runs(int ranks) {
   std::vector<nn::TrainOptions> out;
   for (const char* family : {"convnext", "regnet"})
-    for (int size = 0; size < 2; ++size) {
+    for (int size = 0; size < 3; ++size) {
       nn::TrainOptions o;
       o.model.name = std::string("calibration-") + family;
       o.model.family = family;
       o.model.depths = {1, 1, 1, 1};
-      o.model.widths = size == 0 ? std::vector<int>{8, 16, 24, 32} : std::vector<int>{24, 48, 72, 96};
+      o.model.widths = size == 0   ? std::vector<int>{8, 16, 24, 32}
+                       : size == 1 ? std::vector<int>{24, 48, 72, 96}
+                                   : std::vector<int>{32, 64, 96, 128};
       o.model.num_classes = 3;
       if (o.model.family == "regnet") {
         o.model.stem_width = size == 0 ? 8 : 16;
         o.model.group_width = 8;
         o.model.se_ratio = 0.25;
       }
-      o.input = size == 0 ? core::Shape{3, 64, 256} : core::Shape{3, 32, 128};
+      o.input = size == 1 ? core::Shape{3, 32, 128} : core::Shape{3, 64, 256};
       o.input[2] = std::max<std::int64_t>(o.input[2], 64 * ranks);
       o.batch = 2;
       o.steps = 1000;
@@ -122,6 +123,8 @@ struct RankRun {
   std::vector<std::string> classes;
   std::vector<KernelSample> samples;  ///< per call: cost and the median time over the steps
   std::vector<double> host_per_call;  ///< per step
+  std::vector<double> outside;        ///< per step: step − kernels − data loading
+  double kernel_calls = 0;            ///< per step
 };
 
 /// Trains `o` on this rank: unsharded when `mesh` is null (then the host work is measured too),
@@ -146,13 +149,14 @@ RankRun run_reference(const nn::TrainOptions& o, comm::MeshComm* mesh, compute::
     for (std::size_t i = 0; i < clock.times.size(); ++i) per_call[i].push_back(clock.times[i]);
     // The describing step pays for its own bookkeeping; the others measure the host work (not in
     // a sharded run, whose steps also wait for the other ranks).
-    if (s > warmup && !mesh)
-      r.host_per_call.push_back(std::max(0.0, step - clock.step_kernel_s - (data->seconds - l0)) /
-                                static_cast<double>(clock.times.size()));
+    const double outside = std::max(0.0, step - clock.step_kernel_s - (data->seconds - l0));
+    if (s > warmup) r.outside.push_back(outside);
+    if (s > warmup && !mesh) r.host_per_call.push_back(outside / static_cast<double>(clock.times.size()));
+    r.kernel_calls = static_cast<double>(clock.times.size());
   }
   r.classes = clock.classes;
   r.samples = clock.costs;
-  for (std::size_t i = 0; i < r.samples.size(); ++i) r.samples[i].seconds = trimmed_mean(per_call[i]);
+  for (std::size_t i = 0; i < r.samples.size(); ++i) r.samples[i].seconds = mean(per_call[i]);
   return r;
 }
 
@@ -197,6 +201,22 @@ RuntimeCalibration measure_runtime(const ComputeFactory& make_compute, const Wor
       host.insert(host.end(), run.host_per_call.begin(), run.host_per_call.end());
     }
   out.host_overhead_s = median(host);
+  if (options.ranks > 1)
+    for (std::size_t i = 0; i < refs.size(); ++i) {
+      const std::size_t run = refs.size() + i;  // the sharded runs follow the unsharded ones
+      std::vector<double> slowest;
+      for (std::size_t s = 0; s < runs[0][run].outside.size(); ++s) {
+        double m = 0;
+        for (const auto& rank : runs) m = std::max(m, rank[run].outside[s]);
+        slowest.push_back(m);
+      }
+      RuntimeCalibration::ShardedRun sr;
+      sr.options = refs[i];
+      sr.ranks = options.ranks;
+      sr.outside_s = median(slowest);
+      sr.kernel_calls = runs[0][run].kernel_calls;
+      out.sharded.push_back(sr);
+    }
   if (log)
     log(detail::cat("runtime: ", runs[0].size(), " reference runs on ", options.ranks, " rank(s); ",
                     out.host_overhead_s * 1e6, " us of host work per kernel call (", seconds_since(t_start), " s)"));

@@ -15,12 +15,12 @@ using namespace json_fields;
 namespace {
 
 constexpr const char* kFormat = "tessera-calibration";
-constexpr int kVersion = 1;
+constexpr int kVersion = 2;  // 2: per-row term ("row_ns", samples' "rows")
 
 Json samples_json(const std::vector<KernelSample>& samples) {
   Json a = Json::array();
   for (const KernelSample& s : samples)
-    a.push_back({{"flops", s.flops}, {"bytes", s.bytes}, {"us", s.seconds * 1e6}, {"in_step", s.in_step}});
+    a.push_back({{"flops", s.flops}, {"bytes", s.bytes}, {"rows", s.rows}, {"us", s.seconds * 1e6}, {"in_step", s.in_step}});
   return a;
 }
 
@@ -38,22 +38,24 @@ bool bool_field(const Json& obj, const char* key, const std::string& where) {
 
 KernelCalibration read_kernel(const Json& e, const std::string& where) {
   TESSERA_CHECK(e.is_object(), "sim: ", where, " must be an object {\"rate_gflops\", \"rate_GBps\", \"overhead_us\"}");
-  refuse_unknown(e, {"rate_gflops", "rate_GBps", "overhead_us", "samples"}, where);
+  refuse_unknown(e, {"rate_gflops", "rate_GBps", "overhead_us", "row_ns", "samples"}, where);
   KernelCalibration k;
   k.rate.flops_per_s = in_range(e, "rate_gflops", 0, 1e9, where) * 1e9;
   k.rate.bytes_per_s = in_range(e, "rate_GBps", 0, 1e9, where) * 1e9;
   k.rate.overhead_s = in_range(e, "overhead_us", 0, 1e6, where) * 1e-6;
+  k.rate.row_s = in_range(e, "row_ns", 0, 1e9, where) * 1e-9;
   if (!e.contains("samples")) return k;
   const Json& list = e["samples"];
   TESSERA_CHECK(list.is_array(), "sim: ", where,
-                ": field \"samples\" must be an array of {\"flops\", \"bytes\", \"us\", \"in_step\"}");
+                ": field \"samples\" must be an array of {\"flops\", \"bytes\", \"rows\", \"us\", \"in_step\"}");
   for (std::size_t i = 0; i < list.size(); ++i) {
     const std::string w = detail::cat(where, ": samples[", i, "]");
-    TESSERA_CHECK(list[i].is_object(), "sim: ", w, " must be an object {\"flops\", \"bytes\", \"us\", \"in_step\"}");
-    refuse_unknown(list[i], {"flops", "bytes", "us", "in_step"}, w);
+    TESSERA_CHECK(list[i].is_object(), "sim: ", w, " must be an object {\"flops\", \"bytes\", \"rows\", \"us\", \"in_step\"}");
+    refuse_unknown(list[i], {"flops", "bytes", "rows", "us", "in_step"}, w);
     KernelSample s;
     s.flops = in_range(list[i], "flops", 0, 1e18, w);
     s.bytes = in_range(list[i], "bytes", 0, 1e18, w);
+    s.rows = in_range(list[i], "rows", 0, 1e18, w);
     s.seconds = in_range(list[i], "us", 0, 1e9, w) * 1e-6;
     s.in_step = bool_field(list[i], "in_step", w);
     k.samples.push_back(s);
@@ -71,6 +73,7 @@ std::string calibration_to_json(const Calibration& c) {
     kernels[name] = {{"rate_gflops", k.rate.flops_per_s / 1e9},
                      {"rate_GBps", k.rate.bytes_per_s / 1e9},
                      {"overhead_us", k.rate.overhead_s * 1e6},
+                     {"row_ns", k.rate.row_s * 1e9},
                      {"samples", samples_json(k.samples)}};
   Json doc = {{"format", kFormat},
               {"version", kVersion},
@@ -85,7 +88,11 @@ std::string calibration_to_json(const Calibration& c) {
                 {"p2p_bw_GBps", c.link.p2p_bw_bytes_per_s / 1e9},
                 {"all_reduce_latency_us", c.link.all_reduce_latency_s * 1e6},
                 {"all_reduce_bw_GBps", c.link.all_reduce_bw_bytes_per_s / 1e9}}},
-              {"runtime", {{"host_overhead_us", c.host_overhead_s * 1e6}, {"cpu_share", c.cpu_share}}},
+              {"runtime",
+               {{"host_overhead_us", c.host_overhead_s * 1e6},
+                {"p2p_wait_us", c.waits.p2p_s * 1e6},
+                {"collective_wait_us", c.waits.collective_s * 1e6},
+                {"cpu_share", c.cpu_share}}},
               {"topology", Json::parse(c.topology.to_json())},
               {"kernels", kernels}};
   return doc.dump(2) + "\n";
@@ -131,8 +138,11 @@ Calibration calibration_from_json(const std::string& text, const std::string& or
 
   const Json& runtime = required(doc, "runtime", origin);
   const std::string rw = origin + ": field \"runtime\"";
-  TESSERA_CHECK(runtime.is_object(), "sim: ", rw, " must be an object {\"host_overhead_us\", \"cpu_share\"}");
-  refuse_unknown(runtime, {"host_overhead_us", "cpu_share"}, rw);
+  TESSERA_CHECK(runtime.is_object(), "sim: ", rw,
+                " must be an object {\"host_overhead_us\", \"p2p_wait_us\", \"collective_wait_us\", \"cpu_share\"}");
+  refuse_unknown(runtime, {"host_overhead_us", "p2p_wait_us", "collective_wait_us", "cpu_share"}, rw);
+  c.waits.p2p_s = in_range(runtime, "p2p_wait_us", 0, 1e6, rw) * 1e-6;
+  c.waits.collective_s = in_range(runtime, "collective_wait_us", 0, 1e6, rw) * 1e-6;
   c.host_overhead_s = in_range(runtime, "host_overhead_us", 0, 1e6, rw) * 1e-6;
   c.cpu_share = number_in(runtime, "cpu_share", 0.01, 1, rw, "the share of a core is a fraction in (0, 1]");
 
@@ -168,6 +178,7 @@ void apply_calibration(const Calibration& c, DeviceCatalog& catalog, EngineOptio
     options.kernel_rates[name] = r;
   }
   options.kernel_rates_device = c.device.name;
+  options.waits = c.waits;
 }
 
 }  // namespace tessera::sim

@@ -20,7 +20,8 @@ Picos kernel_time_ps(const ProgramOp& op, const DeviceSpec& d, const EngineOptio
   if (rate != o.kernel_rates.end() && (o.kernel_rates_device.empty() || o.kernel_rates_device == d.name)) {
     const KernelRate& k = rate->second;
     const double t = k.overhead_s + (k.flops_per_s > 0 ? op.flops / k.flops_per_s : 0.0) +
-                     (k.bytes_per_s > 0 ? static_cast<double>(op.bytes) / k.bytes_per_s : 0.0);
+                     (k.bytes_per_s > 0 ? static_cast<double>(op.bytes) / k.bytes_per_s : 0.0) +
+                     op.rows * k.row_s;
     return static_cast<Picos>(std::ceil(t * static_cast<double>(kPicosPerSecond) - 1e-6));
   }
   const bool gemm_like = op.op == OpKind::Conv2dForward || op.op == OpKind::Conv2dBackwardData ||
@@ -94,7 +95,17 @@ bool Engine::try_start(int r, int stream) {
   s.busy[stream] = true;
   s.start[i] = now_;
   if (stream == kCompute) {
-    schedule(r, i, now_ + kernel_time_ps(op, *s.spec, opt_));
+    Picos t = kernel_time_ps(op, *s.spec, opt_);
+    if ((opt_.waits.p2p_s > 0 || opt_.waits.collective_s > 0) &&
+        (opt_.kernel_rates_device.empty() || opt_.kernel_rates_device == s.spec->name)) {
+      double wait_s = 0;
+      for (int d : op.deps) {
+        const ProgramOp::Kind k = s.replay->program[d].kind;
+        wait_s += k == ProgramOp::Kind::P2P ? opt_.waits.p2p_s : k == ProgramOp::Kind::Collective ? opt_.waits.collective_s : 0;
+      }
+      t += static_cast<Picos>(std::llround(wait_s * static_cast<double>(kPicosPerSecond)));
+    }
+    schedule(r, i, now_ + t);
   } else if (stream == kHalo) {
     post_p2p(r, i);
   } else {

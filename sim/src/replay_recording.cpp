@@ -50,6 +50,7 @@ void RecordingCompute::execute(const compute::OpCall& call) {
   op.kernel = kernel_class(call);
   op.layer = scope_ ? scope_->layer : std::string();
   op.flops = cost.flops;
+  op.rows = cost.rows;
   op.bytes = cost.bytes_read + cost.bytes_written;
   const bool conv = call.kind == compute::OpKind::Conv2dForward || call.kind == compute::OpKind::Conv2dBackwardData ||
                     call.kind == compute::OpKind::Conv2dBackwardWeight;

@@ -1,4 +1,4 @@
-// The calibrated simulator against the runtime: calibrate this machine (quick), then for three
+// The calibrated simulator against the runtime: calibrate this machine, then for three
 // small configurations (ConvNeXt sp=1 and sp=2, RegNetY sp=2; one thread per rank) measure the
 // real step time on local ranks and simulate the same step with the calibrated figures. Both are
 // printed with a per-kernel-class breakdown; where the machine was quiet enough to measure, they
@@ -238,8 +238,9 @@ void print_breakdown(const Outcome& o) {
 }
 
 constexpr int kMinCleanSteps = 3;
-constexpr int kAttempts = 5;          // for the one-rank configuration (a calibration takes ~3 s)
-constexpr int kAttemptsTwoRanks = 3;  // for the two-rank ones (~5 s)
+constexpr int kAttempts = 5;          // for the one-rank configuration (a calibration takes ~4 s)
+constexpr int kAttemptsTwoRanks = 3;  // for the two-rank ones (~8 s)
+constexpr int kExtraAttempts = 6;     // at most, per rank count, where the median is off
 
 std::string percent(double x) {
   char buf[32];
@@ -249,41 +250,63 @@ std::string percent(double x) {
 
 }  // namespace
 
-// Attempts, each: measure the sp=1 run, calibrate (quick) on one rank, measure it again; the same
+// Attempts, each: measure the sp=1 run, calibrate (full) on one rank, measure it again; the same
 // for the sp=2 runs with a calibration on two ranks (kAttempts and kAttemptsTwoRanks of them).
 // A step counts when its ranks together waited for a core that another process held for less
 // than 2% of it: the simulation predicts a machine that runs nothing else. An attempt counts with
 // at least kMinCleanSteps such steps; a configuration's error is the median over the attempts
-// that count. On a machine too busy for any, the figures are printed and the comparison is
-// reported (a Catch warning) as not made.
-TEST_CASE("the calibrated simulation predicts the measured step time within 15%", "[sim][calibration]") {
+// that count. Where that median is off by more than 15%, up to kExtraAttempts more attempts of
+// that rank count are made and the median is taken over all of them: a burst of load from
+// elsewhere spoils a minority of attempts, a wrong model spoils all. On a machine too busy for
+// any attempt to count, the figures are printed and the comparison is reported (a Catch warning)
+// as not made. The test runs alone (RUN_SERIAL, label timing).
+TEST_CASE("the calibrated simulation predicts the measured step time within 15%", "[sim][calibration][timing]") {
   const sim::ComputeFactory make_compute = [](int threads) { return std::make_unique<compute::cpu::CpuBackend>(threads); };
   const sim::WorldRunner run_world = [](int size, const std::function<void(comm::Backend&)>& fn) {
     comm::local::run(size, fn);
   };
   const std::vector<Config> configs = {{"convnext", 1}, {"convnext", 2}, {"regnet", 2}};
   std::vector<std::vector<Outcome>> outcomes(configs.size());
-  for (int attempt = 0; attempt < kAttempts; ++attempt)
-    for (int ranks : {1, 2}) {
-      if (ranks == 2 && attempt >= kAttemptsTwoRanks) continue;
-      sim::CalibrateOptions co;
-      co.quick = true;
-      co.ranks = ranks;
-      // Measure, calibrate, measure again: the steps of both measurements bracket the calibration.
-      std::vector<Measured> before(configs.size());
-      for (std::size_t c = 0; c < configs.size(); ++c)
-        if (configs[c].sp == ranks) before[c] = measure_config(configs[c], 0);
-      const sim::Calibration cal = sim::calibrate(make_compute, run_world, co);
-      for (std::size_t c = 0; c < configs.size(); ++c)
-        if (configs[c].sp == ranks)
-          outcomes[c].push_back(
-              simulate_config(configs[c], cal, Measured::merge(before[c], measure_config(configs[c], 4))));
+  const auto attempt = [&](int ranks) {
+    sim::CalibrateOptions co;
+    co.quick = false;
+    co.ranks = ranks;
+    // Measure, calibrate, measure again: the steps of both measurements bracket the calibration.
+    std::vector<Measured> before(configs.size());
+    for (std::size_t c = 0; c < configs.size(); ++c)
+      if (configs[c].sp == ranks) before[c] = measure_config(configs[c], 0);
+    const sim::Calibration cal = sim::calibrate(make_compute, run_world, co);
+    for (std::size_t c = 0; c < configs.size(); ++c)
+      if (configs[c].sp == ranks)
+        outcomes[c].push_back(
+            simulate_config(configs[c], cal, Measured::merge(before[c], measure_config(configs[c], 4))));
+  };
+  // The attempts that count for configuration c, sorted by error; the median is the middle one.
+  const auto counted = [&](std::size_t c) {
+    std::vector<const Outcome*> out;
+    for (const Outcome& o : outcomes[c])
+      if (o.real.clean_steps() >= kMinCleanSteps) out.push_back(&o);
+    std::sort(out.begin(), out.end(),
+              [](const Outcome* a, const Outcome* b) { return a->clean_error() < b->clean_error(); });
+    return out;
+  };
+  const auto off = [&](int ranks) {
+    for (std::size_t c = 0; c < configs.size(); ++c) {
+      if (configs[c].sp != ranks) continue;
+      const auto n = counted(c);
+      if (n.empty() || std::abs(n[n.size() / 2]->clean_error()) > 0.15) return true;
     }
+    return false;
+  };
+  for (int a = 0; a < kAttempts; ++a)
+    for (int ranks : {1, 2})
+      if (ranks == 1 || a < kAttemptsTwoRanks) attempt(ranks);
+  for (int ranks : {1, 2})
+    for (int extra = 0; extra < kExtraAttempts && off(ranks); ++extra) attempt(ranks);
   for (std::size_t c = 0; c < configs.size(); ++c) {
     const Config& cfg = configs[c];
     std::printf("calibrated time: %s 16-32-48-64 depths 1-1-2-1, 3x64x256, batch 2, AdamW, sp=%d, 1 thread per "
                 "rank, local ranks\n", cfg.family.c_str(), cfg.sp);
-    std::vector<const Outcome*> counted;
     for (const Outcome& o : outcomes[c]) {
       const Measured& m = o.real;
       std::printf("  attempt: simulated %7.3f ms; measured %7.3f ms over %2d clean steps (%s), %7.3f ms over all %d; "
@@ -292,23 +315,21 @@ TEST_CASE("the calibrated simulation predicts the measured step time within 15%"
                   m.clean_steps() >= kMinCleanSteps ? percent(o.clean_error()).c_str() : "too few",
                   m.step_s() * 1e3, static_cast<int>(m.steps.size()), m.step_cpu_s() * 1e3,
                   o.simulated_compute_s * 1e3, o.share);
-      if (m.clean_steps() >= kMinCleanSteps) counted.push_back(&o);
     }
-    if (counted.empty()) {
+    const std::vector<const Outcome*> n = counted(c);
+    if (n.empty()) {
       print_breakdown(outcomes[c].back());
       WARN(cfg.family << " sp=" << cfg.sp << ": not compared: in no attempt did " << kMinCleanSteps
                       << " steps run without waiting for a core that another process held (the machine is busy); "
                          "run again on an idle machine");
       continue;
     }
-    std::sort(counted.begin(), counted.end(),
-              [](const Outcome* a, const Outcome* b) { return a->clean_error() < b->clean_error(); });
-    const Outcome& mid = *counted[counted.size() / 2];
+    const Outcome& mid = *n[n.size() / 2];
     print_breakdown(mid);
-    std::printf("  median of %zu attempts: measured %.3f ms, simulated %.3f ms (%+.1f%%)\n", counted.size(),
+    std::printf("  median of %zu attempts: measured %.3f ms, simulated %.3f ms (%+.1f%%)\n", n.size(),
                 mid.real.clean_step_s() * 1e3, mid.simulated_s * 1e3, 100 * mid.clean_error());
     INFO(cfg.family << " sp=" << cfg.sp << ": measured " << mid.real.clean_step_s() << " s, simulated "
-                    << mid.simulated_s << " s (median of " << counted.size() << " attempts)");
+                    << mid.simulated_s << " s (median of " << n.size() << " attempts)");
     CHECK(std::abs(mid.clean_error()) <= 0.15);
   }
 }

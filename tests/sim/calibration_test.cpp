@@ -62,12 +62,13 @@ Calibration sample_calibration() {
   c.created_utc = "2025-01-31T12:00:00Z";
   c.link = {7e-6, 4e9, 8e-6, 3e9};
   c.host_overhead_s = 1.25e-6;
+  c.waits = {40e-6, 16e-6};
   c.cpu_share = 0.75;
   catalog.add(c.device);
   c.topology = Topology::preset("cpu-host:2", catalog);
   KernelCalibration pw;
-  pw.rate = {50e9, 8e9, 3e-6};
-  pw.samples = {{1e6, 1e5, 40e-6, false}, {2e6, 3e5, 80e-6, true}};
+  pw.rate = {50e9, 8e9, 3e-6, 20e-9};
+  pw.samples = {{1e6, 1e5, 40e-6, false, 512}, {2e6, 3e5, 80e-6, true, 1024}};
   c.kernels["conv2d_forward/pointwise"] = pw;
   KernelCalibration add;
   add.rate = {0, 12e9, 0.5e-6};
@@ -141,6 +142,46 @@ TEST_CASE("the rate fit recovers overhead, arithmetic and memory terms", "[sim][
   REQUIRE(odd.overhead_s > 0);
   REQUIRE(odd.bytes_per_s >= 0);
   REQUIRE(lacks(error_of([] { fit_kernel_rate({}); }), {"no samples"}) == "");
+  // A fixed cost per output row: narrow windows (few columns, many rows) pay it in full.
+  std::vector<KernelSample> conv;
+  for (double rows : {64.0, 512.0, 4096.0})
+    for (double cols : {2.0, 16.0, 128.0})
+      for (double taps : {9.0, 49.0}) {
+        const double f = 2 * rows * cols * taps, b = rows * cols * 8;
+        conv.push_back({f, b, 1e-6 + f / 30e9 + b / 10e9 + rows * 50e-9, false, rows});
+      }
+  const KernelRate rr = fit_kernel_rate(conv);
+  REQUIRE(std::abs(rr.row_s / 50e-9 - 1) < 1e-6);
+  REQUIRE(std::abs(rr.flops_per_s / 30e9 - 1) < 1e-6);
+  REQUIRE(std::abs(rr.bytes_per_s / 10e9 - 1) < 1e-6);
+  REQUIRE(std::abs(rr.overhead_s / 1e-6 - 1) < 1e-6);
+}
+
+TEST_CASE("in-step samples set the level of a fitted rate", "[sim][calibration]") {
+  // The suite at 2 µs + flops / 20 GFLOP/s; inside steps the same kernels take 1.25× as long.
+  KernelCalibration kc;
+  for (double f : {1e5, 1e6, 4e6, 1.6e7}) kc.samples.push_back({f, 0, 2e-6 + f / 20e9, false});
+  for (double f : {5e5, 2e6}) kc.samples.push_back({f, 0, 1.25 * (2e-6 + f / 20e9), true});
+  kc.rate = fit_kernel_rate(kc.samples);
+  const KernelRate fitted = kc.rate;
+  anchor_to_steps(kc);
+  // One factor for every term: the shape of the fit stays, its level moves to the steps'.
+  const double f = kc.rate.overhead_s / fitted.overhead_s;
+  REQUIRE(f > 1.1);
+  REQUIRE(std::abs(fitted.flops_per_s / kc.rate.flops_per_s / f - 1) < 1e-12);
+  for (const KernelSample& s : kc.samples) {
+    if (!s.in_step) continue;
+    const double predicted = kc.rate.overhead_s + s.flops / kc.rate.flops_per_s;
+    REQUIRE(std::abs(predicted / s.seconds - 1) < 0.05);
+  }
+  // Without in-step samples the fit is left as it is.
+  KernelCalibration suite_only;
+  suite_only.samples = {{1e6, 0, 5e-5, false}, {2e6, 0, 1e-4, false}};
+  suite_only.rate = fit_kernel_rate(suite_only.samples);
+  const KernelRate before = suite_only.rate;
+  anchor_to_steps(suite_only);
+  REQUIRE(suite_only.rate.overhead_s == before.overhead_s);
+  REQUIRE(suite_only.rate.flops_per_s == before.flops_per_s);
 }
 
 TEST_CASE("the engine times a kernel by its measured rate", "[sim][calibration][engine]") {
@@ -153,11 +194,16 @@ TEST_CASE("the engine times a kernel by its measured rate", "[sim][calibration][
   op.kernel = "conv2d_forward/pointwise";
   op.flops = 4e6;
   op.bytes = 200000;
+  op.rows = 1000;
   EngineOptions o;
   const Picos roofline = kernel_time_ps(op, cpu, o);
   o.kernel_rates["conv2d_forward/pointwise"] = {40e9, 10e9, 3e-6};
   // 3 µs + 4e6 / 40e9 s (100 µs) + 2e5 / 10e9 s (20 µs) = 123 µs.
   REQUIRE(kernel_time_ps(op, cpu, o) == 123'000'000);
+  // 1000 rows at 20 ns each add 20 µs.
+  o.kernel_rates["conv2d_forward/pointwise"].row_s = 20e-9;
+  REQUIRE(kernel_time_ps(op, cpu, o) == 143'000'000);
+  o.kernel_rates["conv2d_forward/pointwise"].row_s = 0;
   // The op name is the fallback key; the class wins over it.
   o.kernel_rates["conv2d_forward"] = {1e9, 0, 0};
   REQUIRE(kernel_time_ps(op, cpu, o) == 123'000'000);
@@ -186,6 +232,8 @@ TEST_CASE("a calibration round-trips through its JSON file", "[sim][calibration]
   REQUIRE(std::abs(back.link.p2p_bw_bytes_per_s / 4e9 - 1) < 1e-12);
   REQUIRE(std::abs(back.link.all_reduce_latency_s / 8e-6 - 1) < 1e-12);
   REQUIRE(std::abs(back.host_overhead_s / 1.25e-6 - 1) < 1e-12);
+  REQUIRE(std::abs(back.waits.p2p_s / 40e-6 - 1) < 1e-12);
+  REQUIRE(std::abs(back.waits.collective_s / 16e-6 - 1) < 1e-12);
   REQUIRE(back.cpu_share == 0.75);
   REQUIRE(back.topology.to_json() == c.topology.to_json());
   REQUIRE(back.kernels.size() == 2);
@@ -193,6 +241,8 @@ TEST_CASE("a calibration round-trips through its JSON file", "[sim][calibration]
   REQUIRE(std::abs(pw.rate.flops_per_s / 50e9 - 1) < 1e-12);
   REQUIRE(std::abs(pw.rate.bytes_per_s / 8e9 - 1) < 1e-12);
   REQUIRE(std::abs(pw.rate.overhead_s / 3e-6 - 1) < 1e-12);
+  REQUIRE(std::abs(pw.rate.row_s / 20e-9 - 1) < 1e-12);
+  REQUIRE(pw.samples[1].rows == 1024);
   REQUIRE(pw.samples.size() == 2);
   REQUIRE(pw.samples[1].in_step);
   REQUIRE(std::abs(pw.samples[1].seconds / 80e-6 - 1) < 1e-12);
@@ -207,8 +257,10 @@ TEST_CASE("malformed calibration files are refused naming the field", "[sim][cal
   const std::vector<Bad> cases = {
       {edited("\"format\": \"tessera-calibration\"", "\"format\": \"tessera-topology\""),
        {"\"format\"", "tessera calibrate"}},
-      {edited("\"version\": 1", "\"version\": 2"), {"\"version\"", "2"}},
-      {edited("\"version\": 1", "\"version\": \"1\""), {"\"version\"", "integer"}},
+      {edited("\"version\": 2", "\"version\": 1"), {"\"version\"", "1", "tessera calibrate"}},
+      {edited("\"version\": 2", "\"version\": \"2\""), {"\"version\"", "integer"}},
+      {with_value("row_ns", "-3"), {"kernels[\"add\"]", "row_ns"}},
+      {with_value("rows", "\"many\""), {"kernels[\"add\"]: samples[0]", "rows"}},
       {edited("\"threads_per_rank\": 1", "\"threads_per_rank\": 0"), {"threads_per_rank"}},
       {edited("\"quick\": true", "\"quick\": 1"), {"\"quick\"", "true or false"}},
       {edited("\"host\": \"testhost\",", ""), {"missing field \"host\""}},
@@ -217,6 +269,8 @@ TEST_CASE("malformed calibration files are refused naming the field", "[sim][cal
       {edited("\"p2p_latency_us\"", "\"p2p_latency\""), {"field \"link\"", "unknown field \"p2p_latency\""}},
       {edited("\"host_overhead_us\"", "\"host_overhead_ms\""), {"field \"runtime\"", "host_overhead_ms"}},
       {with_value("cpu_share", "1.5"), {"field \"runtime\"", "cpu_share"}},
+      {with_value("p2p_wait_us", "-40"), {"field \"runtime\"", "p2p_wait_us"}},
+      {edited("\"collective_wait_us\"", "\"wait_us\""), {"field \"runtime\"", "wait_us"}},
       {edited("\"conv2d_forward/pointwise\"", "\"conv2d_forward/winograd\""),
        {"unknown kernel class", "winograd"}},
       {with_value("rate_GBps", "-12"), {"kernels[\"add\"]", "rate_GBps"}},
@@ -257,6 +311,101 @@ TEST_CASE("apply_calibration gives the cpu-host presets the measured links and t
   // Each kernel's overhead carries the runtime's host work per call.
   REQUIRE(std::abs(o.kernel_rates.at("add").overhead_s - (0.5e-6 + 1.25e-6)) < 1e-15);
   REQUIRE(o.kernel_rates.at("conv2d_forward/pointwise").flops_per_s == 50e9);
+  REQUIRE(o.waits.p2p_s == 40e-6);
+  REQUIRE(o.waits.collective_s == 16e-6);
+}
+
+namespace {
+
+nn::TrainOptions small_sharded_run(const std::string& family) {
+  nn::TrainOptions o;
+  o.model.name = "wait-test";
+  o.model.family = family;
+  o.model.depths = {1, 1, 1, 1};
+  o.model.widths = {8, 16, 24, 32};
+  o.model.num_classes = 3;
+  if (family == "regnet") {
+    o.model.stem_width = 8;
+    o.model.group_width = 8;
+    o.model.se_ratio = 0.25;
+  }
+  o.input = {3, 64, 256};
+  o.batch = 2;
+  o.optimizer.kind = "adamw";
+  return o;
+}
+
+/// The halo exchanges and collectives rank 0's compute ops wait for in one step.
+std::pair<int, int> waits_of(const RankReplay& r) {
+  int p2p = 0, coll = 0;
+  for (const ProgramOp& op : r.program)
+    if (op.kind == ProgramOp::Kind::Compute)
+      for (int d : op.deps) {
+        p2p += r.program[d].kind == ProgramOp::Kind::P2P;
+        coll += r.program[d].kind == ProgramOp::Kind::Collective;
+      }
+  return {p2p, coll};
+}
+
+}  // namespace
+
+TEST_CASE("wait costs delay each compute op by the communication it waits for", "[sim][calibration][engine]") {
+  const std::vector<RankReplay> replay = replay_all(small_sharded_run("convnext"), core::DeviceMesh({2}, {"sp"}));
+  const auto [p2p, coll] = waits_of(replay[0]);
+  REQUIRE(p2p >= 8);  // the 7×7 convolutions' halo exchanges, forward and backward
+  REQUIRE(coll >= 1);  // the gradient all-reduce, the loss
+  Calibration c = sample_calibration();
+  c.waits = {};
+  DeviceCatalog catalog;
+  EngineOptions o;
+  apply_calibration(c, catalog, o);
+  const Topology topo = Topology::preset("cpu-host:2", catalog);
+  const SimResult without = simulate_iteration(replay, topo, catalog, o);
+  o.waits = {25e-6, 7e-6};
+  const SimResult with = simulate_iteration(replay, topo, catalog, o);
+  REQUIRE(with.devices[0].compute_busy_ps - without.devices[0].compute_busy_ps ==
+          Picos(p2p) * 25'000'000 + Picos(coll) * 7'000'000);
+  REQUIRE(with.iteration_ps > without.iteration_ps);
+  // Only the calibrated device pays them.
+  o.kernel_rates_device = "a100-80gb";
+  const SimResult other = simulate_iteration(replay, topo, catalog, o);
+  o.waits = {};
+  REQUIRE(other.iteration_ps == simulate_iteration(replay, topo, catalog, o).iteration_ps);
+}
+
+TEST_CASE("wait costs are fitted to the sharded runs' time outside kernels", "[sim][calibration]") {
+  const Calibration c = sample_calibration();
+  const core::DeviceMesh mesh({2}, {"sp"});
+  RuntimeCalibration rt;
+  for (const char* family : {"convnext", "regnet"}) {  // halo-heavy, collective-heavy
+    RuntimeCalibration::ShardedRun run;
+    run.options = small_sharded_run(family);
+    run.ranks = 2;
+    run.kernel_calls = 300;
+    // 10 ms per wait of either kind, far more than the simulation's figures: both costs come
+    // out positive.
+    const auto [p2p, coll] = waits_of(replay_all(run.options, mesh)[0]);
+    run.outside_s = (p2p + coll) * 10e-3;
+    rt.sharded.push_back(run);
+  }
+  const WaitCosts base = fit_wait_costs(c, rt);
+  REQUIRE(base.p2p_s > 0);
+  REQUIRE(base.collective_s >= 0);
+  // 30 µs more per halo wait and 10 µs more per collective wait in both runs: two runs, two
+  // unknowns, so the fit follows exactly.
+  for (RuntimeCalibration::ShardedRun& run : rt.sharded) {
+    const auto [p2p, coll] = waits_of(replay_all(run.options, mesh)[0]);
+    run.outside_s += p2p * 30e-6 + coll * 10e-6;
+  }
+  const WaitCosts more = fit_wait_costs(c, rt);
+  REQUIRE(std::abs(more.p2p_s - base.p2p_s - 30e-6) < 1e-9);
+  REQUIRE(std::abs(more.collective_s - base.collective_s - 10e-6) < 1e-9);
+  // Never negative, and zero without sharded runs.
+  for (RuntimeCalibration::ShardedRun& run : rt.sharded) run.outside_s = 0;
+  const WaitCosts none = fit_wait_costs(c, rt);
+  REQUIRE(none.p2p_s == 0);
+  REQUIRE(none.collective_s == 0);
+  REQUIRE(fit_wait_costs(c, RuntimeCalibration{}).p2p_s == 0);
 }
 
 TEST_CASE("a quick calibration of this machine is sane and loads back from its file", "[sim][calibration]") {

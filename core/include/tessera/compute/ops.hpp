@@ -67,6 +67,10 @@ struct OpCost {
   double flops = 0;
   std::int64_t bytes_read = 0;
   std::int64_t bytes_written = 0;
+  /// Convolutions: the output rows the kernel loops over (N·C·H of the output for forward and
+  /// weight gradient, of dx for the data gradient), each with a fixed cost that dominates narrow
+  /// windows such as a sharded convolution's borders; 0 for other ops.
+  double rows = 0;
 };
 OpCost op_cost(const OpCall& call);
 

@@ -11,6 +11,7 @@
 
 #include "tessera/comm/backend.hpp"
 #include "tessera/compute/backend.hpp"
+#include "tessera/nn/trainer.hpp"
 #include "tessera/sim/calibration.hpp"
 
 namespace tessera::sim {
@@ -44,17 +45,34 @@ LinkCalibration measure_link(const WorldRunner& run_world, const CalibrateOption
 
 /// What training steps of the reference models show.
 struct RuntimeCalibration {
-  /// Per kernel class, one sample per kernel call of a rank's step (time: the mean over the steps
-  /// without the slowest fifth), in_step set.
+  /// Per kernel class, one sample per kernel call of a rank's step (time: the mean over the
+  /// steps), in_step set.
   std::map<std::string, std::vector<KernelSample>> samples;
   /// The runtime's own host work per kernel call: everything of a step that is neither a kernel
   /// nor data loading (module code, tensor allocation, gradient-bucket zeroing), divided by the
   /// step's kernel calls (median over steps and ranks).
   double host_overhead_s = 0;
+  /// The sharded reference runs (with several ranks): what their steps spent outside kernels.
+  struct ShardedRun {
+    nn::TrainOptions options;
+    int ranks = 0;
+    /// Per step the slowest rank's time outside kernels and data loading (halo and all-reduce
+    /// waits, copies, host work), median over the steps.
+    double outside_s = 0;
+    double kernel_calls = 0;  ///< per step on rank 0
+  };
+  std::vector<ShardedRun> sharded;
 };
 
-/// Trains small reference models (ConvNeXt and RegNet, depths 1,1,1,1, widths 8-16-24-32 on
-/// 3×64×256 and 24-48-72-96 on 3×32×128, batch 2) for a few steps on `options.ranks` ranks at
+/// The wait costs (Calibration::waits) that make the simulated sharded reference runs, timed
+/// with `c` otherwise complete, spend outside their kernels what the measured ones did: per run,
+/// measured − simulated ≈ p2p_s · halo waits + collective_s · collective waits of a rank's step,
+/// fitted by non-negative least squares on the relative error over the runs. Zero without
+/// sharded runs.
+WaitCosts fit_wait_costs(const Calibration& c, const RuntimeCalibration& runtime);
+
+/// Trains small reference models (ConvNeXt and RegNet, depths 1,1,1,1, widths 8-16-24-32 and
+/// 32-64-96-128 on 3×64×256 and 24-48-72-96 on 3×32×128, batch 2) for a few steps on `options.ranks` ranks at
 /// once, each rank its own unsharded model, then (with several ranks) the same models sharded
 /// over the ranks, timing every kernel call where it really runs.
 RuntimeCalibration measure_runtime(const ComputeFactory& make_compute, const WorldRunner& run_world,

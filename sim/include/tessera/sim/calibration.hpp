@@ -19,6 +19,7 @@ struct KernelSample {
   double bytes = 0;  ///< read + written
   double seconds = 0;
   bool in_step = false;  ///< timed inside a training step (else in the kernel suite, alone)
+  double rows = 0;       ///< compute::OpCost::rows
 };
 
 /// What was measured for one kernel class and the rate fitted to it.
@@ -51,6 +52,12 @@ struct Calibration {
   /// The runtime's host work per kernel call (measure_host_overhead), on top of each kernel's own
   /// time: apply_calibration adds it to every kernel rate's overhead.
   double host_overhead_s = 0;
+  /// What a rank loses each time it waits for a halo exchange or a collective, beyond the
+  /// transfer the link model times: blocking and waking, the receiver's copy, and the other
+  /// ranks' jitter (the slowest rank sets the pace at every exchange). Fitted so that the
+  /// simulated sharded reference runs spend what the measured ones spent outside their kernels
+  /// (fit_wait_costs); apply_calibration sets EngineOptions::waits.
+  WaitCosts waits;
   /// The share of a core each compute thread got while calibrating (CPU time / wall time of
   /// ranks·threads spinning threads, before and after the measurements): about 1 on an otherwise
   /// idle machine. Below ~0.9 other processes were running; the kernel times are medians, which
@@ -86,5 +93,10 @@ void apply_calibration(const Calibration& c, DeviceCatalog& catalog, EngineOptio
 /// support is dropped (its rate 0: no term). For a small convolution the bytes term matters as
 /// much as the FLOPs; for an elementwise kernel the FLOPs term is usually dropped.
 KernelRate fit_kernel_rate(const std::vector<KernelSample>& samples);
+
+/// Scales `kc.rate` (overhead and row cost up, both rates down, by one factor) so that it predicts
+/// the in-step samples' total time: kernels inside training steps find their operands cold in the
+/// caches and run slower than the suite's repeated calls. Without in-step samples, no change.
+void anchor_to_steps(KernelCalibration& kc);
 
 }  // namespace tessera::sim

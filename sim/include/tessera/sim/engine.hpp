@@ -24,6 +24,14 @@ struct KernelRate {
   double flops_per_s = 0;  ///< FLOP/s of the arithmetic term (0: no such term)
   double bytes_per_s = 0;  ///< bytes read + written per second of the memory term (0: none)
   double overhead_s = 0;   ///< fixed time per call: dispatch, thread wake-up, small-size effects
+  double row_s = 0;        ///< time per output row (compute::OpCost::rows; 0: no such term)
+};
+
+/// What a rank loses each time it waits for a communication op, beyond the transfer the link
+/// model times (Calibration::waits).
+struct WaitCosts {
+  double p2p_s = 0;         ///< per halo exchange (batch_p2p) waited for
+  double collective_s = 0;  ///< per collective waited for
 };
 
 /// How kernels and transfers are timed.
@@ -43,6 +51,9 @@ struct EngineOptions {
   /// The device (catalog key) kernel_rates were measured on; other devices keep the roofline.
   /// Empty: every device.
   std::string kernel_rates_device;
+  /// Added to a compute op for each communication op it waits for, on kernel_rates_device (the
+  /// calibrated host: blocking, waking, the receiver's copy and the peers' jitter).
+  WaitCosts waits;
   bool launch_overhead = true;  ///< add the device's per-kernel launch overhead
   bool trace = true;            ///< fill SimResult::trace (the planner and bench_sim need no trace)
   Algorithm collective_algorithm = Algorithm::Auto;

@@ -38,6 +38,7 @@ struct ProgramOp {
   /// sim::kernel_class of the call ("conv2d_forward/pointwise", "add", ...): the calibration key.
   std::string kernel;
   double flops = 0;
+  double rows = 0;         ///< compute: compute::OpCost::rows
   std::int64_t bytes = 0;  ///< compute: read + written; collective: per-rank buffer; p2p: sum
   // Collective: the group as world ranks, in group-rank order.
   std::vector<int> group;
