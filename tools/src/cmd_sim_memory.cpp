@@ -8,6 +8,7 @@
 
 #include "commands.hpp"
 #include "tessera/sim/devices.hpp"
+#include "tessera/sim/fold.hpp"
 #include "tessera/sim/replay.hpp"
 #include "train_run.hpp"
 
@@ -33,7 +34,8 @@ Cell replay_cell(TrainArgs t, const std::string& input, int sp, const std::strin
   t.checkpointing = checkpointing;
   const TrainRunConfig cfg = make_train_config(t);
   Cell c;
-  for (const sim::RankReplay& r : sim::replay_all(cfg.train, cfg.mesh)) {
+  const sim::FoldedReplay folded = sim::replay_folded(cfg.train, cfg.mesh);  // one replay per class
+  for (const sim::RankReplay& r : folded.classes) {
     c.total = std::max(c.total, r.memory.peak_total);
     c.activation = std::max(c.activation, r.memory.peak_of(core::MemCategory::Activation));
     c.halo = std::max(c.halo, r.memory.peak_of(core::MemCategory::HaloBuffer));
