@@ -1,0 +1,400 @@
+// bench_comm: a communication backend between processes on this host (default: ucx, 2 ranks on
+// loopback) beside its peers measured in the same run.
+//   - all-reduce of 4 KiB … 64 MiB float32: time, algbw and busbw (nccl-tests definitions:
+//     algbw = bytes / time, busbw = algbw · 2(p−1)/p; GB = 1e9 bytes), the slowest rank's time;
+//   - halo exchange (batch_p2p: each rank sends n bytes to its neighbour and receives n) for
+//     ConvNeXt halo sizes: latency and bandwidth per direction;
+//   - OpenMPI's MPI_Allreduce at the same sizes (`mpirun -np P bench_comm_mpi`, when built);
+//   - ucx_perftest's tag latency and bandwidth on loopback (Debian's ucx-utils, when installed);
+//   - single-thread memcpy bandwidth, the physical limit of a copy through memory.
+// Every figure is the median over --reps repetitions, with [min-max].
+//   bench_comm [--json] [--reps N] [--nproc P] [--backend ucx] [--max-mib 64]
+// The ranks are this program started again with --worker and the env:// variables; the store
+// is served here, on loopback, with a fresh token.
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench_util.hpp"
+#include "tessera/builtin_backends.hpp"
+#include "tessera/comm/env_rendezvous.hpp"
+#include "tessera/comm/registry.hpp"
+#include "tessera/comm/tcp_store.hpp"
+
+using namespace tessera;
+using bench::Stats;
+
+namespace {
+
+struct Options {
+  bool json = false;
+  int reps = 7;
+  int nproc = 2;
+  std::string backend = "ucx";
+  int max_mib = 64;
+};
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+std::vector<std::size_t> allreduce_sizes(int max_mib) {
+  std::vector<std::size_t> v;
+  for (std::size_t b = 4096; b <= std::size_t(max_mib) << 20; b *= 4) v.push_back(b);
+  return v;
+}
+
+// ConvNeXt-T halos (3 columns of a 7×7 depthwise conv, fp32): at 3×512×2048 every stage's halo
+// is 3·C·H·4 = 147456 bytes per image (C doubles as H halves); batch 1 and 7, plus small ones.
+const std::vector<std::size_t> kHaloSizes = {64, 4096, 36864, 147456, 1032192};
+
+// Iterations per timed repetition: about 64 MiB moved, at least 5, at most 2000.
+int iters_for(std::size_t bytes) {
+  return int(std::clamp<std::size_t>((std::size_t(64) << 20) / std::max<std::size_t>(bytes, 1), 5, 2000));
+}
+
+// ---- worker (one rank) ---------------------------------------------------------------------
+
+int worker(const Options& o) {
+  const comm::EnvInfo info = comm::read_env();
+  const auto timeout = std::chrono::milliseconds(120000);
+  auto rdzv = std::make_shared<comm::EnvRendezvous>(info, timeout);
+  comm::Registry reg;
+  register_builtin_backends(reg);
+  register_plugin_backends(reg);
+  comm::BackendOptions bo;
+  bo.rank = info.rank;
+  bo.size = info.size;
+  bo.timeout = timeout;
+  bo.rendezvous = rdzv;
+  auto world = reg.create(o.backend, bo);
+  const int p = world->size(), me = world->rank();
+  // The slowest rank's seconds per iteration, one figure per repetition.
+  auto timed = [&](int iters, const std::function<void()>& op) {
+    std::vector<double> per_rep;
+    op();  // warm-up (registration, connection setup)
+    for (int r = 0; r < o.reps; ++r) {
+      world->barrier();
+      const double t0 = now_s();
+      for (int i = 0; i < iters; ++i) op();
+      double t = (now_s() - t0) / iters;
+      world->all_reduce({&t, 1, core::DType::F64}, comm::ReduceOp::Max)->wait();
+      per_rep.push_back(t * 1e6);  // µs
+    }
+    return per_rep;
+  };
+  auto emit = [&](const char* kind, std::size_t bytes, const std::vector<double>& us) {
+    if (me != 0) return;
+    std::printf("%s %zu", kind, bytes);
+    for (double u : us) std::printf(" %.6g", u);
+    std::printf("\n");
+    std::fflush(stdout);
+  };
+  for (std::size_t bytes : allreduce_sizes(o.max_mib)) {
+    std::vector<float> buf(bytes / 4, 1.0f);
+    emit("allreduce", bytes, timed(iters_for(bytes), [&] {
+           world->all_reduce({buf.data(), buf.size(), core::DType::F32}, comm::ReduceOp::Sum)->wait();
+         }));
+  }
+  const int right = (me + 1) % p, left = (me + p - 1) % p;
+  for (std::size_t bytes : kHaloSizes) {
+    std::vector<float> send(bytes / 4, float(me)), recv(bytes / 4);
+    emit("halo", bytes, timed(iters_for(bytes), [&] {
+           std::vector<comm::P2POp> ops(2);
+           ops[0] = {comm::P2POp::Kind::Send, {send.data(), send.size(), core::DType::F32}, right, 0};
+           ops[1] = {comm::P2POp::Kind::Recv, {recv.data(), recv.size(), core::DType::F32}, left, 0};
+           world->batch_p2p(ops)->wait();
+         }));
+    if (recv[0] != float(left)) {
+      std::fprintf(stderr, "bench_comm: rank %d received %g from rank %d, expected %d\n", me, recv[0], left, left);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+// ---- the parent: ranks, peers, table ---------------------------------------------------------
+
+/// Runs argv, returning its stdout (stderr passes through); "" and a note when it cannot start
+/// or fails.
+std::string capture(const std::vector<std::string>& argv, const std::vector<std::string>& env, std::string& note) {
+  int fds[2];
+  if (::pipe(fds) != 0) return note = "pipe failed", "";
+  std::vector<char*> av, ev;
+  for (const auto& s : argv) av.push_back(const_cast<char*>(s.c_str()));
+  av.push_back(nullptr);
+  for (const auto& s : env) ev.push_back(const_cast<char*>(s.c_str()));
+  for (char** e = environ; *e; ++e) ev.push_back(*e);
+  ev.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fds[1], 1);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    ::execve(av[0], av.data(), ev.data());
+    std::_Exit(127);
+  }
+  ::close(fds[1]);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, std::size_t(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) note = argv[0] + " failed (status " + std::to_string(status) + ")";
+  return out;
+}
+
+using Series = std::map<std::size_t, Stats>;  // bytes → µs
+
+void parse_lines(const std::string& text, const std::string& kind, Series& into) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream ls(line);
+    std::string k;
+    std::size_t bytes = 0;
+    if (!(ls >> k >> bytes) || k != kind) continue;
+    std::vector<double> us;
+    for (double u; ls >> u;) us.push_back(u);
+    into[bytes] = bench::stats_of(us);
+  }
+}
+
+std::string self_dir() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  std::string s(buf, n > 0 ? std::size_t(n) : 0);
+  return s.substr(0, s.rfind('/'));
+}
+
+bool executable(const std::string& path) { return ::access(path.c_str(), X_OK) == 0; }
+
+std::string which(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::istringstream in(path ? path : "/usr/bin:/bin");
+  for (std::string dir; std::getline(in, dir, ':');)
+    if (executable(dir + "/" + name)) return dir + "/" + name;
+  return "";
+}
+
+/// The ranks: this program with --worker, the env:// variables and a store served here.
+std::string run_ranks(const Options& o, std::string& note) {
+  comm::TcpStoreServer::Options so;
+  so.token = "bench-comm-" + std::to_string(::getpid()) + "-" + std::to_string(long(now_s() * 1e6));
+  so.log = [](const std::string&) {};
+  comm::TcpStoreServer server(so);
+  std::vector<pid_t> pids;
+  int out_fd[2];
+  if (::pipe(out_fd) != 0) return note = "pipe failed", "";
+  const std::string exe = "/proc/self/exe";
+  for (int r = 0; r < o.nproc; ++r) {
+    std::vector<std::string> env = {"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(server.port()),
+                                    "RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(o.nproc),
+                                    "LOCAL_RANK=" + std::to_string(r), "LOCAL_WORLD_SIZE=" + std::to_string(o.nproc),
+                                    "TESSERA_RDZV_TOKEN=" + so.token, "TESSERA_RDZV_HOSTED=1"};
+    std::vector<std::string> argv = {exe, "--worker", "--backend", o.backend, "--reps", std::to_string(o.reps),
+                                     "--max-mib", std::to_string(o.max_mib)};
+    std::vector<char*> av, ev;
+    for (auto& s : argv) av.push_back(s.data());
+    av.push_back(nullptr);
+    for (auto& s : env) ev.push_back(s.data());
+    for (char** e = environ; *e; ++e) ev.push_back(*e);
+    ev.push_back(nullptr);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      if (r == 0) ::dup2(out_fd[1], 1);
+      ::close(out_fd[0]);
+      ::close(out_fd[1]);
+      ::execve(av[0], av.data(), ev.data());
+      std::_Exit(127);
+    }
+    pids.push_back(pid);
+  }
+  ::close(out_fd[1]);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(out_fd[0], buf, sizeof buf)) > 0;) out.append(buf, std::size_t(n));
+  ::close(out_fd[0]);
+  for (std::size_t r = 0; r < pids.size(); ++r) {
+    int status = 0;
+    ::waitpid(pids[r], &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      note = "rank " + std::to_string(r) + " failed (status " + std::to_string(status) + ")";
+  }
+  return out;
+}
+
+/// ucx_perftest on loopback: a server and a client; the Final line's typical (50th percentile)
+/// latency in µs, or the bandwidth in MB/s. -1 when it is not installed or fails.
+double ucx_perftest(const std::string& test, std::size_t bytes, int iters, int column) {
+  const std::string bin = which("ucx_perftest");
+  if (bin.empty()) return -1;
+  const int port = 13000 + int(::getpid() % 20000);
+  const pid_t server = ::fork();
+  if (server == 0) {
+    const int devnull = ::open("/dev/null", O_WRONLY);
+    ::dup2(devnull, 1);
+    ::dup2(devnull, 2);
+    ::execl(bin.c_str(), bin.c_str(), "-p", std::to_string(port).c_str(), static_cast<char*>(nullptr));
+    std::_Exit(127);
+  }
+  std::string note, out;
+  for (int attempt = 0; attempt < 50 && out.find("Final:") == std::string::npos; ++attempt) {
+    ::usleep(100000);  // the server needs a moment to listen
+    out = capture({bin, "127.0.0.1", "-p", std::to_string(port), "-t", test, "-s", std::to_string(bytes), "-n",
+                   std::to_string(iters)},
+                  {}, note);
+  }
+  ::kill(server, SIGTERM);
+  ::waitpid(server, nullptr, 0);
+  const auto at = out.find("Final:");
+  if (at == std::string::npos) return -1;
+  std::istringstream in(out.substr(at + 6));
+  std::vector<double> f;
+  for (double x; in >> x;) f.push_back(x);
+  // Columns after "Final:": iterations, latency 50%ile, avg, overall, bw avg, overall (MB/s),
+  // msgrate avg, overall.
+  return int(f.size()) > column ? f[std::size_t(column)] : -1;
+}
+
+double memcpy_gbps(int reps) {
+  const std::size_t n = std::size_t(64) << 20;
+  std::vector<char> a(n, 1), b(n, 0);
+  const Stats s = bench::time_ms(reps, [&] { std::memcpy(b.data(), a.data(), n); });
+  return double(n) / (s.median * 1e-3) / 1e9;
+}
+
+std::string fmt_bytes(std::size_t b) {
+  char buf[32];
+  if (b >= (1u << 20)) std::snprintf(buf, sizeof buf, "%zu MiB", b >> 20);
+  else if (b >= 1024 && b % 1024 == 0) std::snprintf(buf, sizeof buf, "%zu KiB", b >> 10);
+  else std::snprintf(buf, sizeof buf, "%zu B", b);
+  return buf;
+}
+
+int parent(const Options& o) {
+  std::string rank_note, mpi_note;
+  const std::string ranks_out = run_ranks(o, rank_note);
+  Series ar, halo, mpi;
+  parse_lines(ranks_out, "allreduce", ar);
+  parse_lines(ranks_out, "halo", halo);
+  const std::string mpi_bin = self_dir() + "/bench_comm_mpi", mpirun = which("mpirun");
+  if (executable(mpi_bin) && !mpirun.empty()) {
+    std::vector<std::string> argv = {mpirun, "-np", std::to_string(o.nproc), "--oversubscribe", "--bind-to", "none"};
+    if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
+    argv.insert(argv.end(), {mpi_bin, std::to_string(o.reps), std::to_string(o.max_mib)});
+    parse_lines(capture(argv, {}, mpi_note), "allreduce", mpi);
+  } else {
+    mpi_note = executable(mpi_bin) ? "mpirun not found (Debian: openmpi-bin)" : "bench_comm_mpi not built (Debian: libopenmpi-dev)";
+  }
+  const double perf_lat_us = ucx_perftest("tag_lat", 8, 20000, 1);
+  const double perf_bw_mbps = ucx_perftest("tag_bw", 147456, 2000, 4);
+  const double copy_gbps = memcpy_gbps(o.reps);
+  const double p = o.nproc, bus = 2 * (p - 1) / p;
+
+  if (o.json) {
+    std::vector<std::string> rows;
+    for (const auto& [bytes, s] : ar) {
+      bench::Json j;
+      j.num("bytes", double(bytes)).stats("time_us_", s).num("algbw_GBps", bytes / (s.median * 1e-6) / 1e9)
+          .num("busbw_GBps", bytes / (s.median * 1e-6) / 1e9 * bus);
+      if (mpi.count(bytes)) {
+        const Stats& m = mpi.at(bytes);
+        j.num("mpi_time_us_median", m.median).num("mpi_busbw_GBps", bytes / (m.median * 1e-6) / 1e9 * bus)
+            .num("ratio_busbw_vs_mpi", m.median / s.median);
+      }
+      rows.push_back(j.str());
+    }
+    std::vector<std::string> halos;
+    for (const auto& [bytes, s] : halo) {
+      bench::Json j;
+      j.num("bytes", double(bytes)).stats("time_us_", s).num("GBps_per_direction", bytes / (s.median * 1e-6) / 1e9);
+      halos.push_back(j.str());
+    }
+    bench::Json top;
+    top.str("backend", o.backend).num("ranks", o.nproc).num("reps", o.reps).raw("all_reduce", bench::json_array(rows))
+        .raw("halo_exchange", bench::json_array(halos)).num("ucx_perftest_tag_lat_us", perf_lat_us)
+        .num("ucx_perftest_tag_bw_GBps", perf_bw_mbps > 0 ? perf_bw_mbps * 1.048576e-3 : -1)
+        .num("memcpy_GBps", copy_gbps).str("ranks_note", rank_note).str("mpi_note", mpi_note);
+    std::printf("%s\n", top.str().c_str());
+    return rank_note.empty() ? 0 : 1;
+  }
+  std::printf("bench_comm: %s, %d processes on loopback; median [min-max] of %d repetitions, the slowest rank's time\n",
+              o.backend.c_str(), o.nproc, o.reps);
+  if (!rank_note.empty()) std::printf("  ranks: %s\n", rank_note.c_str());
+  std::printf("\nall_reduce float32 sum (busbw = algbw · 2(p-1)/p, GB = 1e9 bytes)\n");
+  std::printf("  %-8s %26s %9s %9s  %22s %9s %7s\n", "size", "time us", "algbw", "busbw", "OpenMPI time us", "busbw",
+              "ratio");
+  for (const auto& [bytes, s] : ar) {
+    const double alg = bytes / (s.median * 1e-6) / 1e9;
+    std::printf("  %-8s %9.1f [%6.1f-%7.1f] %9.3f %9.3f", fmt_bytes(bytes).c_str(), s.median, s.min, s.max, alg, alg * bus);
+    if (mpi.count(bytes)) {
+      const Stats& m = mpi.at(bytes);
+      std::printf("  %9.1f [%10.1f] %9.3f %7.2f", m.median, m.max, bytes / (m.median * 1e-6) / 1e9 * bus,
+                  m.median / s.median);
+    }
+    std::printf("\n");
+  }
+  if (!mpi_note.empty()) std::printf("  OpenMPI: %s\n", mpi_note.c_str());
+  std::printf("  (ratio = tessera busbw / OpenMPI busbw; target >= 0.9 from 1 MiB up)\n");
+  std::printf("\nhalo exchange (batch_p2p: send n bytes to the next rank, receive n from the previous)\n");
+  std::printf("  %-10s %28s %14s\n", "size", "time us", "GB/s each way");
+  for (const auto& [bytes, s] : halo)
+    std::printf("  %-10s %9.2f [%7.2f-%8.2f] %14.3f\n", fmt_bytes(bytes).c_str(), s.median, s.min, s.max,
+                bytes / (s.median * 1e-6) / 1e9);
+  if (perf_lat_us > 0)
+    std::printf("  ucx_perftest tag_lat 8 B: %.2f us typical (halo 64 B / that: %.1fx; target <= 2x)\n", perf_lat_us,
+                halo.count(64) ? halo.at(64).median / perf_lat_us : 0.0);
+  else
+    std::printf("  ucx_perftest: not installed or failed (Debian: ucx-utils)\n");
+  if (perf_bw_mbps > 0) std::printf("  ucx_perftest tag_bw 144 KiB: %.3f GB/s\n", perf_bw_mbps * 1.048576e-3);
+  std::printf("\nmemcpy, one thread, 64 MiB: %.2f GB/s (the physical limit of a copy through memory)\n", copy_gbps);
+  return rank_note.empty() ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  bool is_worker = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "bench_comm: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--json") o.json = true;
+    else if (a == "--worker") is_worker = true;
+    else if (a == "--reps") o.reps = std::atoi(next().c_str());
+    else if (a == "--nproc") o.nproc = std::atoi(next().c_str());
+    else if (a == "--backend") o.backend = next();
+    else if (a == "--max-mib") o.max_mib = std::atoi(next().c_str());
+    else {
+      std::fprintf(stderr, "usage: bench_comm [--json] [--reps N] [--nproc P] [--backend ucx] [--max-mib 64]\n");
+      return 2;
+    }
+  }
+  if (o.reps < 1 || o.nproc < 2 || o.max_mib < 1) {
+    std::fprintf(stderr, "bench_comm: --reps must be >= 1, --nproc >= 2, --max-mib >= 1\n");
+    return 2;
+  }
+  try {
+    return is_worker ? worker(o) : parent(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_comm: %s\n", e.what());
+    return 1;
+  }
+}
