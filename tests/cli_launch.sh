@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # `tessera launch` end to end with the ucx plugin: the same losses as the local backend (2 ranks
-# W-sharded, 3 ranks H-sharded), a killed rank stops the job naming it, a rank that never arrives
-# is named by the rendezvous timeout.   tests/cli_launch.sh <tessera binary> <source dir>
+# W-sharded, 3 ranks H-sharded, 4 ranks dp=2 × sp=2), a killed rank stops the job naming it,
+# Ctrl-C stops every rank, a rank that never arrives is named by the rendezvous timeout.
+#   tests/cli_launch.sh <tessera binary> <source dir>
 set -euo pipefail
 bin=$1
 src=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export UCX_WARN_UNUSED_ENV_VARS=n
-model=(--model "$src/examples/convnext-mini.json" --classes 6 --threads 1 --batch 2)
+model=(--model "$src/examples/convnext-mini.json" --classes 6 --threads 1)
 
 same_losses() {  # name, nproc, train options...
   local name=$1 n=$2; shift 2
@@ -25,12 +26,13 @@ for x, y in zip(a, b):
 print(f"{sys.argv[3]}: ucx losses match local: {b}")
 PY
 }
-same_losses w2 2 --input 3x32x128 --mesh sp=2 --shard W --steps 3
-same_losses h3 3 --input 3x96x64 --mesh sp=3 --shard H --steps 2
+same_losses w2 2 --input 3x32x128 --mesh sp=2 --shard W --steps 3 --batch 2
+same_losses h3 3 --input 3x96x64 --mesh sp=3 --shard H --steps 2 --batch 2
+same_losses dpsp4 4 --input 3x32x128 --mesh dp=2,sp=2 --shard W --batch 4 --steps 2
 
 # A rank killed mid-run: the others stop with an error naming it, the launcher exits non-zero.
 set +e
-timeout 120 "$bin" launch --nproc 2 --grace 20 -- train "${model[@]}" --input 3x32x128 --mesh sp=2 --steps 100000 \
+timeout 120 "$bin" launch --nproc 2 --grace 20 -- train "${model[@]}" --batch 2 --input 3x32x128 --mesh sp=2 --steps 100000 \
   --backend ucx >"$tmp/kill.out" 2>&1 &
 launcher=$!
 for _ in $(seq 100); do grep -q "step 2/" "$tmp/kill.out" && break; sleep 0.1; done
@@ -43,10 +45,27 @@ set -e
 grep -q "rank 1 failed (killed by signal 9" "$tmp/kill.out" || { echo "launcher did not name rank 1:"; cat "$tmp/kill.out"; exit 1; }
 grep -q "\[rank 0\].*rank 1" "$tmp/kill.out" || { echo "rank 0 did not name rank 1:"; cat "$tmp/kill.out"; exit 1; }
 
+# Ctrl-C (SIGINT to the launcher): every rank stops, the launcher says so and exits 130.
+set +e
+timeout 120 "$bin" launch --nproc 2 -- train "${model[@]}" --batch 2 --input 3x32x128 --mesh sp=2 --steps 100000 \
+  --backend ucx >"$tmp/int.out" 2>&1 &
+launcher=$!
+for _ in $(seq 100); do grep -q "step 2/" "$tmp/int.out" && break; sleep 0.1; done
+ranks=$(sed -n 's/^\[launch\] rank [0-9]* pid \([0-9]*\)$/\1/p' "$tmp/int.out")
+kill -INT $launcher
+wait $launcher
+code=$?
+set -e
+[ $code -eq 130 ] || { echo "launcher exited $code after Ctrl-C, expected 130"; cat "$tmp/int.out"; exit 1; }
+grep -q "interrupted; stopped all 2 rank(s)" "$tmp/int.out" || { echo "no interrupt message:"; cat "$tmp/int.out"; exit 1; }
+for pid in $ranks; do
+  if kill -0 "$pid" 2>/dev/null; then echo "rank pid $pid still running after Ctrl-C"; exit 1; fi
+done
+
 # A rank that never arrives: rank 0 alone, timeout naming rank 1.
 set +e
 RANK=0 WORLD_SIZE=2 MASTER_PORT=$((20000 + RANDOM % 20000)) TESSERA_RDZV_TOKEN=t timeout 60 \
-  "$bin" train "${model[@]}" --input 3x32x128 --mesh sp=2 --backend ucx --timeout 1 >"$tmp/late.out" 2>&1
+  "$bin" train "${model[@]}" --batch 2 --input 3x32x128 --mesh sp=2 --backend ucx --timeout 1 >"$tmp/late.out" 2>&1
 code=$?
 set -e
 [ $code -ne 0 ] && grep -q "rank(s) 1 of 2 never arrived" "$tmp/late.out" || { echo "no rendezvous timeout:"; cat "$tmp/late.out"; exit 1; }

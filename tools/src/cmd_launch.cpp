@@ -164,6 +164,10 @@ int launch(const LaunchArgs& a) {
       if (::waitpid(pids[ul], &status, WNOHANG) != pids[ul]) continue;
       running[ul] = false;
       --alive;
+      // Ctrl-C at a terminal reaches the whole process group: ranks that died of SIGINT were
+      // interrupted with the launcher (which may see their exit before its own signal), not failed.
+      if (WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) g_interrupted = 1;
+      if (g_interrupted) continue;
       if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) failures.emplace_back(a.node_rank * a.nproc + l, status);
       if ((WIFEXITED(status) && WEXITSTATUS(status) == 0) || first_failed >= 0) continue;
       first_failed = a.node_rank * a.nproc + l;
