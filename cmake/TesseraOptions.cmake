@@ -89,6 +89,16 @@ tessera_resolve(QT _found "Qt 6 Widgets not found (Debian: qt6-base-dev)")
 set(_found OFF)
 if(NOT TESSERA_WITH_PYTHON STREQUAL "OFF")
   find_package(Python3 QUIET COMPONENTS Interpreter Development.Module)
+  # pybind11 from PyPI (tools/setup.sh) keeps its CMake package inside the interpreter's
+  # site-packages: ask that interpreter where, unless pybind11_DIR is already set.
+  if(Python3_FOUND AND NOT pybind11_DIR)
+    execute_process(COMMAND "${Python3_EXECUTABLE}" -m pybind11 --cmakedir
+                    OUTPUT_VARIABLE _pybind11_dir OUTPUT_STRIP_TRAILING_WHITESPACE
+                    RESULT_VARIABLE _pybind11_rc ERROR_QUIET)
+    if(_pybind11_rc EQUAL 0 AND EXISTS "${_pybind11_dir}")
+      set(pybind11_DIR "${_pybind11_dir}" CACHE PATH "pybind11's CMake package directory" FORCE)
+    endif()
+  endif()
   find_package(pybind11 CONFIG QUIET)
   if(Python3_FOUND AND pybind11_FOUND)
     set(_found ON)

@@ -1,0 +1,49 @@
+"""tessera: spatial tensor parallelism for high-resolution convolutional networks.
+
+The C++ core (tensors, layouts, halo plans, sharded ops, models, the trainer) and the simulator,
+from Python. Everything here calls the same library code as the ``tessera`` command line; no
+shape or halo math is re-derived in Python.
+
+    >>> import numpy as np, tessera
+    >>> mesh = tessera.DeviceMesh(sp=4)
+    >>> layout = tessera.Layout(mesh, (2, 16, 32, 50), tessera.Shard(3))
+    >>> layout.local_shape(3)
+    (2, 16, 32, 12)
+
+Submodules: :mod:`tessera.functional` (ops sharded over in-process ranks), :mod:`tessera.sim`
+(topologies, simulation, planner), :mod:`tessera.plot` (matplotlib helpers).
+"""
+
+from ._tessera import (  # noqa: F401  (re-exported)
+    BackendError,
+    ConvSpec,
+    DeviceMesh,
+    Error,
+    InternalError,
+    InvalidArgument,
+    Layout,
+    ModelSpec,
+    OutOfMemory,
+    Partial,
+    Placement,
+    Replicate,
+    Shard,
+    Tensor,
+    TimeoutError,
+    Unsupported,
+    conv_output_layout,
+    from_numpy,
+    halo_plan,
+    model_preset,
+    model_presets,
+)
+from . import functional, sim  # noqa: E402,F401
+from .functional import distribute, gather  # noqa: E402,F401
+from .train import train  # noqa: E402,F401
+
+__all__ = [
+    "BackendError", "ConvSpec", "DeviceMesh", "Error", "InternalError", "InvalidArgument", "Layout",
+    "ModelSpec", "OutOfMemory", "Partial", "Placement", "Replicate", "Shard", "Tensor", "TimeoutError",
+    "Unsupported", "conv_output_layout", "distribute", "from_numpy", "functional", "gather", "halo_plan",
+    "model_preset", "model_presets", "sim", "train",
+]

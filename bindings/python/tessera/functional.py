@@ -1,0 +1,63 @@
+"""Ops run sharded over N in-process ranks, returning global (unsharded) NumPy arrays.
+
+Each call starts ``mesh.size`` ranks on the ``local`` communication backend (threads of this
+process), gives every rank its piece of the input under the layout ``placement`` describes, runs
+core's sharded op (halo exchange, local kernels, forward and backward) and gathers the results.
+The GIL is released while the ranks run.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence, Union
+
+import numpy as np
+
+from . import _tessera
+
+_f = _tessera._functional
+
+IntPair = Union[int, Sequence[int]]
+
+
+def conv2d(
+    input: np.ndarray,
+    weight: np.ndarray,
+    bias: Optional[np.ndarray] = None,
+    stride: IntPair = 1,
+    padding: IntPair = 0,
+    dilation: IntPair = 1,
+    groups: int = 1,
+    mesh: Optional[_tessera.DeviceMesh] = None,
+    placement=None,
+    grad_output: Optional[np.ndarray] = None,
+    overlap: bool = True,
+    threads: int = 1,
+) -> dict:
+    """2-D convolution (NCHW, PyTorch's Conv2d semantics) sharded over ``mesh``.
+
+    ``placement`` is a Placement (``tessera.Shard(3)`` splits W, ``Shard(2)`` H, ``Shard(0)`` the
+    batch) or one per mesh dimension; None means an unsharded single-rank run. Arrays that are
+    C-contiguous float32 are used without a copy; others are converted once.
+
+    Returns a dict of NumPy float32 arrays in the global shape: ``output`` and, when
+    ``grad_output`` is given, ``grad_input``, ``grad_weight`` and ``grad_bias`` (None otherwise;
+    ``grad_bias`` is None without a bias); ``halo_elements`` counts the input elements all ranks
+    received as halos.
+
+    Raises tessera.InvalidArgument (a ValueError) for bad shapes, meshes or placements and
+    tessera.Unsupported (a NotImplementedError) for layouts core does not shard (channels).
+    """
+    return _f.conv2d(input, weight, bias, stride, padding, dilation, groups, mesh, placement,
+                     grad_output, overlap, threads)
+
+
+def distribute(array: np.ndarray, layout: _tessera.Layout) -> list:
+    """Every rank's piece of ``array`` under ``layout`` (by rank), cut by core's redistribute
+    (Replicate -> layout) running over in-process ranks."""
+    return _f.distribute(np.ascontiguousarray(array, dtype=np.float32), layout)
+
+
+def gather(pieces: Sequence[np.ndarray], layout: _tessera.Layout) -> np.ndarray:
+    """The global array from every rank's piece under ``layout`` (core's redistribute to
+    Replicate over in-process ranks); the inverse of :func:`distribute`."""
+    return _f.gather([np.ascontiguousarray(p, dtype=np.float32) for p in pieces], layout)

@@ -1,0 +1,87 @@
+"""The simulator: topologies, one simulated training iteration, the planner, Chrome traces.
+
+The same library calls as ``tessera sim run`` and ``tessera plan``; results carry the keys of
+their ``--json`` output.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence, Union
+
+from . import _tessera
+
+_s = _tessera._sim
+Topology = _s.Topology
+SimResult = _s.SimResult
+device_names = _s.device_names
+
+__all__ = ["Topology", "SimResult", "simulate", "plan", "to_frame", "device_names"]
+
+
+def _text(v) -> str:
+    if isinstance(v, str):
+        return v
+    if isinstance(v, _tessera.DeviceMesh):
+        return str(v)
+    return "x".join(str(int(x)) for x in v)
+
+
+def simulate(
+    model: str = "convnext-atto",
+    input: Union[str, Sequence[int]] = "3x256x1024",
+    batch: int = 2,
+    mesh: Union[str, _tessera.DeviceMesh] = "sp=4",
+    topology: Union[str, "Topology"] = "dgx-a100",
+    shard: str = "W",
+    checkpointing: str = "none",
+    optimizer: str = "adamw",
+    task: str = "classify",
+    classes: int = 1000,
+    device: str = "",
+    tf32: bool = False,
+    bucket_mib: int = 4,
+    overlap: bool = True,
+    trace: bool = False,
+) -> "SimResult":
+    """Simulates one training iteration (memory from a meta replay of the real trainer, time
+    from the event engine), as ``tessera sim run`` with the same options. ``topology`` is a
+    preset name, a topology JSON file or a Topology. With ``trace`` every rank is simulated and
+    the result holds the timeline (``trace_events()``, ``write_trace(path)``)."""
+    return _s.simulate(model, _text(input), batch, _text(mesh), topology, shard, checkpointing,
+                       optimizer, task, classes, device, tf32, bucket_mib, overlap, trace)
+
+
+def plan(
+    model: str = "convnext-xl",
+    input: Union[str, Sequence[int]] = "3x512x4096",
+    batch: int = 7,
+    topology: Union[str, "Topology"] = "dgx-a100:2",
+    devices: int = 0,
+    shards: Union[str, Sequence[str]] = ("W", "H", "HW"),
+    checkpointing: Union[str, Sequence[str]] = ("none", "block", "stage"),
+    memory_cap: str = "",
+    optimizer: str = "adamw",
+    task: str = "classify",
+    classes: int = 1000,
+    device: str = "",
+    tf32: bool = False,
+    bucket_mib: int = 4,
+    overlap: bool = True,
+) -> dict:
+    """Ranks meshes, shard dimensions and checkpointing by simulated iteration time with memory
+    fit, as ``tessera plan --json``: a dict with ``configurations`` (fastest first), ``skipped``
+    and ``best_fit`` (index of the fastest configuration that fits, -1 when none does)."""
+    return _s.plan(model, _text(input), batch, topology, devices, list(shards) if not isinstance(shards, str) else shards,
+                   list(checkpointing) if not isinstance(checkpointing, str) else checkpointing, memory_cap,
+                   optimizer, task, classes, device, tf32, bucket_mib, overlap)
+
+
+def to_frame(rows):
+    """A pandas DataFrame of a list of dicts (``result.devices``, ``result.links``,
+    ``plan(...)["configurations"]``); nested dicts become ``outer.inner`` columns. Needs pandas."""
+    try:
+        import pandas as pd
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError("tessera.sim.to_frame needs pandas (pip install pandas); the plain dicts "
+                          "work without it") from e
+    return pd.json_normalize(rows)

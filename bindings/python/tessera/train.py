@@ -1,0 +1,55 @@
+"""Training on the ``local`` backend: the loop of ``tessera train`` with a per-step callback."""
+
+from __future__ import annotations
+
+from typing import Callable, Optional, Sequence, Union
+
+from . import _tessera
+
+
+def _mesh_text(mesh) -> str:
+    return str(mesh) if isinstance(mesh, _tessera.DeviceMesh) else str(mesh)
+
+
+def _input_text(input) -> str:
+    if isinstance(input, str):
+        return input
+    return "x".join(str(int(v)) for v in input)
+
+
+def train(
+    model: Union[str, _tessera.ModelSpec] = "convnext-atto",
+    input: Union[str, Sequence[int]] = (3, 64, 256),
+    batch: int = 2,
+    mesh: Union[str, _tessera.DeviceMesh] = "sp=1",
+    shard: str = "W",
+    steps: int = 10,
+    optimizer: str = "adamw",
+    lr: float = 2e-3,
+    weight_decay: float = 0.05,
+    warmup: int = 0,
+    clip: float = 1.0,
+    seed: int = 0,
+    task: str = "segment",
+    classes: int = 5,
+    checkpointing: str = "none",
+    threads: int = 0,
+    overlap: bool = True,
+    trace: str = "",
+    timeout_s: float = 300.0,
+    callback: Optional[Callable[[dict], None]] = None,
+) -> dict:
+    """Trains ``model`` (a preset name, a model JSON file path, or a ModelSpec) on synthetic data
+    over ``mesh`` in-process ranks, exactly as ``tessera train --backend local`` does.
+
+    ``callback(step)`` runs after every step with a dict: ``step``, ``loss``, ``grad_norm``,
+    ``lr``, ``step_time_s`` (rank 0), ``step_time_s_per_rank`` and ``peak_memory_bytes`` (one dict
+    per rank: peak bytes by category and ``total``). The other ranks wait for it (at most
+    ``timeout_s``), so keep it short. Exceptions it raises stop the run and propagate.
+
+    Returns ``{"steps": [...], "wall_s", "parameters", "model", "mesh", "summary"}``.
+    ``trace``: a path to write the run's Chrome trace to.
+    """
+    return _tessera._train(model, _input_text(input), batch, _mesh_text(mesh), shard, steps, optimizer,
+                           lr, weight_decay, warmup, clip, seed, task, classes, checkpointing, threads,
+                           overlap, trace, timeout_s, callback)

@@ -1,0 +1,93 @@
+"""The simulator from Python gives what the `tessera` CLI gives for the same configuration
+(`tessera sim run --json`, `tessera plan --json`); topologies, traces, tables."""
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+
+import tessera
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def cli():
+    path = os.environ.get("TESSERA_CLI") or shutil.which("tessera")
+    for cand in (path, ROOT / "build" / "ci" / "tools" / "tessera"):
+        if cand and pathlib.Path(cand).is_file():
+            return str(cand)
+    pytest.skip("no tessera CLI found: set TESSERA_CLI (ctest does)")
+
+
+def run_cli(*args):
+    out = subprocess.run([cli(), *args, "--json"], check=True, capture_output=True, text=True, timeout=300)
+    return json.loads(out.stdout)
+
+
+def approx(a, b, rel=2e-8):  # the CLI prints times with 9 significant digits
+    return abs(a - b) <= rel * max(abs(a), abs(b), 1e-30)
+
+
+@pytest.mark.parametrize("mesh,shard,ckpt", [("sp=4", "W", "none"), ("dp=2,sp=2", "H", "block")])
+def test_simulate_equals_cli(mesh, shard, ckpt):
+    args = dict(model="convnext-atto", input="3x256x512", batch=2, mesh=mesh, topology="dgx-a100", shard=shard,
+                checkpointing=ckpt)
+    r = tessera.sim.simulate(**args).to_dict()
+    c = run_cli("sim", "run", "--model", "convnext-atto", "--input", "3x256x512", "--batch", "2", "--mesh", mesh,
+                "--topology", "dgx-a100", "--shard", shard, "--checkpointing", ckpt)
+    assert r["model"] == c["model"] and r["mesh"] == c["mesh"] and r["topology"] == c["topology"]
+    assert approx(r["iteration_time_s"], c["iteration_time_s"])
+    assert len(r["devices"]) == len(c["devices"])
+    for a, b in zip(r["devices"], c["devices"]):
+        for key in ("rank", "coords", "device", "peak_memory_bytes", "memory_bytes"):
+            assert a[key] == b[key], key
+        assert approx(a["compute_busy_s"], b["compute_busy_s"]) and approx(a["comm_busy_s"], b["comm_busy_s"])
+    assert [(l["from"], l["to"], l["kind"]) for l in r["links"]] == [(l["from"], l["to"], l["kind"]) for l in c["links"]]
+    for a, b in zip(r["links"], c["links"]):
+        assert abs(a["bytes"] - b["bytes"]) <= 0.5 and approx(a["utilisation"], b["utilisation"], 1e-5)
+
+
+def test_plan_equals_cli():
+    p = tessera.sim.plan(model="convnext-atto", input="3x128x512", batch=2, topology="dgx-a100", devices=4,
+                         shards=["W", "H"], checkpointing=["none", "block"])
+    c = run_cli("plan", "--model", "convnext-atto", "--input", "3x128x512", "--batch", "2", "--topology", "dgx-a100",
+                "--devices", "4", "--shards", "W,H", "--checkpointing", "none,block")
+    assert p["best_fit"] == c["best_fit"] and p["devices"] == c["devices"]
+    assert len(p["configurations"]) == len(c["configurations"]) > 0
+    for a, b in zip(p["configurations"], c["configurations"]):
+        for key in ("mesh", "shard", "checkpointing", "peak_memory_bytes", "activation_peak_bytes", "fits",
+                    "replayed_ranks"):
+            assert a[key] == b[key], key
+        assert approx(a["iteration_time_s"], b["iteration_time_s"])
+    assert [(s["mesh"], s["reason"]) for s in p["skipped"]] == [(s["mesh"], s["reason"]) for s in c["skipped"]]
+
+
+def test_topologies():
+    assert "dgx-a100" in tessera.sim.Topology.preset_names()
+    t = tessera.sim.Topology.preset("dgx-a100:2")
+    assert t.num_devices == 16
+    t2 = tessera.sim.Topology.from_json(t.to_json())
+    assert t2.num_devices == 16 and t2.to_json() == t.to_json()
+    r1 = tessera.sim.simulate(input="3x128x256", mesh="sp=2", topology=t2)
+    r2 = tessera.sim.simulate(input="3x128x256", mesh="sp=2", topology="dgx-a100:2")
+    assert r1.iteration_ps == r2.iteration_ps
+
+
+def test_trace_and_tables(tmp_path):
+    r = tessera.sim.simulate(input="3x128x256", mesh="sp=2", topology="dgx-a100", trace=True)
+    ev = r.trace_events()
+    assert ev and {e["pid"] for e in ev} == {0, 1}
+    assert {"compute", "halo"} <= {e["cat"] for e in ev}
+    path = tmp_path / "t.json"
+    r.write_trace(str(path))
+    doc = json.loads(path.read_text())
+    assert any(e.get("ph") == "X" for e in doc["traceEvents"])
+    d = r.to_dict()
+    assert d["devices"][0]["memory_bytes"]["parameter"] > 0
+    json.dumps(d)  # plain data only
+    pd = pytest.importorskip("pandas")
+    df = tessera.sim.to_frame(r.devices)
+    assert isinstance(df, pd.DataFrame) and len(df) == 2 and "memory_bytes.activation" in df.columns
