@@ -1,5 +1,6 @@
 // `tessera backends`: lists the communication backends (built in and plugins: loaded, or why
-// not) and the compute backends this build contains.
+// not, or loaded but unable to run here, e.g. "nccl  built, no CUDA device visible") and the
+// compute backends this build contains.
 #include <cstdio>
 
 #include "commands.hpp"
@@ -27,7 +28,11 @@ void add_backends_command(CLI::App& app, Action& action) {
       for (const auto& n : comms.names())
         std::printf("  %-8s built in  (%s)\n", n.c_str(), caps_text(comms.capabilities(n)).c_str());
       for (const auto& st : register_plugin_backends(comms)) {
-        if (st.loaded)
+        const std::string unusable = st.loaded && st.probe ? st.probe() : "";
+        if (!unusable.empty())
+          std::printf("  %-8s built, %s; loaded from %s (%s)\n", st.name.c_str(), unusable.c_str(),
+                      st.path.c_str(), caps_text(st.caps).c_str());
+        else if (st.loaded)
           std::printf("  %-8s loaded    (%s) from %s\n", st.name.c_str(), caps_text(st.caps).c_str(), st.path.c_str());
         else
           std::printf("  %-8s not loaded: %s\n", st.name.c_str(), st.why.c_str());

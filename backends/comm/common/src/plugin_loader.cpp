@@ -105,6 +105,12 @@ PluginStatus load_plugin(const std::string& path, Registry* registry) {
   st.description = table->description ? table->description : "";
   st.caps = {table->caps.cuda_memory != 0, table->caps.all_to_all != 0, table->caps.split != 0,
              table->caps.multi_process != 0};
+  if (auto* probe = reinterpret_cast<tessera_comm_plugin_v1_probe_fn>(
+          ::dlsym(handle, TESSERA_COMM_PLUGIN_V1_PROBE_SYMBOL)))
+    st.probe = [lib, probe]() -> std::string {
+      const char* why_not = probe();
+      return why_not ? why_not : "";
+    };
   if (registry) {
     if (registry->contains(st.name)) {
       st.why = detail::cat("a backend named '", st.name, "' is already registered; ", path, " ignored");

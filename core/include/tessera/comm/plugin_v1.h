@@ -123,6 +123,14 @@ typedef struct tessera_comm_plugin_v1 {
 typedef const tessera_comm_plugin_v1_t* (*tessera_comm_plugin_v1_fn)(void);
 #define TESSERA_COMM_PLUGIN_V1_SYMBOL "tessera_comm_plugin_v1"
 
+/* Optional second symbol: says whether the backend can run in this process. Returns NULL when it
+ * can, else a one-line reason owned by the plugin ("no CUDA device visible (...)"). The loader
+ * registers the backend either way (create then fails with the full message) and does not call
+ * the probe itself; `tessera backends` does and shows the reason. Never throws or exits; may
+ * initialise the vendor runtime (so hosts call it only where no fork follows). */
+typedef const char* (*tessera_comm_plugin_v1_probe_fn)(void);
+#define TESSERA_COMM_PLUGIN_V1_PROBE_SYMBOL "tessera_comm_plugin_v1_probe"
+
 #ifdef __cplusplus
 }
 #endif

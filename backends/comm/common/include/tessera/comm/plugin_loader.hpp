@@ -2,6 +2,7 @@
 // entry point, and the adapter that makes a loaded plugin a comm::Backend in a Registry.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,11 @@ struct PluginStatus {
   std::string path;  ///< the library file, or "" when none was found
   bool loaded = false;
   std::string why;   ///< empty when loaded
+  /// The plugin's optional probe (plugin_v1.h), empty when it has none: returns "" when the
+  /// backend can run in this process, else why not ("no CUDA device visible (...)"). Not called
+  /// by the loader (it may initialise a vendor runtime, e.g. CUDA, which must not happen before
+  /// a fork); the backend is registered either way. Keeps the library loaded.
+  std::function<std::string()> probe;
   std::string description;
   Capabilities caps;
 };
