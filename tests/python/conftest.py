@@ -13,14 +13,14 @@ def _add_build_tree():
         import tessera  # noqa: F401
 
         return
-    except ImportError:
-        pass
+    except ImportError as e:
+        first = e
     for build in (os.environ.get("TESSERA_BUILD_DIR"), str(ROOT / "build" / "ci")):
         if build and (pathlib.Path(build) / "python" / "tessera").is_dir():
             sys.path.insert(0, str(pathlib.Path(build) / "python"))
             return
     raise ImportError("tessera is not importable: build it (cmake --preset ci && cmake --build --preset ci) "
-                      "and set TESSERA_BUILD_DIR=<build dir>, or pip install .")
+                      f"and set TESSERA_BUILD_DIR=<build dir>, or pip install . ({first})")
 
 
 _add_build_tree()

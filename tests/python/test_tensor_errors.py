@@ -76,3 +76,27 @@ def test_real_errors_carry_the_cpp_message():
     with pytest.raises(tessera.InvalidArgument, match="grad_output has shape"):
         tessera.functional.conv2d(x, np.zeros((4, 4, 3, 3), np.float32), padding=1,
                                   grad_output=np.zeros((1, 4, 7, 7), np.float32))
+
+
+def test_long_calls_release_the_gil():
+    # While a worker thread is inside a long C++ call, this thread keeps running Python: it could
+    # not if the call held the GIL (it would be frozen until the call returned).
+    import threading
+    import time
+
+    state = {"inside": False, "done": False}
+
+    def work():
+        state["inside"] = True
+        tessera.train(input=(3, 32, 128), batch=2, steps=2, mesh="sp=2", threads=1)
+        state["done"] = True
+
+    t = threading.Thread(target=work)
+    t.start()
+    ticks = 0
+    while not state["done"]:
+        if state["inside"]:
+            ticks += 1
+            time.sleep(0.001)
+    t.join()
+    assert ticks > 50  # a 2-step training run takes well over 50 ms

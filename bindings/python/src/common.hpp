@@ -31,6 +31,8 @@ void bind_errors(py::module_& m);
 void bind_tensor(py::module_& m);
 void bind_layout(py::module_& m);
 void bind_functional(py::module_& m);
+/// The layers other than conv2d (functional_modules.cpp); after bind_functional.
+void bind_functional_modules(py::module_& m);
 void bind_models(py::module_& m);
 void bind_sim(py::module_& m);
 

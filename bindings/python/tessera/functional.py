@@ -51,6 +51,37 @@ def conv2d(
                      grad_output, overlap, threads)
 
 
+def layer_norm(input: np.ndarray, weight: Optional[np.ndarray] = None, bias: Optional[np.ndarray] = None,
+               eps: float = 1e-6, mesh: Optional[_tessera.DeviceMesh] = None, placement=None,
+               grad_output: Optional[np.ndarray] = None) -> dict:
+    """LayerNorm over the channels (dim 1) of an (N,C,H,W) input, per pixel (ConvNeXt's; core's
+    default eps 1e-6). ``weight``/``bias`` (C,) default to ones/zeros. Returns ``output``,
+    ``grad_input``, ``grad_weight``, ``grad_bias`` (the gradients None without ``grad_output``)."""
+    return _f.layer_norm(input, weight, bias, eps, mesh, placement, grad_output)
+
+
+def batch_norm(input: np.ndarray, weight: Optional[np.ndarray] = None, bias: Optional[np.ndarray] = None,
+               eps: float = 1e-5, mesh: Optional[_tessera.DeviceMesh] = None, placement=None,
+               grad_output: Optional[np.ndarray] = None) -> dict:
+    """BatchNorm in training mode (batch statistics over N, H, W per channel). Sharded, it is
+    SyncBN: core all-reduces the per-channel sums over every sharded mesh dimension, so the result
+    is plain BatchNorm over the whole batch. Returns the same keys as :func:`layer_norm`."""
+    return _f.batch_norm(input, weight, bias, eps, mesh, placement, grad_output)
+
+
+def activation(input: np.ndarray, kind: str = "gelu", mesh: Optional[_tessera.DeviceMesh] = None,
+               placement=None, grad_output: Optional[np.ndarray] = None) -> dict:
+    """``relu``, ``gelu`` (exact, erf) or ``sigmoid``, elementwise: ``output`` and ``grad_input``."""
+    return _f.activation(input, kind, mesh, placement, grad_output)
+
+
+def global_avg_pool(input: np.ndarray, mesh: Optional[_tessera.DeviceMesh] = None, placement=None,
+                    grad_output: Optional[np.ndarray] = None) -> dict:
+    """(N,C,H,W) -> (N,C): the mean over H and W (a local sum all-reduced over the spatial mesh
+    dimensions). ``output`` and ``grad_input``."""
+    return _f.global_avg_pool(input, mesh, placement, grad_output)
+
+
 def distribute(array: np.ndarray, layout: _tessera.Layout) -> list:
     """Every rank's piece of ``array`` under ``layout`` (by rank), cut by core's redistribute
     (Replicate -> layout) running over in-process ranks."""
