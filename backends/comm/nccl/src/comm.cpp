@@ -22,6 +22,8 @@ namespace {
 constexpr auto kYieldPhase = std::chrono::microseconds(2000);
 constexpr auto kSleep = std::chrono::microseconds(200);
 constexpr auto kAbortCheckEvery = std::chrono::milliseconds(100);
+// Longest a destructor waits for ncclCommFinalize before aborting instead.
+constexpr auto kFinalizeLimit = std::chrono::milliseconds(10'000);
 
 void idle(Clock::time_point started) {
   if (Clock::now() - started < kYieldPhase) {
@@ -168,12 +170,18 @@ Comm::~Comm() {
   cudaSetDevice(device_);
   if (comm_) {
     bool clean = failed_.empty();
+    try {
+      if (clean && !job_abort().empty()) clean = false;  // the job failed: do not wait for peers
+    } catch (...) {
+      clean = false;  // the store is gone: so is the job
+    }
     if (clean) {
       // Flush, then destroy; a flush that does not finish in time (a peer gone) is aborted.
       const ncclResult_t r = ncclCommFinalize(comm_);
       bool timed_out = false;
       clean = (r == ncclSuccess || r == ncclInProgress) &&
-              settle_comm(comm_, Clock::now() + timeout_, &timed_out).empty();
+              settle_comm(comm_, Clock::now() + std::min<std::chrono::milliseconds>(timeout_, kFinalizeLimit),
+                          &timed_out).empty();
     }
     if (clean) {
       ncclCommDestroy(comm_);
