@@ -84,3 +84,15 @@ def test_halo_plan_3x3_stride2():
     for p in plans:
         a, b = p["out"][3]
         assert tuple(p["need"][3]) == (max(0, 2 * a - 1), min(20, 2 * (b - 1) + 2))
+
+
+def test_partial_round_trip():
+    # Replicate -> Partial keeps the value on coordinate 0 (the others hold zeros, so the sum is
+    # the tensor); gathering Partial -> Replicate sums the pieces.
+    x = np.arange(24, dtype=np.float32).reshape(1, 2, 3, 4)
+    lay = tessera.Layout(tessera.DeviceMesh(sp=3), x.shape, tessera.Partial())
+    pieces = tessera.distribute(x, lay)
+    np.testing.assert_array_equal(pieces[0], x)
+    assert not pieces[1].any() and not pieces[2].any()
+    parts = [x * 0.5, x * 0.25, x * 0.25]
+    np.testing.assert_array_equal(tessera.gather(parts, lay), x)

@@ -41,9 +41,10 @@ from . import functional, sim  # noqa: E402,F401
 from .functional import distribute, gather  # noqa: E402,F401
 from .train import train  # noqa: E402,F401
 
+# tessera.TimeoutError (a subclass of the built-in) is left out of `import *`, which would
+# otherwise shadow the built-in TimeoutError in the importing module.
 __all__ = [
     "BackendError", "ConvSpec", "DeviceMesh", "Error", "InternalError", "InvalidArgument", "Layout",
-    "ModelSpec", "OutOfMemory", "Partial", "Placement", "Replicate", "Shard", "Tensor", "TimeoutError",
-    "Unsupported", "conv_output_layout", "distribute", "from_numpy", "functional", "gather", "halo_plan",
+    "ModelSpec", "OutOfMemory", "Partial", "Placement", "Replicate", "Shard", "Tensor", "Unsupported", "conv_output_layout", "distribute", "from_numpy", "functional", "gather", "halo_plan",
     "model_preset", "model_presets", "sim", "train",
 ]
