@@ -174,6 +174,7 @@ StepStats Trainer::step() {
   st.step = step_;
   const int rank = mesh_ ? mesh_->rank() : 0;
   data::Batch batch = data_->load(step_, in_layout_, rank, alloc_);
+  st.data_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (auto& b : buckets_) b->flat.zero();
 
   Tensor h = batch.images;

@@ -72,7 +72,9 @@ LinkCalibration measure_link(const WorldRunner& run_world, const CalibrateOption
                                              ? std::vector<std::size_t>{1024, 16384, 262144, 1 << 20}
                                              : std::vector<std::size_t>{256, 4096, 65536, 262144, 1 << 20, 4 << 20};
   const int reps = options.quick ? 15 : 41;
-  std::vector<KernelSample> p2p(sizes.size()), ar(sizes.size());
+  // Per rank: with ranks as threads rank 0's figures are taken; with one rank per process (a
+  // calibration under `tessera launch`), this process's own.
+  std::vector<std::vector<KernelSample>> p2p_of(2), ar_of(2);
   run_world(2, [&](comm::Backend& c) {
     const std::size_t most = sizes.back() / 4;
     std::vector<float> send(most, 1.0f), recv(most), buf(most, 1.0f);
@@ -92,12 +94,13 @@ LinkCalibration measure_link(const WorldRunner& run_world, const CalibrateOption
       for (int w = 0; w < 3; ++w) reduce();
       c.barrier();
       const double t_ar = median_time(reps, reduce);
-      if (c.rank() == 0) {
-        p2p[i] = {0, static_cast<double>(sizes[i]), t_p2p};
-        ar[i] = {0, static_cast<double>(sizes[i]), t_ar};
-      }
+      p2p_of[static_cast<std::size_t>(c.rank())].push_back({0, static_cast<double>(sizes[i]), t_p2p});
+      ar_of[static_cast<std::size_t>(c.rank())].push_back({0, static_cast<double>(sizes[i]), t_ar});
     }
   });
+  const std::size_t mine = p2p_of[0].empty() ? 1 : 0;
+  const std::vector<KernelSample>& p2p = p2p_of[mine];
+  const std::vector<KernelSample>& ar = ar_of[mine];
   const KernelRate a = fit_kernel_rate(p2p), b = fit_kernel_rate(ar);
   LinkCalibration l;
   l.p2p_latency_s = a.overhead_s;

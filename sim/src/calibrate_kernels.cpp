@@ -180,20 +180,24 @@ std::map<std::string, KernelCalibration> measure_kernels(const ComputeFactory& m
     }
     std::lock_guard<std::mutex> lock(mu);
     times[r] = std::move(mine);
-    if (r == 0) {
+    if (kernels.empty()) {  // every rank times the same suite
       kernels = std::move(classes);
       costs = std::move(cs);
     }
   });
+  // The mean over the ranks that ran here: all of them with ranks as threads, this process's own
+  // with one rank per process (a calibration under `tessera launch`).
   std::map<std::string, KernelCalibration> out;
   for (std::size_t i = 0; i < kernels.size(); ++i) {
     double t = 0;
-    for (const auto& rank_times : times) t += rank_times[i];
+    int ranks_here = 0;
+    for (const auto& rank_times : times)
+      if (!rank_times.empty()) t += rank_times[i], ++ranks_here;
     KernelSample s;
     s.flops = costs[i].flops;
     s.bytes = static_cast<double>(costs[i].bytes_read + costs[i].bytes_written);
     s.rows = costs[i].rows;
-    s.seconds = t / static_cast<double>(times.size());
+    s.seconds = t / ranks_here;
     out[kernels[i]].samples.push_back(s);
   }
   for (auto& [k, c] : out) c.rate = fit_kernel_rate(c.samples);

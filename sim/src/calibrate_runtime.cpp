@@ -201,24 +201,30 @@ RuntimeCalibration measure_runtime(const ComputeFactory& make_compute, const Wor
       host.insert(host.end(), run.host_per_call.begin(), run.host_per_call.end());
     }
   out.host_overhead_s = median(host);
+  // The ranks that ran here: all with ranks as threads; with one rank per process (a calibration
+  // under `tessera launch`) this process's own, whose time outside kernels includes waiting for
+  // the slower peer.
+  std::vector<const std::vector<RankRun>*> here;
+  for (const auto& rank : runs)
+    if (!rank.empty()) here.push_back(&rank);
   if (options.ranks > 1)
     for (std::size_t i = 0; i < refs.size(); ++i) {
       const std::size_t run = refs.size() + i;  // the sharded runs follow the unsharded ones
       std::vector<double> slowest;
-      for (std::size_t s = 0; s < runs[0][run].outside.size(); ++s) {
+      for (std::size_t s = 0; s < (*here[0])[run].outside.size(); ++s) {
         double m = 0;
-        for (const auto& rank : runs) m = std::max(m, rank[run].outside[s]);
+        for (const auto* rank : here) m = std::max(m, (*rank)[run].outside[s]);
         slowest.push_back(m);
       }
       RuntimeCalibration::ShardedRun sr;
       sr.options = refs[i];
       sr.ranks = options.ranks;
       sr.outside_s = median(slowest);
-      sr.kernel_calls = runs[0][run].kernel_calls;
+      sr.kernel_calls = (*here[0])[run].kernel_calls;
       out.sharded.push_back(sr);
     }
   if (log)
-    log(detail::cat("runtime: ", runs[0].size(), " reference runs on ", options.ranks, " rank(s); ",
+    log(detail::cat("runtime: ", here[0]->size(), " reference runs on ", options.ranks, " rank(s); ",
                     out.host_overhead_s * 1e6, " us of host work per kernel call (", seconds_since(t_start), " s)"));
   return out;
 }

@@ -6,7 +6,9 @@
 
 #include "commands.hpp"
 #include "tessera/builtin_backends.hpp"
+#include "tessera/comm/env_rendezvous.hpp"
 #include "tessera/comm/local.hpp"
+#include "tessera/comm/registry.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/sim/calibrate.hpp"
 
@@ -19,6 +21,8 @@ struct CalibrateArgs {
   int threads = 1;
   int ranks = 1;
   bool quick = false;
+  std::string backend = "local";
+  double timeout_s = 120;
 };
 
 int run_calibrate(const CalibrateArgs& a) {
@@ -29,15 +33,50 @@ int run_calibrate(const CalibrateArgs& a) {
   const sim::ComputeFactory make_compute = [&computes](int threads) {
     return computes.create("cpu", compute::BackendOptions{threads});
   };
-  const sim::WorldRunner run_world = [](int size, const std::function<void(comm::Backend&)>& fn) {
-    comm::local::run(size, fn);
-  };
   sim::CalibrateOptions o;
   o.threads = a.threads;
   o.ranks = a.ranks;
   o.quick = a.quick;
-  const sim::Calibration c =
-      sim::calibrate(make_compute, run_world, o, [](const std::string& line) { std::printf("%s\n", line.c_str()); });
+  sim::WorldRunner run_world = [](int size, const std::function<void(comm::Backend&)>& fn) {
+    comm::local::run(size, fn);
+  };
+  // Another backend: one rank per process, started by `tessera launch` (env:// rendezvous). The
+  // kernels, the link and the reference runs are then measured over that transport.
+  std::shared_ptr<comm::Rendezvous> rdzv;
+  std::unique_ptr<comm::Backend> world;
+  if (a.backend != "local") {
+    const comm::EnvInfo info = comm::read_env();
+    TESSERA_CHECK(info.size >= 2, "calibrate --backend ", a.backend, " measures between processes: start it with "
+                  "tessera launch --nproc 2 -- calibrate --backend ", a.backend, " (this process is a job of ", info.size,
+                  " rank)");
+    const auto timeout = std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000));
+    rdzv = std::make_shared<comm::EnvRendezvous>(info, timeout);
+    comm::Registry comms;
+    register_builtin_backends(comms);
+    register_plugin_backends(comms);
+    comm::BackendOptions bo;
+    bo.rank = info.rank;
+    bo.size = info.size;
+    bo.timeout = timeout;
+    bo.rendezvous = rdzv;
+    world = comms.create(a.backend, bo);
+    o.ranks = world->size();
+    run_world = [&world](int size, const std::function<void(comm::Backend&)>& fn) {
+      TESSERA_CHECK(size <= world->size(), "calibrate: a measurement needs ", size, " ranks; the job has ",
+                    world->size());
+      if (size == world->size()) return fn(*world);
+      std::vector<int> first(static_cast<std::size_t>(size));
+      for (int r = 0; r < size; ++r) first[static_cast<std::size_t>(r)] = r;
+      std::unique_ptr<comm::Backend> sub = world->split(first);  // every rank takes part
+      if (sub) fn(*sub);
+      world->barrier();
+    };
+  }
+  const bool writer = !world || world->rank() == 0;
+  const sim::Calibration c = sim::calibrate(make_compute, run_world, o, [writer](const std::string& line) {
+    if (writer) std::printf("%s\n", line.c_str());
+  });
+  if (!writer) return 0;
   sim::save_calibration(c, a.out);
   std::printf("%-36s %11s %9s %11s  %s\n", "kernel class", "GFLOP/s", "GB/s", "overhead", "samples");
   for (const auto& [name, k] : c.kernels)
@@ -58,6 +97,12 @@ void add_calibrate_command(CLI::App& app, Action& action) {
   c->add_option("--ranks", a->ranks, "Ranks timing the kernels at once (as many as the runs you will simulate)")
       ->capture_default_str();
   c->add_flag("--quick", a->quick, "Fewer sizes and repetitions (a few seconds)");
+  c->add_option("--backend", a->backend,
+                "Communication backend: local (ranks as threads), or e.g. ucx with one rank per process under "
+                "tessera launch --nproc N -- calibrate --backend ucx")
+      ->capture_default_str();
+  c->add_option("--timeout", a->timeout_s, "Deadline of every communication wait, seconds (other backends)")
+      ->capture_default_str();
   c->callback([&action, a] { action = [a] { return run_calibrate(*a); }; });
 }
 

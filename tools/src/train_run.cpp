@@ -147,11 +147,12 @@ const char* kCategoryKeys[] = {"parameter", "gradient", "optimizer_state", "acti
 
 std::string metrics_line(const TrainRunConfig& cfg, const std::vector<nn::StepStats>& ranks) {
   const nn::StepStats& s = ranks[0];
-  double worst = 0;
-  for (auto& r : ranks) worst = std::max(worst, r.step_time_s);
+  double worst = 0, data = 0;
+  for (auto& r : ranks) worst = std::max(worst, r.step_time_s), data = std::max(data, r.data_time_s);
   std::ostringstream os;
   os.precision(9);
   os << "{\"step\":" << s.step << ",\"loss\":" << s.loss << ",\"step_time_s\":" << worst
+     << ",\"data_time_s\":" << data
      << ",\"images_per_s\":" << cfg.train.batch / worst << ",\"lr\":" << s.lr << ",\"grad_norm\":" << s.grad_norm
      << ",\"peak_bytes\":[";
   for (std::size_t r = 0; r < ranks.size(); ++r) {
@@ -217,7 +218,7 @@ void rank_loop(const TrainRunConfig& cfg, comm::Backend& world, const std::share
 }
 
 /// Figures of a step as doubles for an all_gather across processes.
-constexpr std::size_t kStatDoubles = 6 + core::kNumMemCategories;
+constexpr std::size_t kStatDoubles = 7 + core::kNumMemCategories;
 
 /// One rank per process (ucx, ...): env:// rendezvous, the world backend from the registry,
 /// figures gathered with all_gather. A failure aborts the job so the other ranks stop at once.
@@ -241,8 +242,8 @@ void run_distributed(const TrainRunConfig& cfg, const std::shared_ptr<const data
     auto world = comms.create(cfg.backend, o);
     const auto n = static_cast<std::size_t>(world->size());
     Gather gather = [&](const nn::StepStats& st) {
-      std::vector<double> mine = {double(st.step), st.loss, st.grad_norm, st.lr, st.step_time_s,
-                                  double(st.memory.peak_total)};
+      std::vector<double> mine = {double(st.step), st.loss,        st.grad_norm, st.lr, st.step_time_s,
+                                  st.data_time_s,  double(st.memory.peak_total)};
       for (int c = 0; c < core::kNumMemCategories; ++c) mine.push_back(double(st.memory.peak[c]));
       std::vector<double> all(kStatDoubles * n);
       world->all_gather({mine.data(), kStatDoubles, core::DType::F64}, {all.data(), all.size(), core::DType::F64})->wait();
@@ -254,8 +255,9 @@ void run_distributed(const TrainRunConfig& cfg, const std::shared_ptr<const data
         out[r].grad_norm = v[2];
         out[r].lr = v[3];
         out[r].step_time_s = v[4];
-        out[r].memory.peak_total = static_cast<std::size_t>(v[5]);
-        for (int c = 0; c < core::kNumMemCategories; ++c) out[r].memory.peak[c] = static_cast<std::size_t>(v[6 + c]);
+        out[r].data_time_s = v[5];
+        out[r].memory.peak_total = static_cast<std::size_t>(v[6]);
+        for (int c = 0; c < core::kNumMemCategories; ++c) out[r].memory.peak[c] = static_cast<std::size_t>(v[7 + c]);
       }
       return out;
     };

@@ -45,6 +45,7 @@ struct StepStats {
   double grad_norm = 0;     ///< global L2 norm before clipping
   double lr = 0;
   double step_time_s = 0;   ///< wall clock of this rank's step
+  double data_time_s = 0;   ///< of which loading the batch (the dataset's load)
   core::MemStats memory;    ///< this rank's allocator: current and peak of this step
 };
 

@@ -27,7 +27,9 @@ struct CalibrateOptions {
 /// Creates one rank's compute backend with `threads` threads.
 using ComputeFactory = std::function<std::unique_ptr<compute::Backend>(int threads)>;
 /// Runs `fn` on `size` in-process ranks, one thread each, and returns when all have finished
-/// (rethrowing a rank's failure).
+/// (rethrowing a rank's failure). Under a launcher (one rank per process) it runs `fn` on this
+/// process's rank of a `size`-rank communicator; the measurements then take this process's own
+/// figures where in-process ranks would share theirs.
 using WorldRunner = std::function<void(int size, const std::function<void(comm::Backend&)>& fn)>;
 /// Progress lines ("kernels: 38 classes in 2.1 s").
 using CalibrateLog = std::function<void(const std::string&)>;
