@@ -13,6 +13,7 @@ optional=(
   libucx-dev ucx-utils            # UCX backend and ucx_perftest
   openmpi-bin libopenmpi-dev      # OpenMPI: the collectives peer in bench/comm
   libtorch-dev                    # libtorch: the CPU-kernel peer in bench/
+  qt6-base-dev                    # Qt 6 Widgets: tessera studio (gui/)
   python3-dev python3-pip         # the Python bindings (their PyPI packages: setup_python below)
 )
 

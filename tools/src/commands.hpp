@@ -28,6 +28,8 @@ void add_sim_memory_command(CLI::App& sim, Action& action);
 void add_calibrate_command(CLI::App& app, Action& action);
 /// `tessera plan` (cmd_plan.cpp).
 void add_plan_command(CLI::App& app, Action& action);
+/// `tessera studio` (cmd_studio.cpp): runs tessera-studio from the same folder.
+void add_studio_command(CLI::App& app, Action& action);
 /// A topology preset name, or a path to a topology JSON file when one exists there.
 sim::Topology load_topology(const std::string& spec);
 /// The same, with devices (the cpu-host presets' links) from `catalog`.

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   tessera::tools::add_sim_command(app, action);
   tessera::tools::add_plan_command(app, action);
   tessera::tools::add_calibrate_command(app, action);
+  tessera::tools::add_studio_command(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,155 @@
+// ConfigPanel: a form over StudioConfig; presets come from core (models) and sim (topologies).
+#include "config_panel.hpp"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QVBoxLayout>
+
+#include "tessera/nn/models.hpp"
+
+namespace tessera::studio {
+
+namespace {
+
+QComboBox* combo(const QStringList& items, bool editable) {
+  auto* c = new QComboBox;
+  c->addItems(items);
+  c->setEditable(editable);
+  c->setInsertPolicy(QComboBox::NoInsert);
+  return c;
+}
+
+QStringList toQt(const std::vector<std::string>& v) {
+  QStringList out;
+  for (const std::string& s : v) out << QString::fromStdString(s);
+  return out;
+}
+
+void setComboText(QComboBox* c, const QString& text) {
+  const int i = c->findText(text);
+  if (i >= 0) c->setCurrentIndex(i);
+  else if (c->isEditable()) c->setEditText(text);
+}
+
+}  // namespace
+
+ConfigPanel::ConfigPanel(QWidget* parent) : QWidget(parent) {
+  model_ = combo(toQt(nn::model_preset_names()), true);
+  model_->setToolTip(QStringLiteral("A model preset, or the path of a JSON model file"));
+  input_ = new QLineEdit;
+  input_->setToolTip(QStringLiteral("C×H×W of one image, e.g. 3x512x2048"));
+  batch_ = new QSpinBox;
+  batch_->setRange(1, 4096);
+  mesh_ = new QLineEdit;
+  mesh_->setToolTip(QStringLiteral("dp × spatial mesh: sp=4, dp=2,sp=2, or tiles sp_h=2,sp_w=2"));
+  shard_ = combo({"W", "H"}, false);
+  shard_->setToolTip(QStringLiteral("The dimension a mesh dim named sp splits (sp_h/sp_w tile both)"));
+  checkpointing_ = combo({"none", "block", "stage"}, false);
+  optimizer_ = combo({"adamw", "sgd"}, false);
+  QStringList topos;
+  for (const std::string& n : sim::Topology::preset_names())
+    if (n.find('N') == std::string::npos) topos << QString::fromStdString(n);
+  topos << "dgx-a100:2" << "dgx-h100:2";
+  topology_ = combo(topos, true);
+  topology_->setToolTip(QStringLiteral("A topology preset, or the path of a topology JSON file"));
+  dtype_ = combo({"f32", "bf16", "f16"}, false);
+  overlap_ = new QCheckBox(QStringLiteral("overlap halo exchange and all-reduce"));
+  auto* modelFile = new QPushButton(QStringLiteral("…"));
+  modelFile->setToolTip(QStringLiteral("Choose a JSON model file"));
+  auto* topoFile = new QPushButton(QStringLiteral("…"));
+  topoFile->setToolTip(QStringLiteral("Choose a topology JSON file"));
+  for (auto* b : {modelFile, topoFile}) b->setMaximumWidth(28);
+  auto row = [](QWidget* a, QWidget* b) {
+    auto* w = new QWidget;
+    auto* l = new QHBoxLayout(w);
+    l->setContentsMargins(0, 0, 0, 0);
+    l->addWidget(a, 1);
+    l->addWidget(b);
+    return w;
+  };
+  auto* form = new QFormLayout;
+  form->addRow(QStringLiteral("Model"), row(model_, modelFile));
+  form->addRow(QStringLiteral("Input C×H×W"), input_);
+  form->addRow(QStringLiteral("Batch"), batch_);
+  form->addRow(QStringLiteral("Mesh"), mesh_);
+  form->addRow(QStringLiteral("Shard"), shard_);
+  form->addRow(QStringLiteral("Checkpointing"), checkpointing_);
+  form->addRow(QStringLiteral("Optimizer"), optimizer_);
+  form->addRow(QStringLiteral("Topology"), row(topology_, topoFile));
+  form->addRow(QStringLiteral("dtype"), dtype_);
+  form->addRow(overlap_);
+  status_ = new QLabel;
+  status_->setWordWrap(true);
+  status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  auto* v = new QVBoxLayout(this);
+  auto* title = new QLabel(QStringLiteral("<b>Configuration</b>"));
+  v->addWidget(title);
+  v->addLayout(form);
+  v->addWidget(status_);
+  v->addStretch(1);
+  setConfig(StudioConfig{});
+
+  connect(model_, &QComboBox::currentTextChanged, this, [this] { emitChanged(); });
+  connect(input_, &QLineEdit::editingFinished, this, [this] { emitChanged(); });
+  connect(batch_, &QSpinBox::valueChanged, this, [this] { emitChanged(); });
+  connect(mesh_, &QLineEdit::editingFinished, this, [this] { emitChanged(); });
+  for (QComboBox* c : {shard_, checkpointing_, optimizer_, topology_, dtype_})
+    connect(c, &QComboBox::currentTextChanged, this, [this] { emitChanged(); });
+  connect(overlap_, &QCheckBox::toggled, this, [this] { emitChanged(); });
+  connect(modelFile, &QPushButton::clicked, this, [this] {
+    const QString f = QFileDialog::getOpenFileName(this, QStringLiteral("Model JSON"), {}, QStringLiteral("JSON (*.json)"));
+    if (!f.isEmpty()) model_->setEditText(f);
+  });
+  connect(topoFile, &QPushButton::clicked, this, [this] {
+    const QString f = QFileDialog::getOpenFileName(this, QStringLiteral("Topology JSON"), {}, QStringLiteral("JSON (*.json)"));
+    if (!f.isEmpty()) topology_->setEditText(f);
+  });
+}
+
+StudioConfig ConfigPanel::config() const {
+  StudioConfig c;
+  c.model = model_->currentText().trimmed();
+  c.input = input_->text().trimmed();
+  c.batch = batch_->value();
+  c.mesh = mesh_->text().trimmed();
+  c.shard = shard_->currentText();
+  c.checkpointing = checkpointing_->currentText();
+  c.optimizer = optimizer_->currentText();
+  c.topology = topology_->currentText().trimmed();
+  c.dtype = dtype_->currentText();
+  c.overlap = overlap_->isChecked();
+  return c;
+}
+
+void ConfigPanel::setConfig(const StudioConfig& c) {
+  quiet_ = true;
+  setComboText(model_, c.model);
+  input_->setText(c.input);
+  batch_->setValue(c.batch);
+  mesh_->setText(c.mesh);
+  setComboText(shard_, c.shard);
+  setComboText(checkpointing_, c.checkpointing);
+  setComboText(optimizer_, c.optimizer);
+  setComboText(topology_, c.topology);
+  setComboText(dtype_, c.dtype);
+  overlap_->setChecked(c.overlap);
+  quiet_ = false;
+}
+
+void ConfigPanel::setStatus(const QString& text, bool error) {
+  status_->setStyleSheet(error ? QStringLiteral("color: #b41e1e;") : QString());
+  status_->setText(text);
+}
+
+void ConfigPanel::emitChanged() {
+  if (!quiet_) emit configChanged(config());
+}
+
+}  // namespace tessera::studio

@@ -1,0 +1,44 @@
+// tessera-studio: the desktop app (`tessera studio`), or with --screenshot DIR a headless render of
+// every view to PNG files.
+#include <QApplication>
+#include <QCommandLineParser>
+#include <cstdio>
+
+#include "main_window.hpp"
+#include "screenshot.hpp"
+
+int main(int argc, char** argv) {
+  bool headless = false;
+  for (int i = 1; i < argc; ++i)
+    if (QByteArray(argv[i]) == "--screenshot" || QByteArray(argv[i]).startsWith("--screenshot=")) headless = true;
+  if (headless && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+  QApplication app(argc, argv);
+  QApplication::setApplicationName(QStringLiteral("tessera studio"));
+  QCommandLineParser parser;
+  parser.setApplicationDescription(QStringLiteral(
+      "tessera studio: shards, halos, communication, memory and timelines of a simulated training iteration"));
+  parser.addHelpOption();
+  QCommandLineOption screenshot(QStringList{"screenshot"}, QStringLiteral("Render every view to DIR/<view>.png and exit"),
+                                QStringLiteral("DIR"));
+  QCommandLineOption config(QStringList{"config"}, QStringLiteral("A configuration (or session) JSON file"),
+                            QStringLiteral("FILE"));
+  parser.addOption(screenshot);
+  parser.addOption(config);
+  parser.process(app);
+  using namespace tessera::studio;
+  try {
+    const StudioConfig cfg = parser.isSet(config) ? loadConfigFile(parser.value(config)) : StudioConfig{};
+    if (parser.isSet(screenshot)) {
+      for (const QString& f : renderScreenshots(parser.value(screenshot), cfg)) std::printf("wrote %s\n", qPrintable(f));
+      return 0;
+    }
+    MainWindow w;
+    w.resize(1500, 900);
+    w.setConfig(cfg);
+    w.show();
+    return QApplication::exec();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tessera studio: %s\n", e.what());
+    return 1;
+  }
+}

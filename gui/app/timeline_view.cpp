@@ -1,0 +1,166 @@
+// TimelineView: paints TimelineData through TimeAxis; wheel zooms about the cursor, drag pans,
+// double-click fits the iteration; tooltips name op, layer, bytes and duration.
+#include "timeline_view.hpp"
+
+#include <QHelpEvent>
+#include <QMouseEvent>
+#include <QToolTip>
+#include <QWheelEvent>
+#include <cmath>
+
+namespace tessera::studio {
+
+namespace {
+
+QColor eventColor(const TimelineEvent& e) {
+  if (e.cat == QLatin1String("halo")) return QColor(242, 142, 43);
+  if (e.cat == QLatin1String("comm")) return QColor(89, 161, 79);
+  if (e.op.contains(QLatin1String("backward"))) return QColor(156, 117, 197);
+  if (e.op.startsWith(QLatin1String("conv2d"))) return QColor(78, 121, 167);
+  if (e.op.contains(QLatin1String("adamw")) || e.op.contains(QLatin1String("sgd"))) return QColor(186, 176, 172);
+  return QColor(118, 183, 178);
+}
+
+}  // namespace
+
+TimelineView::TimelineView(QWidget* parent) : SnapshotView(parent) {
+  setMouseTracking(true);
+  setMinimumHeight(200);
+}
+
+void TimelineView::fit() {
+  if (!hasData()) return;
+  axis_ = TimeAxis::fit(snap_->timeline.endPs, std::max(50, width() - kLabelWidth - 10));
+}
+
+void TimelineView::snapshotChanged() { fitted_ = false; }
+
+void TimelineView::resizeEvent(QResizeEvent*) {
+  if (!fitted_) fit();
+}
+
+int TimelineView::eventAt(QPoint p) const {
+  if (!hasData() || p.x() < kLabelWidth || p.y() < kRulerHeight) return -1;
+  const int lane = (p.y() - kRulerHeight) / kLaneHeight;
+  const TimelineData& d = snap_->timeline;
+  if (lane >= static_cast<int>(d.lanes.size())) return -1;
+  // A pixel covers [t0, t1): pick the event that overlaps it, preferring the longest.
+  const sim::Picos t0 = axis_.timeAt(p.x() - kLabelWidth), t1 = axis_.timeAt(p.x() - kLabelWidth + 1);
+  int best = -1;
+  for (int i = 0; i < static_cast<int>(d.events.size()); ++i) {
+    const TimelineEvent& e = d.events[i];
+    if (e.lane != lane || e.startPs >= t1 || e.endPs() < t0) continue;
+    if (best < 0 || e.durPs > d.events[best].durPs) best = i;
+  }
+  return best;
+}
+
+void TimelineView::paintEvent(QPaintEvent*) {
+  QPainter p(this);
+  if (paintMessage(p, rect())) return;
+  if (!fitted_) fit();  // until the user zooms or pans, the whole iteration fills the width
+  p.fillRect(rect(), Qt::white);
+  const TimelineData& d = snap_->timeline;
+  const int plotW = width() - kLabelWidth;
+  // Ruler: about one tick per 120 pixels, at round times.
+  p.setPen(Qt::black);
+  const double span = static_cast<double>(axis_.psPerPixel()) * 120;
+  const double mag = std::pow(10.0, std::floor(std::log10(std::max(span, 1.0))));
+  const double step = span / mag < 2 ? mag * 2 : span / mag < 5 ? mag * 5 : mag * 10;
+  const sim::Picos first = static_cast<sim::Picos>(std::floor(axis_.timeAt(0) / step) * step);
+  for (double t = static_cast<double>(first); axis_.x(static_cast<sim::Picos>(t)) < plotW; t += step) {
+    const double x = kLabelWidth + axis_.x(static_cast<sim::Picos>(t));
+    if (x < kLabelWidth) continue;
+    p.setPen(QColor(225, 225, 225));
+    p.drawLine(QPointF(x, kRulerHeight), QPointF(x, height()));
+    p.setPen(Qt::black);
+    p.drawText(QPointF(x + 2, 16), formatPs(static_cast<sim::Picos>(t)));
+  }
+  // Lanes.
+  for (int i = 0; i < static_cast<int>(d.lanes.size()); ++i) {
+    const int y = kRulerHeight + i * kLaneHeight;
+    if (i % 4 >= 2) p.fillRect(QRect(0, y, width(), kLaneHeight), QColor(246, 246, 250));
+    p.setPen(Qt::black);
+    p.drawText(QRect(4, y, kLabelWidth - 8, kLaneHeight), Qt::AlignVCenter | Qt::AlignLeft, d.lanes[i].label);
+  }
+  p.setClipRect(QRect(kLabelWidth, kRulerHeight, plotW, height() - kRulerHeight));
+  auto laneY = [&](int lane) { return kRulerHeight + lane * kLaneHeight; };
+  for (const TimelineEvent& e : d.events) {
+    const double x0 = axis_.x(e.startPs), x1 = axis_.x(e.endPs());
+    if (x1 < 0 || x0 > plotW) continue;
+    const QRectF r(kLabelWidth + x0, laneY(e.lane) + 3, std::max(1.0, x1 - x0), kLaneHeight - 6);
+    p.fillRect(r, eventColor(e));
+    if (r.width() > 60) {
+      p.setPen(Qt::white);
+      p.drawText(r.adjusted(2, 0, -2, 0), Qt::AlignVCenter | Qt::AlignLeft, e.layer.isEmpty() ? e.name : e.layer);
+    }
+  }
+  // Halo arrows: from the start of a send to the end of its receive.
+  p.setRenderHint(QPainter::Antialiasing, true);
+  p.setPen(QPen(QColor(200, 60, 20, 160), 1));
+  int drawn = 0;
+  for (const TimelineArrow& a : d.arrows) {
+    const TimelineEvent& s = d.events[a.from];
+    const TimelineEvent& r = d.events[a.to];
+    const double xs = axis_.x(s.startPs), xr = axis_.x(r.endPs());
+    if ((xs < 0 && xr < 0) || (xs > plotW && xr > plotW)) continue;
+    if (++drawn > 2000) break;
+    const QPointF from(kLabelWidth + xs, laneY(s.lane) + kLaneHeight / 2.0);
+    const QPointF to(kLabelWidth + xr, laneY(r.lane) + kLaneHeight / 2.0);
+    p.drawLine(from, to);
+    const QPointF dir = from - to;
+    const double len = std::hypot(dir.x(), dir.y());
+    if (len > 6) {
+      const QPointF u = dir / len, n(-u.y(), u.x());
+      p.drawLine(to, to + 5 * u + 3 * n);
+      p.drawLine(to, to + 5 * u - 3 * n);
+    }
+  }
+}
+
+void TimelineView::wheelEvent(QWheelEvent* e) {
+  if (!hasData()) return;
+  const double steps = e->angleDelta().y() / 120.0;
+  axis_.zoom(std::pow(1.25, steps), e->position().x() - kLabelWidth);
+  fitted_ = true;
+  update();
+}
+
+void TimelineView::mousePressEvent(QMouseEvent* e) {
+  dragging_ = e->button() == Qt::LeftButton;
+  dragFrom_ = e->pos();
+}
+
+void TimelineView::mouseMoveEvent(QMouseEvent* e) {
+  if (!dragging_ || !(e->buttons() & Qt::LeftButton)) return;
+  axis_.pan(dragFrom_.x() - e->pos().x());
+  fitted_ = true;
+  dragFrom_ = e->pos();
+  update();
+}
+
+void TimelineView::mouseDoubleClickEvent(QMouseEvent*) {
+  fitted_ = false;
+  update();
+}
+
+bool TimelineView::event(QEvent* ev) {
+  if (ev->type() != QEvent::ToolTip) return SnapshotView::event(ev);
+  auto* he = static_cast<QHelpEvent*>(ev);
+  const int i = eventAt(he->pos());
+  if (i < 0) {
+    QToolTip::hideText();
+    return true;
+  }
+  const TimelineEvent& e = snap_->timeline.events[i];
+  QString t = QStringLiteral("<b>%1</b> (%2)<br>layer %3<br>start %4, duration %5")
+                  .arg(e.op.isEmpty() ? e.name : e.op, e.cat, e.layer.isEmpty() ? QStringLiteral("-") : e.layer,
+                       formatPs(e.startPs), formatPs(e.durPs));
+  if (e.bytes >= 0) t += QStringLiteral("<br>bytes %1").arg(formatBytes(e.bytes));
+  if (e.flops >= 0) t += QStringLiteral("<br>flops %1").arg(e.flops, 0, 'g', 4);
+  if (e.peer >= 0) t += QStringLiteral("<br>peer rank %1").arg(e.peer);
+  QToolTip::showText(he->globalPos(), t, this);
+  return true;
+}
+
+}  // namespace tessera::studio

@@ -1,0 +1,38 @@
+// Timeline: one compute lane and one communication lane per device, the simulator's events on a
+// zoomable, pannable time axis (TimeAxis), halo sends joined to their receives by arrows.
+#pragma once
+
+#include "views_common.hpp"
+
+namespace tessera::studio {
+
+class TimelineView : public SnapshotView {
+  Q_OBJECT
+ public:
+  explicit TimelineView(QWidget* parent = nullptr);
+  static constexpr int kLabelWidth = 120;
+  static constexpr int kRulerHeight = 26;
+  static constexpr int kLaneHeight = 22;
+  const TimeAxis& axis() const { return axis_; }
+  /// The event under a widget point, or -1.
+  int eventAt(QPoint p) const;
+
+ protected:
+  void snapshotChanged() override;
+  void paintEvent(QPaintEvent*) override;
+  void wheelEvent(QWheelEvent*) override;
+  void mousePressEvent(QMouseEvent*) override;
+  void mouseMoveEvent(QMouseEvent*) override;
+  void mouseDoubleClickEvent(QMouseEvent*) override;
+  void resizeEvent(QResizeEvent*) override;
+  bool event(QEvent*) override;
+
+ private:
+  void fit();
+  TimeAxis axis_;
+  bool fitted_ = false;
+  QPoint dragFrom_;
+  bool dragging_ = false;
+};
+
+}  // namespace tessera::studio

@@ -1,0 +1,113 @@
+// StudioConfig ↔ JSON, and its conversion through the CLI's own make_train_config.
+#include "studio_config.hpp"
+
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonParseError>
+#include <QStringList>
+#include <fstream>
+#include <sstream>
+
+#include "tessera/core/error.hpp"
+#include "train_run.hpp"
+
+namespace tessera::studio {
+
+namespace {
+
+[[noreturn]] void fail(const QString& origin, const QString& what) {
+  throw InvalidArgument((origin + QStringLiteral(": ") + what).toStdString());
+}
+
+QString stringField(const QJsonObject& o, const QString& key, const QString& fallback, const QString& origin) {
+  if (!o.contains(key)) return fallback;
+  if (!o.value(key).isString()) fail(origin, QStringLiteral("field \"%1\" must be a string").arg(key));
+  return o.value(key).toString();
+}
+
+}  // namespace
+
+QJsonObject StudioConfig::toJson() const {
+  return QJsonObject{{"model", model},       {"input", input},
+                     {"batch", batch},       {"mesh", mesh},
+                     {"shard", shard},       {"checkpointing", checkpointing},
+                     {"optimizer", optimizer}, {"topology", topology},
+                     {"dtype", dtype},       {"overlap", overlap}};
+}
+
+StudioConfig StudioConfig::fromJson(const QJsonObject& o, const QString& origin) {
+  static const QStringList known = {"model", "input", "batch", "mesh", "shard", "checkpointing",
+                                    "optimizer", "topology", "dtype", "overlap"};
+  for (const QString& k : o.keys())
+    if (!known.contains(k))
+      fail(origin, QStringLiteral("unknown field \"%1\"; known fields: %2").arg(k, known.join(", ")));
+  StudioConfig c;
+  c.model = stringField(o, "model", c.model, origin);
+  c.input = stringField(o, "input", c.input, origin);
+  c.mesh = stringField(o, "mesh", c.mesh, origin);
+  c.shard = stringField(o, "shard", c.shard, origin);
+  c.checkpointing = stringField(o, "checkpointing", c.checkpointing, origin);
+  c.optimizer = stringField(o, "optimizer", c.optimizer, origin);
+  c.topology = stringField(o, "topology", c.topology, origin);
+  c.dtype = stringField(o, "dtype", c.dtype, origin);
+  if (o.contains("batch")) {
+    const QJsonValue v = o.value("batch");
+    if (!v.isDouble() || v.toDouble() != static_cast<double>(v.toInt()) || v.toInt() < 1)
+      fail(origin, QStringLiteral("field \"batch\" must be a positive integer"));
+    c.batch = v.toInt();
+  }
+  if (o.contains("overlap")) {
+    if (!o.value("overlap").isBool()) fail(origin, QStringLiteral("field \"overlap\" must be true or false"));
+    c.overlap = o.value("overlap").toBool();
+  }
+  return c;
+}
+
+StudioConfig StudioConfig::fromJsonText(const QByteArray& text, const QString& origin) {
+  QJsonParseError err;
+  const QJsonDocument doc = QJsonDocument::fromJson(text, &err);
+  if (err.error != QJsonParseError::NoError)
+    fail(origin, QStringLiteral("not valid JSON at offset %1: %2").arg(err.offset).arg(err.errorString()));
+  if (!doc.isObject()) fail(origin, QStringLiteral("expected a JSON object such as {\"model\": \"convnext-t\"}"));
+  return fromJson(doc.object(), origin);
+}
+
+sim::Topology loadTopology(const std::string& spec, const sim::DeviceCatalog& catalog) {
+  std::ifstream in(spec);
+  if (!in) return sim::Topology::preset(spec, catalog);
+  std::stringstream text;
+  text << in.rdbuf();
+  sim::Topology t = sim::Topology::from_json(text.str(), catalog, "topology file '" + spec + "'");
+  if (t.name.empty()) t.name = spec;
+  return t;
+}
+
+ResolvedConfig resolveConfig(const StudioConfig& c, const sim::DeviceCatalog& catalog) {
+  tools::TrainArgs a;
+  a.model = c.model.toStdString();
+  a.input = c.input.toStdString();
+  a.batch = c.batch;
+  a.mesh = c.mesh.toStdString();
+  a.shard = c.shard.toStdString();
+  a.checkpointing = c.checkpointing.toStdString();
+  a.optimizer = c.optimizer.toStdString();
+  a.task = "classify";  // as `tessera sim run`
+  a.classes = 1000;
+  a.steps = 1;
+  a.no_overlap = !c.overlap;
+  TESSERA_CHECK(c.batch >= 1, "batch ", c.batch, " must be at least 1");
+  const tools::TrainRunConfig t = tools::make_train_config(a);
+  ResolvedConfig r{t.train, t.mesh, loadTopology(c.topology.toStdString(), catalog)};
+  if (c.dtype == "f32") r.train.dtype = core::DType::F32;
+  else if (c.dtype == "bf16") r.train.dtype = core::DType::BF16;
+  else if (c.dtype == "f16") r.train.dtype = core::DType::F16;
+  else throw InvalidArgument("dtype '" + c.dtype.toStdString() + "': expected f32, bf16 or f16");
+  r.topology.check_devices(catalog);
+  const int have = static_cast<int>(r.topology.devices().size());
+  TESSERA_CHECK(r.mesh.size() <= have, "mesh ", r.mesh.to_string(), " needs ", r.mesh.size(),
+                " devices but topology '", r.topology.name, "' has ", have,
+                "; choose a smaller mesh or a larger topology (e.g. dgx-a100:2)");
+  return r;
+}
+
+}  // namespace tessera::studio

@@ -1,0 +1,227 @@
+// The studio's model library, headless: configuration JSON, the views' data for a known
+// configuration (equal to the simulator's and core's figures), time↔pixel geometry, and the
+// background runner where the latest request wins.
+#include <QCoreApplication>
+#include <QElapsedTimer>
+#include <QJsonDocument>
+#include <random>
+
+#include "gui_app.hpp"
+#include "simulation.hpp"
+#include "support/catch.hpp"
+#include "tessera/core/error.hpp"
+
+using namespace tessera;
+using namespace tessera::studio;
+
+namespace {
+
+/// ConvNeXt-T at 3×512×2048, batch 1, sp=4 along W on a DGX-A100 (the docs' configuration).
+StudioConfig docsConfig() {
+  StudioConfig c;
+  c.model = "convnext-t";
+  c.input = "3x512x2048";
+  c.batch = 1;
+  c.mesh = "sp=4";
+  c.shard = "W";
+  c.topology = "dgx-a100";
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("studio config round-trips through JSON and rejects bad input with a message", "[gui]") {
+  StudioConfig c = docsConfig();
+  c.batch = 3;
+  c.overlap = false;
+  c.dtype = "bf16";
+  const QByteArray text = QJsonDocument(c.toJson()).toJson();
+  REQUIRE(StudioConfig::fromJsonText(text) == c);
+  auto message = [](const QByteArray& t) {
+    try {
+      StudioConfig::fromJsonText(t, "test.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  REQUIRE(message("{\"model\": ") .find("test.json: not valid JSON") != std::string::npos);
+  REQUIRE(message("[1, 2]").find("expected a JSON object") != std::string::npos);
+  REQUIRE(message("{\"meshh\": \"sp=2\"}").find("unknown field \"meshh\"") != std::string::npos);
+  REQUIRE(message("{\"batch\": 0}").find("\"batch\" must be a positive integer") != std::string::npos);
+  REQUIRE(message("{\"mesh\": 4}").find("\"mesh\" must be a string") != std::string::npos);
+}
+
+TEST_CASE("an impossible configuration gives a snapshot with the simulator's error", "[gui]") {
+  StudioConfig c = docsConfig();
+  c.mesh = "sp=128";  // more shards than the 2048 columns have blocks of the model's stride 32
+  c.topology = "dgx-a100:16";
+  auto s = simulate(c);
+  REQUIRE_FALSE(s->ok());
+  REQUIRE(s->error.contains("sp"));
+  c = docsConfig();
+  c.mesh = "sp=16";  // more ranks than the 8 GPUs of one DGX
+  s = simulate(c);
+  REQUIRE_FALSE(s->ok());
+  REQUIRE(s->error.contains("has 8"));
+  c = docsConfig();
+  c.model = "convnext-zzz";
+  REQUIRE(simulate(c)->error.contains("convnext-t"));  // the message lists the presets
+}
+
+TEST_CASE("the views' data for ConvNeXt-T on 4 GPUs equals core's and the simulator's figures", "[gui]") {
+  const auto s = simulate(docsConfig());
+  INFO(s->error.toStdString());
+  REQUIRE(s->ok());
+  REQUIRE(s->numRanks == 4);
+
+  SECTION("shard map: every convolution, 4 shards each, halos only for the 7×7 depthwise ones") {
+    // ConvNeXt-T: stem, 3 downsamplings, 18 blocks of (dw 7×7, 1×1, 1×1).
+    REQUIRE(s->shards.layers.size() == 1 + 3 + 18 * 3);
+    int withHalo = 0;
+    for (const ShardLayer& l : s->shards.layers) {
+      REQUIRE(l.shards.size() == 4);
+      if (l.haloRegions() == 0) continue;
+      ++withHalo;
+      REQUIRE(l.name.endsWith("dwconv"));
+      // Along W over 4 ranks: the two border ranks receive one piece, the two inner ones two.
+      REQUIRE(l.haloRegions() == 6);
+      for (const ShardInfo& sh : l.shards) {
+        REQUIRE(sh.recvs.size() == (sh.rank == 0 || sh.rank == 3 ? 1u : 2u));
+        for (const HaloRegion& h : sh.recvs) {
+          // 7×7 with padding 3: 3 columns of every row and channel, fp32.
+          REQUIRE(h.box.r[3].size() == 3);
+          REQUIRE(h.bytes == 3 * l.shape[2] * l.shape[1] * 4);
+        }
+      }
+    }
+    REQUIRE(withHalo == 18);
+    // The first dwconv reads 1×96×128×512: each rank owns 128 columns; a halo is 147456 bytes.
+    const ShardLayer& dw = s->shards.layers[1];
+    REQUIRE(dw.name == "stages.0.blocks.0.dwconv");
+    REQUIRE(dw.shape == core::Shape{1, 96, 128, 512});
+    REQUIRE(dw.shards[1].own.r[3].begin == 128);
+    REQUIRE(dw.shards[1].own.r[3].end == 256);
+    REQUIRE(dw.shards[1].recvs[0].bytes == 147456);
+  }
+
+  SECTION("timeline: two lanes per device, every complete event of the trace, one arrow per halo send") {
+    const TimelineData& t = s->timeline;
+    REQUIRE(t.lanes.size() == 8);
+    std::size_t complete = 0, sends = 0;
+    tessera::sim::Picos end = 0;
+    for (const core::TraceEvent& e : s->result.trace) {
+      if (e.ph != 'X') continue;
+      ++complete;
+      sends += e.flow_out ? 1 : 0;
+      end = std::max<tessera::sim::Picos>(end, std::llround((e.ts_us + e.dur_us) * 1e6));
+    }
+    REQUIRE(complete > 1000);
+    REQUIRE(t.events.size() == complete);
+    REQUIRE(sends > 0);
+    REQUIRE(t.arrows.size() == sends);
+    for (const TimelineArrow& a : t.arrows) {
+      REQUIRE(t.events[a.from].cat == "halo");
+      REQUIRE(t.events[a.to].lane % 2 == 1);  // receives are on a comm lane
+    }
+    REQUIRE(std::llabs(t.endPs - end) <= 1);
+    REQUIRE(t.endPs <= s->result.iteration_ps + 1);
+  }
+
+  SECTION("memory: one bar per device, totals equal to the simulator's") {
+    REQUIRE(s->memory.size() == 4);
+    for (std::size_t i = 0; i < 4; ++i) {
+      const MemoryBar& b = s->memory[i];
+      const auto& m = s->result.devices[i].memory;
+      REQUIRE(b.peakTotalBytes == static_cast<std::int64_t>(m.peak_total));
+      for (int c = 0; c < core::kNumMemCategories; ++c) REQUIRE(b.peakBytes[c] == static_cast<std::int64_t>(m.peak[c]));
+      REQUIRE(b.device == "a100-80gb");
+      REQUIRE(b.capacityBytes == Approx(80.0 * (1LL << 30)));  // a100-80gb
+      REQUIRE_FALSE(b.oom());
+    }
+  }
+
+  SECTION("topology: every node and link of the preset, the simulator's link use, halo transfers routed") {
+    const sim::Topology topo = sim::Topology::preset("dgx-a100");
+    REQUIRE(s->topology.nodes.size() == topo.nodes().size());
+    REQUIRE(s->topology.links.size() == topo.links().size());
+    int ranked = 0;
+    for (const GraphNode& n : s->topology.nodes) ranked += n.rank >= 0;
+    REQUIRE(ranked == 4);
+    double used = 0, shown = 0;
+    for (const auto& l : s->result.links) used += l.bytes;
+    std::size_t transfers = 0;
+    for (const GraphLink& l : s->topology.links) {
+      shown += l.bytes[0] + l.bytes[1];
+      transfers += l.transfers.size();
+    }
+    REQUIRE(shown == Approx(used));
+    REQUIRE(transfers > 0);
+  }
+}
+
+TEST_CASE("the time axis maps times to pixels and back exactly", "[gui]") {
+  std::mt19937_64 rng(7);
+  for (sim::Picos psPerPx : {1LL, 3LL, 1000LL, 123457LL, 25'000'000LL}) {
+    for (sim::Picos origin : {0LL, -5000LL, 987654321LL}) {
+      const TimeAxis a(origin, psPerPx);
+      std::uniform_int_distribution<sim::Picos> t(origin - 1'000'000'000'000LL, origin + 1'000'000'000'000LL);
+      for (int i = 0; i < 2000; ++i) {
+        const sim::Picos v = t(rng);
+        REQUIRE(a.timeAt(a.x(v)) == v);
+      }
+      for (int px = -500; px <= 5000; px += 7) REQUIRE(a.x(a.timeAt(px)) == px);
+    }
+  }
+  SECTION("fit shows the whole iteration; zoom keeps the time under the cursor; pan moves whole pixels") {
+    TimeAxis a = TimeAxis::fit(24'160'000'000LL, 1000);
+    REQUIRE(a.x(24'160'000'000LL) <= 1000);
+    REQUIRE(a.x(24'160'000'000LL) > 999);
+    const sim::Picos anchor = a.timeAt(400);
+    a.zoom(8, 400);
+    REQUIRE(std::llabs(a.timeAt(400) - anchor) < a.psPerPixel());
+    const sim::Picos before = a.timeAt(0);
+    a.pan(25);
+    REQUIRE(a.timeAt(0) == before + 25 * a.psPerPixel());
+    for (int i = 0; i < 80; ++i) a.zoom(4, 10);  // clamps at 1 ps per pixel
+    REQUIRE(a.psPerPixel() == 1);
+  }
+}
+
+TEST_CASE("shard geometry: boxes scale uniformly into the plane and points map back", "[gui]") {
+  PlaneGeometry g;
+  g.area = QRectF(10, 20, 1024, 400);
+  g.height = 128;
+  g.width = 512;
+  REQUIRE(g.scale() == 2.0);
+  nn::Box b;
+  b.r = {core::Range{0, 1}, core::Range{0, 96}, core::Range{0, 128}, core::Range{128, 256}};
+  REQUIRE(g.rectOf(b) == QRectF(10 + 256, 20, 256, 256));
+  REQUIRE(g.elementAt(QPointF(10 + 257, 21)) == std::pair<std::int64_t, std::int64_t>{0, 128});
+  REQUIRE(g.elementAt(QPointF(5, 21)).first == -1);
+  REQUIRE(g.elementAt(QPointF(100, 20 + 256.5)).first == -1);  // below the plane
+}
+
+TEST_CASE("the background runner re-simulates and only the latest request is delivered", "[gui]") {
+  guiApp();
+  SimulationRunner runner;
+  std::vector<std::shared_ptr<const Snapshot>> got;
+  QObject::connect(&runner, &SimulationRunner::finished, [&](std::shared_ptr<const Snapshot> s) { got.push_back(s); });
+  StudioConfig a = docsConfig(), b = docsConfig(), c = docsConfig();
+  a.mesh = "sp=1";
+  b.mesh = "sp=2";
+  c.mesh = "sp_h=2,sp_w=2";
+  runner.request(a);
+  runner.request(b);
+  const quint64 last = runner.request(c);
+  QElapsedTimer timer;
+  timer.start();
+  while (got.empty() && timer.elapsed() < 60000) QCoreApplication::processEvents(QEventLoop::WaitForMoreEvents, 50);
+  for (int i = 0; i < 20; ++i) QCoreApplication::processEvents(QEventLoop::AllEvents, 10);  // nothing else may come
+  REQUIRE(got.size() == 1);
+  REQUIRE(got[0]->generation == last);
+  REQUIRE(got[0]->config == c);
+  REQUIRE(got[0]->ok());
+  REQUIRE(got[0]->numRanks == 4);
+  REQUIRE(got[0]->wallS < 10);
+}
