@@ -6,6 +6,8 @@
 #   tests/cli_sim.sh <tessera binary> <source dir>
 set -euo pipefail
 bin=$1
+# shellcheck source=tests/cli_common.sh
+source "$(dirname "$0")/cli_common.sh"
 src=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -84,16 +86,7 @@ assert all(r["peak_memory_bytes"] <= cap for r in fitting)
 print(f"cli_sim: a {cap/1e9:.3f} GB cap leaves {len(fitting)} checkpointed rows fitting")
 PY
 
-# Bad input: a clear message, exit status 1 or 2, no core dump.
-expect_fail() {
-  local want=$1; shift
-  set +e
-  out=$("$bin" "$@" 2>&1)
-  rc=$?
-  set -e
-  if [ $rc -eq 0 ] || [ $rc -gt 2 ]; then echo "expected failure (1 or 2), got $rc for: $*"; echo "$out"; exit 1; fi
-  echo "$out" | grep -q -- "$want" || { echo "message lacks '$want' for: $*"; echo "$out"; exit 1; }
-}
+# Bad input: a clear message, exit status 1 or 2, no core dump (expect_fail: cli_common.sh).
 expect_fail "dgx-a100" sim run --topology dgx-a10 --mesh sp=2
 expect_fail "ranks" sim run --topology dgx-a100 --mesh sp=16
 expect_fail "no-such" sim run --topology dgx-a100 --device no-such --mesh sp=2

@@ -5,6 +5,8 @@
 #   tests/cli_train.sh <tessera binary> <source dir>
 set -euo pipefail
 bin=$1
+# shellcheck source=tests/cli_common.sh
+source "$(dirname "$0")/cli_common.sh"
 src=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -38,16 +40,7 @@ assert any("layer" in e.get("args", {}) for e in ops), "ops name their layer"
 print(f"cli_train: {len(full)} + {len(resumed)} metric lines, {len(events)} trace events, resume bit-identical")
 PY
 
-# Bad input: a clear message, exit status 1 or 2, no core dump.
-expect_fail() {
-  local want=$1; shift
-  set +e
-  out=$("$bin" "$@" 2>&1)
-  rc=$?
-  set -e
-  if [ $rc -eq 0 ] || [ $rc -gt 2 ]; then echo "expected failure (1 or 2), got $rc for: $*"; echo "$out"; exit 1; fi
-  echo "$out" | grep -q -- "$want" || { echo "message lacks '$want' for: $*"; echo "$out"; exit 1; }
-}
+# Bad input: a clear message, exit status 1 or 2, no core dump (expect_fail: cli_common.sh).
 expect_fail "convnext-atto" train --model no-such-model --steps 1
 expect_fail "--input" train --input 3x31 --steps 1
 expect_fail "mesh" train --mesh sp=0 --steps 1
