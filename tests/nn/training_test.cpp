@@ -116,7 +116,12 @@ TEST_CASE("sharded segmentation training equals the one-rank run (per-pixel loss
   require_equal_runs(test::train(o, core::DeviceMesh::parse("sp=4")), ref64, 1e-9);
 }
 
-TEST_CASE("sharded RegNetY training equals the one-rank run (SGD, SyncBN, SE)", "[nn][train]") {
+// Tagged [rounding]: float32 equality to 1e-4 after 10 steps holds for the optimised build (FMA).
+// Built without FMA (the asan preset), the tiny BN and SE biases (|b| down to 1e-4) of sharded
+// and one-rank runs end up to 3e-6 apart, several times 1e-4 of their own scale, so the asan
+// stage leaves this test out (label rounding); it runs in the main stage, and the float64 test
+// below holds the semantics to 1e-9 in both.
+TEST_CASE("sharded RegNetY training equals the one-rank run (SGD, SyncBN, SE)", "[nn][train][rounding]") {
   // Along H at 3x64x32 the float32 one-rank run itself drifts 1e-4 from float64 on the stem's
   // BN bias within 10 steps; H sharding of RegNetY is checked in float64 below.
   check_sharded_equals_unsharded(options(small_regnety(), "sgd"), false);
