@@ -15,10 +15,15 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def cli():
-    path = os.environ.get("TESSERA_CLI") or shutil.which("tessera")
+    given = os.environ.get("TESSERA_CLI")
+    if given and not pathlib.Path(given).is_file():  # ctest sets it: a wrong path is a failure
+        pytest.fail(f"TESSERA_CLI={given} is not a file")
+    path = given or shutil.which("tessera")
     for cand in (path, ROOT / "build" / "ci" / "tools" / "tessera"):
         if cand and pathlib.Path(cand).is_file():
             return str(cand)
+    # Outside ctest (a bare `pytest tests/python` with no built CLI) there is nothing to compare
+    # with; under ctest TESSERA_CLI is always set, so this never skips there.
     pytest.skip("no tessera CLI found: set TESSERA_CLI (ctest does)")
 
 
