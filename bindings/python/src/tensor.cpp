@@ -15,7 +15,7 @@ core::DType dtype_of_array(const py::array& a) {
   if (dt.is(py::dtype::of<double>())) return core::DType::F64;
   if (dt.is(py::dtype::of<std::int32_t>())) return core::DType::I32;
   if (dt.is(py::dtype::of<std::int64_t>())) return core::DType::I64;
-  throw InvalidArgument("tessera.from_numpy: arrays of dtype " + py::str(dt).cast<std::string>() +
+  throw InvalidArgument("tessera.from_numpy: arrays of dtype " + dt.attr("name").cast<std::string>() +
                         " are not supported; convert with a.astype(numpy.float32) first");
 }
 
