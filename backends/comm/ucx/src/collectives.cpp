@@ -37,17 +37,15 @@ WorkPtr UcxBackend::all_reduce(BufferView buf, ReduceOp op) {
   for (int p = 0; p < n; ++p)
     if (p != rank_) {
       sends.push_back({p, buf.data, buf.bytes()});
-      recvs.push_back({p});
+      recvs.push_back({p, buf.bytes()});
     }
   exchange(h, sends, recvs);
   // Rank order: ((x0 ⊕ x1) ⊕ x2) ...
   std::vector<char> mine(static_cast<char*>(buf.data), static_cast<char*>(buf.data) + buf.bytes());
   auto data_of = [&](int r) -> const char* {
     if (r == rank_) return mine.data();
-    return recvs[static_cast<std::size_t>(r < rank_ ? r : r - 1)].data.data();
+    return recvs[static_cast<std::size_t>(r < rank_ ? r : r - 1)].payload();
   };
-  for (std::size_t i = 0; i < recvs.size(); ++i)
-    if (recvs[i].data.size() != buf.bytes()) throw InternalError("ucx: all_reduce payload size mismatch");
   std::memcpy(buf.data, data_of(0), buf.bytes());
   for (int r = 1; r < n; ++r) reduce_into(buf.data, data_of(r), buf.count, buf.dtype, op);
   if (op == ReduceOp::Avg) finish_avg(buf.data, buf.count, buf.dtype, n);
@@ -59,22 +57,22 @@ void UcxBackend::all_reduce_ring(BufferView buf, ReduceOp op, const Header& h) {
   const std::size_t es = core::dtype_size(buf.dtype);
   const int next = (rank_ + 1) % n, prev = (rank_ + n - 1) % n;
   auto mod = [n](int x) { return ((x % n) + n) % n; };
+  scratch_.resize(block(buf.count, n, 0).second * es);
   // Reduce-scatter: after n-1 steps this rank holds the full reduction of its own block.
   for (int s = 0; s < n - 1; ++s) {
     const auto [so, sl] = block(buf.count, n, mod(rank_ - s - 1));
     const auto [ro, rl] = block(buf.count, n, mod(rank_ - s - 2));
-    std::vector<Recv> recvs{{prev, static_cast<std::uint32_t>(s)}};
+    std::vector<Recv> recvs{{prev, rl * es, static_cast<std::uint32_t>(s), scratch_.data()}};
     exchange(h, {{next, at(buf.data, so * es), sl * es, static_cast<std::uint32_t>(s)}}, recvs);
-    reduce_into(at(buf.data, ro * es), recvs[0].data.data(), rl, buf.dtype, op);
+    reduce_into(at(buf.data, ro * es), scratch_.data(), rl, buf.dtype, op);
   }
   // All-gather of the reduced blocks.
   for (int s = 0; s < n - 1; ++s) {
     const auto [so, sl] = block(buf.count, n, mod(rank_ - s));
     const auto [ro, rl] = block(buf.count, n, mod(rank_ - s - 1));
     const auto step = static_cast<std::uint32_t>(n + s);
-    std::vector<Recv> recvs{{prev, step}};
+    std::vector<Recv> recvs{{prev, rl * es, step, at(buf.data, ro * es)}};
     exchange(h, {{next, at(buf.data, so * es), sl * es, step}}, recvs);
-    std::memcpy(at(buf.data, ro * es), recvs[0].data.data(), rl * es);
   }
   if (op == ReduceOp::Avg) finish_avg(buf.data, buf.count, buf.dtype, n);
 }
@@ -97,19 +95,17 @@ WorkPtr UcxBackend::all_gather(BufferView send, BufferView recv) {
     for (int p = 0; p < n; ++p)
       if (p != rank_) {
         sends.push_back({p, mine, bytes});
-        recvs.push_back({p});
+        recvs.push_back({p, bytes, 0, at(recv.data, static_cast<std::size_t>(p) * bytes)});
       }
     exchange(h, sends, recvs);
-    for (auto& r : recvs) std::memcpy(at(recv.data, static_cast<std::size_t>(r.peer) * bytes), r.data.data(), bytes);
     return std::make_unique<CompletedWork>();
   }
   const int next = (rank_ + 1) % n, prev = (rank_ + n - 1) % n;
   for (int s = 0; s < n - 1; ++s) {
     const int sb = ((rank_ - s) % n + n) % n, rb = ((rank_ - s - 1) % n + n) % n;
-    std::vector<Recv> recvs{{prev, static_cast<std::uint32_t>(s)}};
+    std::vector<Recv> recvs{{prev, bytes, static_cast<std::uint32_t>(s), at(recv.data, static_cast<std::size_t>(rb) * bytes)}};
     exchange(h, {{next, at(recv.data, static_cast<std::size_t>(sb) * bytes), bytes, static_cast<std::uint32_t>(s)}},
              recvs);
-    std::memcpy(at(recv.data, static_cast<std::size_t>(rb) * bytes), recvs[0].data.data(), bytes);
   }
   return std::make_unique<CompletedWork>();
 }
@@ -136,12 +132,12 @@ WorkPtr UcxBackend::reduce_scatter(BufferView send, BufferView recv, ReduceOp op
     for (int p = 0; p < n; ++p)
       if (p != rank_) {
         sends.push_back({p, at(send.data, static_cast<std::size_t>(p) * bytes), bytes});
-        recvs.push_back({p});
+        recvs.push_back({p, bytes});
       }
     exchange(h, sends, recvs);
     std::vector<char> mine(my_block, my_block + bytes);
     auto data_of = [&](int r) -> const char* {
-      return r == rank_ ? mine.data() : recvs[static_cast<std::size_t>(r < rank_ ? r : r - 1)].data.data();
+      return r == rank_ ? mine.data() : recvs[static_cast<std::size_t>(r < rank_ ? r : r - 1)].payload();
     };
     std::memcpy(recv.data, data_of(0), bytes);
     for (int r = 1; r < n; ++r) reduce_into(recv.data, data_of(r), recv.count, recv.dtype, op);
@@ -152,9 +148,10 @@ WorkPtr UcxBackend::reduce_scatter(BufferView send, BufferView recv, ReduceOp op
     auto mod = [n](int x) { return ((x % n) + n) % n; };
     for (int s = 0; s < n - 1; ++s) {
       const auto sb = static_cast<std::size_t>(mod(rank_ - s - 1)), rb = static_cast<std::size_t>(mod(rank_ - s - 2));
-      std::vector<Recv> recvs{{prev, static_cast<std::uint32_t>(s)}};
+      scratch_.resize(bytes);
+      std::vector<Recv> recvs{{prev, bytes, static_cast<std::uint32_t>(s), scratch_.data()}};
       exchange(h, {{next, work.data() + sb * bytes, bytes, static_cast<std::uint32_t>(s)}}, recvs);
-      reduce_into(work.data() + rb * bytes, recvs[0].data.data(), recv.count, recv.dtype, op);
+      reduce_into(work.data() + rb * bytes, scratch_.data(), recv.count, recv.dtype, op);
     }
     std::memcpy(recv.data, work.data() + static_cast<std::size_t>(rank_) * bytes, bytes);
   }
@@ -176,14 +173,9 @@ WorkPtr UcxBackend::broadcast(BufferView buf, int root) {
   for (int p = 0; p < n; ++p)
     if (p != rank_) {
       sends.push_back({p, buf.data, rank_ == root ? buf.bytes() : 0});
-      recvs.push_back({p});
+      recvs.push_back({p, p == root ? buf.bytes() : 0, 0, p == root ? buf.data : nullptr});
     }
   exchange(h, sends, recvs);
-  if (rank_ != root) {
-    const auto& d = recvs[static_cast<std::size_t>(root < rank_ ? root : root - 1)].data;
-    if (d.size() != buf.bytes()) throw InternalError("ucx: broadcast payload size mismatch");
-    if (!d.empty()) std::memcpy(buf.data, d.data(), d.size());
-  }
   return std::make_unique<CompletedWork>();
 }
 
@@ -205,11 +197,9 @@ WorkPtr UcxBackend::all_to_all(BufferView send, BufferView recv) {
   for (int p = 0; p < n; ++p)
     if (p != rank_) {
       sends.push_back({p, at(send.data, static_cast<std::size_t>(p) * bytes), bytes});
-      recvs.push_back({p});
+      recvs.push_back({p, bytes, 0, at(recv.data, static_cast<std::size_t>(p) * bytes)});
     }
   exchange(h, sends, recvs);
-  for (auto& r : recvs)
-    if (bytes) std::memcpy(at(recv.data, static_cast<std::size_t>(r.peer) * bytes), r.data.data(), bytes);
   return std::make_unique<CompletedWork>();
 }
 
@@ -221,7 +211,7 @@ void UcxBackend::barrier() {
   for (int p = 0; p < size(); ++p)
     if (p != rank_) {
       sends.push_back({p, nullptr, 0});
-      recvs.push_back({p});
+      recvs.push_back({p, 0});
     }
   exchange(h, sends, recvs);
 }

@@ -2,10 +2,11 @@
 // handling, probe-based receive matching, and the yield-then-block wait loop.
 #include "context.hpp"
 
-#include <sched.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "tessera/core/error.hpp"
@@ -19,9 +20,45 @@ namespace {
     if (st_ != UCS_OK) throw BackendError("ucx", static_cast<int>(st_), detail::cat(what, ": ", ucs_status_string(st_))); \
   } while (0)
 
-// Yield (not spin) while idle for this long, then block on the event fds. Yielding keeps the
-// latency of a small collective in the tens of microseconds even with more ranks than cores.
-constexpr auto kYieldPhase = std::chrono::microseconds(2000);
+// How long an idle wait polls the worker before it blocks on the event fds: a message that
+// arrives within it costs no wake-up; past it the core is left to the other processes (with
+// more ranks than cores, the peer that must send may be the one waiting for this core).
+// TESSERA_UCX_SPIN_US overrides it (0 = block at once).
+constexpr long kDefaultSpinUs = 50;
+
+// This machine: its boot id and host name. Processes with equal ids share memory.
+std::string machine_id() {
+  std::string id;
+  if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+    char buf[64] = {};
+    if (std::fgets(buf, sizeof buf, f)) id = buf;
+    std::fclose(f);
+  }
+  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return id + '@' + host;
+}
+
+// TESSERA_UCX_PEER_ERRORS=1: UCX's peer error handling on every endpoint (TCP even between
+// processes of one machine), e.g. to test that detection.
+bool force_peer_mode() {
+  const char* v = std::getenv("TESSERA_UCX_PEER_ERRORS");
+  return v && std::string(v) == "1";
+}
+
+std::chrono::microseconds spin_phase() {
+  static const std::chrono::microseconds us = [] {
+    const char* v = std::getenv("TESSERA_UCX_SPIN_US");
+    if (!v || !*v) return std::chrono::microseconds(kDefaultSpinUs);
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (*end != '\0' || n < 0 || n > 10'000'000)
+      throw InvalidArgument(detail::cat("TESSERA_UCX_SPIN_US=", v, " must be a whole number of microseconds from 0 to 10000000"));
+    return std::chrono::microseconds(n);
+  }();
+  return us;
+}
 }  // namespace
 
 void Context::on_ep_error(void* arg, ucp_ep_h, ucs_status_t status) {
@@ -61,7 +98,10 @@ Context::Context(std::shared_ptr<Rendezvous> rdzv, int rank, int size, std::chro
     ucp_address_t* addr = nullptr;
     std::size_t len = 0;
     TESSERA_UCS_CHECK(ucp_worker_get_address(worker_, &addr, &len), "ucp_worker_get_address");
-    store_.set(detail::cat("tessera/ucx/addr/", rank), std::string(reinterpret_cast<const char*>(addr), len));
+    // The address is prefixed by this machine's identity: peers on the same machine talk over
+    // shared memory (see below).
+    store_.set(detail::cat("tessera/ucx/addr/", rank),
+               machine_id() + '\n' + std::string(reinterpret_cast<const char*>(addr), len));
     ucp_worker_release_address(worker_, addr);
     std::vector<std::string> keys;
     for (int r = 0; r < size; ++r) keys.push_back(detail::cat("tessera/ucx/addr/", r));
@@ -72,18 +112,40 @@ Context::Context(std::shared_ptr<Rendezvous> rdzv, int rank, int size, std::chro
     }
     eps_.assign(static_cast<std::size_t>(size), nullptr);
     peer_errors_.assign(static_cast<std::size_t>(size), "");
+    peer_mode_.assign(static_cast<std::size_t>(size), false);
+    const std::string me = machine_id();
     for (int r = 0; r < size; ++r) {
-      const std::string a = store_.get(keys[static_cast<std::size_t>(r)], timeout);
+      const std::string v = store_.get(keys[static_cast<std::size_t>(r)], timeout);
+      const std::size_t nl = v.find('\n');
+      if (nl == std::string::npos)
+        throw BackendError("ucx", 0, detail::cat("rank ", rank, ": the address rank ", r, " published is malformed"));
+      const std::string a = v.substr(nl + 1);
       err_args_.push_back(std::make_unique<PeerErr>(PeerErr{this, r}));
       ucp_ep_params_t ep{};
       ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER;
       ep.address = reinterpret_cast<const ucp_address_t*>(a.data());
-      ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+      // UCX's shared-memory transports (posix, sysv, cma in 1.13) cannot report a failed peer,
+      // so asking for peer error handling rules them out and leaves TCP over loopback: 10x less
+      // bandwidth and 30 us per message. Peers on this machine therefore go without it; a dead
+      // one is still detected, by the store (its connection closes without a goodbye and the job
+      // is aborted) and by the deadline. Peers on other machines keep UCX's own detection.
+      peer_mode_[static_cast<std::size_t>(r)] = v.compare(0, nl, me) != 0 || force_peer_mode();
+      ep.err_mode = peer_mode_[static_cast<std::size_t>(r)] ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
       ep.err_handler.cb = &Context::on_ep_error;
       ep.err_handler.arg = err_args_.back().get();
       TESSERA_UCS_CHECK(ucp_ep_create(worker_, &ep, &eps_[static_cast<std::size_t>(r)]),
                         detail::cat("rank ", rank, ": connecting to rank ", r));
+    }
+    // Nobody leaves before everybody is connected: a shared-memory endpoint attaches the peer's
+    // segment when it is created, which fails once that peer has exited.
+    store_.set(detail::cat("tessera/ucx/connected/", rank), "1");
+    std::vector<std::string> connected;
+    for (int r = 0; r < size; ++r) connected.push_back(detail::cat("tessera/ucx/connected/", r));
+    try {
+      store_.wait(connected, timeout);
+    } catch (const TimeoutError& e) {
+      throw TimeoutError("ucx", detail::cat("rank ", rank, ": waiting for the world of ", size, " ranks to connect: ", e.what()));
     }
   } catch (...) {
     shutdown();
@@ -97,11 +159,14 @@ void Context::shutdown() noexcept {
   std::lock_guard lock(mu_);
   const bool force = failed_ || !abort_.empty();
   std::vector<void*> closing;
-  for (auto& ep : eps_) {
+  for (std::size_t i = 0; i < eps_.size(); ++i) {
+    ucp_ep_h& ep = eps_[i];
     if (!ep) continue;
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    p.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    // A forced close is allowed only where both sides handle peer errors; the others flush
+    // (bounded by the deadline below).
+    p.flags = force && i < peer_mode_.size() && peer_mode_[i] ? UCP_EP_CLOSE_FLAG_FORCE : 0;
     void* r = ucp_ep_close_nbx(ep, &p);
     if (r && !UCS_PTR_IS_ERR(r)) closing.push_back(r);
     ep = nullptr;
@@ -132,8 +197,13 @@ void Context::post(const std::vector<Op*>& ops) {
     }
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
-    p.datatype = ucp_dt_make_iov();
-    void* r = ucp_tag_send_nbx(eps_[static_cast<std::size_t>(op->peer)], op->iov, op->iov_count, op->tag, &p);
+    // One part goes as contiguous memory: UCX's zero-copy rendezvous (cma between processes of
+    // a machine) takes only that; an IOV is sent in bounce-buffer fragments.
+    const bool contig = op->iov_count == 1;
+    p.datatype = contig ? ucp_dt_make_contig(1) : ucp_dt_make_iov();
+    ucp_ep_h ep = eps_[static_cast<std::size_t>(op->peer)];
+    void* r = contig ? ucp_tag_send_nbx(ep, op->iov[0].buffer, op->iov[0].length, op->tag, &p)
+                     : ucp_tag_send_nbx(ep, op->iov, op->iov_count, op->tag, &p);
     if (r == nullptr) {
       op->state = Op::State::Done;
     } else if (UCS_PTR_IS_ERR(r)) {
@@ -226,13 +296,12 @@ std::string Context::peer_error(int world_rank) {
 }
 
 std::string Context::wait(const std::vector<Op*>& ops, Clock::time_point deadline) {
-  int idle = 0;
-  const auto yield_until = Clock::now() + kYieldPhase;
-  for (;;) {
+  const auto spin_until = Clock::now() + spin_phase();
+  for (int idle = 0;; ++idle) {
     if (test(ops)) return "";
     const auto now = Clock::now();
-    const bool yielding = now < yield_until;
-    if ((idle & 15) == 15 || !yielding) {
+    const bool spinning = now < spin_until;
+    if ((idle & 63) == 63 || !spinning) {
       const std::string a = abort_reason();
       if (!a.empty()) return "abort:" + a;
     }
@@ -248,18 +317,14 @@ std::string Context::wait(const std::vector<Op*>& ops, Clock::time_point deadlin
           notes += "; " + peer_errors_[static_cast<std::size_t>(op->peer)];
       return "timeout" + notes;
     }
-    ++idle;
-    if (yielding) {
-      sched_yield();
-      continue;
-    }
+    if (spinning) continue;
     {
       std::lock_guard lock(mu_);
-      if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) continue;
+      if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) continue;  // events came in: progress again
     }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
     epoll_event evs[2];
-    ::epoll_wait(epfd_, evs, 2, static_cast<int>(std::min<long long>(left + 1, 20)));
+    ::epoll_wait(epfd_, evs, 2, static_cast<int>(std::min<long long>(left + 1, 100)));
   }
 }
 

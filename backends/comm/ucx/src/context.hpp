@@ -86,6 +86,7 @@ class Context {
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   std::vector<ucp_ep_h> eps_;
+  std::vector<bool> peer_mode_;  // per world rank: the endpoint has UCP_ERR_HANDLING_MODE_PEER
   struct PeerErr {
     Context* self;
     int rank;

@@ -4,18 +4,24 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <Eigen/Core>
+
 #include "tessera/comm/backend.hpp"
 #include "tessera/core/error.hpp"
 
 namespace tessera::comm::ucx {
 
 template <class T>
-void reduce_typed(T* acc, const T* in, std::size_t n, ReduceOp op) {
+void reduce_typed(T* __restrict acc, const T* __restrict in, std::size_t n, ReduceOp op) {
   switch (op) {
     case ReduceOp::Sum:
-    case ReduceOp::Avg:
-      for (std::size_t i = 0; i < n; ++i) acc[i] = static_cast<T>(acc[i] + in[i]);
+    case ReduceOp::Avg: {
+      // Eigen's packets: element-wise, so the sums are the scalar loop's bit for bit.
+      using A = Eigen::Array<T, Eigen::Dynamic, 1>;
+      const auto len = static_cast<Eigen::Index>(n);
+      Eigen::Map<A>(acc, len) += Eigen::Map<const A>(in, len);
       break;
+    }
     case ReduceOp::Max:
       for (std::size_t i = 0; i < n; ++i) acc[i] = in[i] > acc[i] ? in[i] : acc[i];
       break;
@@ -36,7 +42,7 @@ void with_type(core::DType t, F&& f) {
   }
 }
 
-/// acc[i] = acc[i] ⊕ in[i] for `n` elements of `t`.
+/// acc[i] = acc[i] ⊕ in[i] for `n` elements of `t` (acc and in do not overlap).
 inline void reduce_into(void* acc, const void* in, std::size_t n, core::DType t, ReduceOp op) {
   with_type(t, [&](auto z) {
     using T = decltype(z);

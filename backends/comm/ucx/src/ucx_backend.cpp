@@ -78,7 +78,8 @@ Header UcxBackend::header(CollOp op, core::DType dtype, ReduceOp rop, std::size_
   h.rop = static_cast<std::uint8_t>(rop);
   h.count = count;
   h.root = root;
-  h.seq = seq_++;
+  h.seq = seq_;
+  seq_ = (seq_ + 1) & ~kPayloadBit;
   h.src = rank_;
   return h;
 }
@@ -106,44 +107,85 @@ void UcxBackend::fail_wait(const std::string& why, const std::string& what, cons
 void UcxBackend::exchange(const Header& h, const std::vector<Send>& sends, std::vector<Recv>& recvs) {
   const std::string what = describe(h);
   std::vector<Header> hdrs(sends.size(), h);
-  std::vector<Op> ops(sends.size() + recvs.size());
-  std::vector<Op*> ptrs;
+  std::vector<std::vector<char>> packed(sends.size());
+  // Stable addresses: at most two messages per peer and direction.
+  std::vector<Op> ops(2 * (sends.size() + recvs.size()));
+  std::size_t used = 0;
+  std::vector<Op*> first, payloads;  // headers and sends; then the large payloads' receives
+  std::vector<Op*> head(recvs.size(), nullptr), body(recvs.size(), nullptr);
   for (std::size_t i = 0; i < recvs.size(); ++i) {
-    Op& op = ops[i];
-    op.peer = members_[static_cast<std::size_t>(recvs[i].peer)];
-    op.tag = tag(true, h.seq, op.peer);
-    op.variable = true;
-    op.what = detail::cat("rank ", recvs[i].peer);
-    ptrs.push_back(&op);
+    Recv& rv = recvs[i];
+    const int peer = members_[static_cast<std::size_t>(rv.peer)];
+    if (!rv.dst) rv.data.resize(rv.bytes);
+    Op& hop = ops[used++];
+    hop.peer = peer;
+    hop.tag = tag(true, h.seq, peer);
+    hop.variable = true;  // sized by the probe: a peer in another call is reported, not truncated
+    hop.what = detail::cat("rank ", rv.peer);
+    first.push_back(head[i] = &hop);
+    if (rv.bytes > kPackBytes) {
+      Op& pop = ops[used++];
+      pop.peer = peer;
+      pop.tag = tag(true, h.seq | kPayloadBit, peer);
+      pop.dst = rv.dst ? rv.dst : rv.data.data();
+      pop.expect_bytes = rv.bytes;
+      pop.what = detail::cat("rank ", rv.peer, " (", rv.bytes, " bytes)");
+      payloads.push_back(body[i] = &pop);
+    }
   }
   for (std::size_t i = 0; i < sends.size(); ++i) {
-    Op& op = ops[recvs.size() + i];
-    hdrs[i].step = sends[i].step;
-    op.is_send = true;
-    op.peer = members_[static_cast<std::size_t>(sends[i].peer)];
-    op.tag = tag(true, h.seq, ctx_->rank());
-    op.iov[0] = {&hdrs[i], sizeof(Header)};
-    op.iov[1] = {const_cast<void*>(sends[i].data), sends[i].bytes};
-    op.iov_count = sends[i].bytes ? 2 : 1;
-    op.what = detail::cat("send to rank ", sends[i].peer);
-    ptrs.push_back(&op);
-  }
-  ctx_->post(ptrs);
-  const std::string why = ctx_->wait(ptrs, Clock::now() + timeout_);
-  if (!why.empty()) {
-    std::vector<std::string> waiting;
-    for (Op* op : ptrs)
-      if (!op->is_send && op->state != Op::State::Done) waiting.push_back(op->what);
-    failed_ = detail::cat(what, " did not complete");
-    fail_wait(why, what, ptrs, waiting);
-  }
-  for (Op* op : ptrs)
-    if (op->state == Op::State::Failed) {
-      failed_ = op->error;
-      fail_wait("peer:" + op->error, what, ptrs, {});
+    const Send& sd = sends[i];
+    const int peer = members_[static_cast<std::size_t>(sd.peer)];
+    hdrs[i].step = sd.step;
+    Op& hop = ops[used++];
+    hop.is_send = true;
+    hop.peer = peer;
+    hop.tag = tag(true, h.seq, ctx_->rank());
+    hop.what = detail::cat("send to rank ", sd.peer);
+    if (sd.bytes > kPackBytes) {
+      hop.iov[0] = {&hdrs[i], sizeof(Header)};
+      hop.iov_count = 1;
+      Op& pop = ops[used++];
+      pop.is_send = true;
+      pop.peer = peer;
+      pop.tag = tag(true, h.seq | kPayloadBit, ctx_->rank());
+      pop.iov[0] = {const_cast<void*>(sd.data), sd.bytes};
+      pop.iov_count = 1;
+      pop.what = hop.what;
+      first.push_back(&hop);
+      first.push_back(&pop);
+    } else {
+      packed[i].resize(sizeof(Header) + sd.bytes);
+      std::memcpy(packed[i].data(), &hdrs[i], sizeof(Header));
+      if (sd.bytes) std::memcpy(packed[i].data() + sizeof(Header), sd.data, sd.bytes);
+      hop.iov[0] = {packed[i].data(), packed[i].size()};
+      hop.iov_count = 1;
+      first.push_back(&hop);
     }
+  }
+  std::vector<Op*> all = first;
+  all.insert(all.end(), payloads.begin(), payloads.end());
+  ctx_->post(all);
+  auto wait_for = [&](const std::vector<Op*>& some) {
+    const std::string why = ctx_->wait(some, Clock::now() + timeout_);
+    if (!why.empty()) {
+      std::vector<std::string> waiting;
+      for (Op* op : some)
+        if (!op->is_send && op->state != Op::State::Done) waiting.push_back(op->what);
+      failed_ = detail::cat(what, " did not complete");
+      fail_wait(why, what, all, waiting);
+    }
+    for (Op* op : some)
+      if (op->state == Op::State::Failed) {
+        failed_ = op->error;
+        fail_wait("peer:" + op->error, what, all, {});
+      }
+  };
+  // Headers first: a peer in another collective is named before anybody waits for a payload
+  // that will not come.
+  wait_for(first);
   for (std::size_t i = 0; i < recvs.size(); ++i) {
-    const auto& st = ops[i].staging;
+    const auto& st = head[i]->staging;
     Header in;
     if (st.size() < sizeof(Header)) {
       in.magic = 0;
@@ -152,19 +194,33 @@ void UcxBackend::exchange(const Header& h, const std::vector<Send>& sends, std::
     }
     const bool same = in.magic == h.magic && in.op == h.op && in.dtype == h.dtype && in.rop == h.rop &&
                       in.count == h.count && in.root == h.root && in.seq == h.seq;
-    if (!same || in.step != recvs[i].step) {
+    const std::size_t carried = st.size() - std::min(st.size(), sizeof(Header));
+    const std::size_t expect_carried = recvs[i].bytes > kPackBytes ? 0 : recvs[i].bytes;
+    if (!same || in.step != recvs[i].step || carried != expect_carried) {
       const std::string msg = detail::cat(
           where(), " called ", what, " but rank ", recvs[i].peer, " called ",
           in.magic == h.magic ? describe(in) : std::string("something else (not a tessera ucx message)"),
-          same ? detail::cat(" at step ", in.step, " instead of ", recvs[i].step) : "",
+          same && in.step != recvs[i].step ? detail::cat(" at step ", in.step, " instead of ", recvs[i].step) : "",
+          same && in.step == recvs[i].step ? detail::cat(" with ", carried, " bytes instead of ", expect_carried) : "",
           ": every rank of a group must issue the same collectives, with the same counts, dtypes, ops and roots, "
           "in the same order");
+      failed_ = msg;
+      ctx_->cancel(all);
+      ctx_->store().abort("internal:" + msg);
+      throw InternalError("ucx: " + msg);
+    }
+    if (carried) std::memcpy(recvs[i].dst ? recvs[i].dst : recvs[i].data.data(), st.data() + sizeof(Header), carried);
+  }
+  if (payloads.empty()) return;
+  wait_for(payloads);
+  for (std::size_t i = 0; i < recvs.size(); ++i)
+    if (body[i] && body[i]->size_mismatch) {
+      const std::string msg = detail::cat(where(), ": ", what, ": rank ", recvs[i].peer, " sent a payload of ",
+                                          body[i]->got_bytes, " bytes, expected ", recvs[i].bytes);
       failed_ = msg;
       ctx_->store().abort("internal:" + msg);
       throw InternalError("ucx: " + msg);
     }
-    recvs[i].data.assign(st.begin() + sizeof(Header), st.end());
-  }
 }
 
 // --- batch_p2p -------------------------------------------------------------------------------
@@ -297,7 +353,7 @@ std::unique_ptr<Backend> UcxBackend::split(const std::vector<int>& ranks) {
   for (int p = 0; p < size(); ++p)
     if (p != rank_) {
       sends.push_back({p, &mine, sizeof mine});
-      recvs.push_back({p});
+      recvs.push_back({p, sizeof mine});
     }
   exchange(h, sends, recvs);
   const std::uint32_t index = splits_++;
@@ -305,7 +361,7 @@ std::unique_ptr<Backend> UcxBackend::split(const std::vector<int>& ranks) {
   for (const auto& r : recvs) {
     if (!seen.count(r.peer)) continue;
     std::uint64_t theirs = 0;
-    std::memcpy(&theirs, r.data.data(), std::min(r.data.size(), sizeof theirs));
+    std::memcpy(&theirs, r.payload(), sizeof theirs);
     TESSERA_CHECK(theirs == hash, "ucx: ", where(), ": split lists disagree: this rank lists ", list, " but rank ",
                   r.peer, " (a member) listed a different group; every member must pass the same list");
   }

@@ -29,6 +29,13 @@ static_assert(sizeof(Header) == 32);
 enum class CollOp : std::uint8_t { AllReduce = 1, AllGather, ReduceScatter, Broadcast, AllToAll, Barrier, Split };
 const char* coll_name(CollOp op);
 
+/// Payloads up to this size travel in one message behind their header (one copy, one message);
+/// larger ones as a message of their own, straight from and into the caller's memory (UCX's
+/// zero-copy rendezvous), after a header-only message.
+inline constexpr std::size_t kPackBytes = 16 * 1024;
+/// The tag bit of a collective's payload message (the sequence number keeps 31 bits).
+inline constexpr std::uint32_t kPayloadBit = 0x80000000u;
+
 /// Per-rank payload bytes up to which collectives exchange directly (one round, rank-order
 /// reductions); above it they use rings.
 inline constexpr std::size_t kDirectBytes = 32 * 1024;
@@ -61,10 +68,13 @@ class UcxBackend final : public Backend {
     std::uint32_t step = 0;
   };
   struct Recv {
-    Recv(int p, std::uint32_t s = 0) : peer(p), step(s) {}
-    int peer;  ///< group rank
+    Recv(int p, std::size_t b, std::uint32_t s = 0, void* d = nullptr) : peer(p), bytes(b), step(s), dst(d) {}
+    int peer;                ///< group rank
+    std::size_t bytes;       ///< payload bytes expected (header not counted)
     std::uint32_t step = 0;
-    std::vector<char> data;  ///< filled with the payload (header stripped)
+    void* dst = nullptr;     ///< where the payload lands; null: in `data`
+    std::vector<char> data;  ///< the payload when dst is null
+    const char* payload() const { return dst ? static_cast<const char*>(dst) : data.data(); }
   };
   /// One round of a collective: posts every receive and send, waits, checks the headers.
   void exchange(const Header& h, const std::vector<Send>& sends, std::vector<Recv>& recvs);
@@ -87,6 +97,7 @@ class UcxBackend final : public Backend {
   std::uint32_t seq_ = 0;
   std::uint32_t splits_ = 0;
   std::string failed_;  // set when a collective failed: the group is unusable
+  std::vector<char> scratch_;  // ring steps receive here (kept: no page faults per call)
 };
 
 /// The factory behind the plugin: options.rendezvous must offer a store.
