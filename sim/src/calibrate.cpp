@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <mutex>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -251,7 +252,22 @@ Calibration calibrate(const ComputeFactory& make_compute, const WorldRunner& run
   c.host = host_name();
   c.created_utc = utc_now();
   const double probe_s = options.quick ? 0.1 : 0.3;
-  const double share_before = measure_cpu_share(options.ranks * options.threads, probe_s);
+  // Each rank spins its threads at once, as a run's ranks compute at once; with one rank per
+  // process this process measures its own.
+  auto cpu_share = [&] {
+    std::mutex mu;
+    std::vector<double> shares;
+    run_world(options.ranks, [&](comm::Backend& comm) {
+      comm.barrier();
+      const double s = measure_cpu_share(options.threads, probe_s);
+      std::lock_guard<std::mutex> lock(mu);
+      shares.push_back(s);
+    });
+    double sum = 0;
+    for (double s : shares) sum += s;
+    return shares.empty() ? 1.0 : sum / static_cast<double>(shares.size());
+  };
+  const double share_before = cpu_share();
   c.kernels = measure_kernels(make_compute, run_world, options, log);
   c.link = measure_link(run_world, options, log);
   const RuntimeCalibration runtime = measure_runtime(make_compute, run_world, options, log);
@@ -299,11 +315,26 @@ Calibration calibrate(const ComputeFactory& make_compute, const WorldRunner& run
   d.source = detail::cat("tessera calibrate on ", c.host, " at ", c.created_utc, ": ", options.threads,
                          " thread(s) per rank, ", options.ranks, " rank(s) timing kernels at once",
                          options.quick ? ", quick" : "");
-  c.cpu_share = 0.5 * (share_before + measure_cpu_share(options.ranks * options.threads, probe_s));
+  c.cpu_share = 0.5 * (share_before + cpu_share());
   DeviceCatalog catalog;
   catalog.add(d);
   c.topology = Topology::preset("cpu-host:2", catalog);
   c.waits = fit_wait_costs(c, runtime);
+  if (log)
+    for (const RuntimeCalibration::ShardedRun& run : runtime.sharded) {
+      const core::DeviceMesh mesh({run.ranks}, {"sp"});
+      DeviceCatalog cat;
+      EngineOptions eo;
+      apply_calibration(c, cat, eo);
+      eo.trace = false;
+      const SimResult r = simulate_iteration(replay_all(run.options, mesh),
+                                             Topology::preset("cpu-host:" + std::to_string(run.ranks), cat), cat, eo);
+      const double measured = run.kernel_s + run.outside_s, simulated = static_cast<double>(r.iteration_ps) / kPicosPerSecond;
+      log(detail::cat("reference ", run.options.model.family, " ", run.options.model.widths.front(), "-",
+                      run.options.model.widths.back(), " on ", run.ranks, " ranks: measured ", measured * 1e3, " ms (",
+                      run.outside_s * 1e3, " ms outside kernels), simulated ", simulated * 1e3, " ms (",
+                      100 * (simulated / measured - 1), "%)"));
+    }
   if (log)
     log(detail::cat("device: FP32 FMA peak ", d.peak_fp32_flops / 1e9, " GFLOP/s, add ", d.mem_bw_bytes_per_s / 1e9,
                     " GB/s, launch overhead (a tiny kernel and the host work) ", d.launch_overhead_s * 1e6,

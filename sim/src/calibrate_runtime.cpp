@@ -221,6 +221,7 @@ RuntimeCalibration measure_runtime(const ComputeFactory& make_compute, const Wor
       sr.ranks = options.ranks;
       sr.outside_s = median(slowest);
       sr.kernel_calls = (*here[0])[run].kernel_calls;
+      for (const KernelSample& k : (*here[0])[run].samples) sr.kernel_s += k.seconds;
       out.sharded.push_back(sr);
     }
   if (log)

@@ -62,6 +62,7 @@ struct RuntimeCalibration {
     /// waits, copies, host work), median over the steps.
     double outside_s = 0;
     double kernel_calls = 0;  ///< per step on rank 0
+    double kernel_s = 0;      ///< per step on rank 0: the sum of its calls' mean times
   };
   std::vector<ShardedRun> sharded;
 };
