@@ -3,6 +3,7 @@
 
 #include "tessera/comm/local.hpp"
 #include "tessera/compute/cpu.hpp"
+#include "tessera/core/error.hpp"
 
 namespace tessera {
 
@@ -12,6 +13,31 @@ void register_builtin_backends(comm::Registry& registry) {
 
 std::vector<comm::PluginStatus> register_plugin_backends(comm::Registry& registry) {
   return comm::load_plugins(registry);
+}
+
+WorldBackend make_world_backend(const std::string& name, std::chrono::milliseconds timeout,
+                                const comm::EnvInfo& info) {
+  WorldBackend w;
+  w.rendezvous = std::make_shared<comm::EnvRendezvous>(info, timeout);
+  try {
+    comm::Registry comms;
+    register_builtin_backends(comms);
+    register_plugin_backends(comms);
+    comm::BackendOptions o;
+    o.rank = info.rank;
+    o.size = info.size;
+    o.timeout = timeout;
+    o.rendezvous = w.rendezvous;
+    w.world = comms.create(name, o);
+  } catch (const std::exception& e) {
+    w.rendezvous->store()->abort(detail::cat("rank ", info.rank, " could not start comm backend '", name, "': ", e.what()));
+    throw;
+  }
+  return w;
+}
+
+WorldBackend make_world_backend(const std::string& name, std::chrono::milliseconds timeout) {
+  return make_world_backend(name, timeout, comm::read_env());
 }
 
 void register_builtin_backends(compute::Registry& registry) {

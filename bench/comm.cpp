@@ -66,18 +66,8 @@ int iters_for(std::size_t bytes) {
 // ---- worker (one rank) ---------------------------------------------------------------------
 
 int worker(const Options& o) {
-  const comm::EnvInfo info = comm::read_env();
-  const auto timeout = std::chrono::milliseconds(120000);
-  auto rdzv = std::make_shared<comm::EnvRendezvous>(info, timeout);
-  comm::Registry reg;
-  register_builtin_backends(reg);
-  register_plugin_backends(reg);
-  comm::BackendOptions bo;
-  bo.rank = info.rank;
-  bo.size = info.size;
-  bo.timeout = timeout;
-  bo.rendezvous = rdzv;
-  auto world = reg.create(o.backend, bo);
+  WorldBackend job = make_world_backend(o.backend, std::chrono::milliseconds(120000));
+  comm::Backend* world = job.world.get();
   const int p = world->size(), me = world->rank();
   // The slowest rank's seconds per iteration, one figure per repetition.
   auto timed = [&](int iters, const std::function<void()>& op) {

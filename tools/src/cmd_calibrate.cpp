@@ -50,16 +50,9 @@ int run_calibrate(const CalibrateArgs& a) {
                   "tessera launch --nproc 2 -- calibrate --backend ", a.backend, " (this process is a job of ", info.size,
                   " rank)");
     const auto timeout = std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000));
-    rdzv = std::make_shared<comm::EnvRendezvous>(info, timeout);
-    comm::Registry comms;
-    register_builtin_backends(comms);
-    register_plugin_backends(comms);
-    comm::BackendOptions bo;
-    bo.rank = info.rank;
-    bo.size = info.size;
-    bo.timeout = timeout;
-    bo.rendezvous = rdzv;
-    world = comms.create(a.backend, bo);
+    WorldBackend job = make_world_backend(a.backend, timeout, info);
+    rdzv = job.rendezvous;
+    world = std::move(job.world);
     o.ranks = world->size();
     run_world = [&world](int size, const std::function<void(comm::Backend&)>& fn) {
       TESSERA_CHECK(size <= world->size(), "calibrate: a measurement needs ", size, " ranks; the job has ",

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <utility>
 
 #include "commands.hpp"
 #include "tessera/comm/tcp_store.hpp"
@@ -28,7 +30,46 @@ struct LaunchArgs {
   std::string endpoint = "127.0.0.1:0";
   double grace_s = 10;
   std::vector<std::string> command;
+  std::vector<std::string> tessera_commands;  ///< this binary's subcommands (train, calibrate, ...)
 };
+
+/// The program the ranks execute and its argv: this tessera binary when the command starts with
+/// one of its subcommands, else the program named (a path, or a name looked up on PATH), as
+/// torchrun runs `python script.py`.
+std::pair<std::string, std::vector<std::string>> resolve_program(const LaunchArgs& a) {
+  auto runnable = [](const std::string& p) {
+    struct stat st {};
+    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
+  };
+  const std::string& first = a.command.front();
+  if (std::find(a.tessera_commands.begin(), a.tessera_commands.end(), first) != a.tessera_commands.end()) {
+    std::vector<std::string> argv = {"/proc/self/exe"};
+    argv.insert(argv.end(), a.command.begin(), a.command.end());
+    return {"/proc/self/exe", argv};
+  }
+  std::string path;
+  if (first.find('/') != std::string::npos) {
+    path = first;
+  } else if (const char* env_path = std::getenv("PATH")) {
+    const std::string dirs = env_path;
+    for (std::size_t start = 0; start <= dirs.size();) {
+      const auto end = std::min(dirs.find(':', start), dirs.size());
+      const std::string dir = end > start ? dirs.substr(start, end - start) : ".";
+      const std::string candidate = dir + "/" + first;
+      if (runnable(candidate)) {
+        path = candidate;
+        break;
+      }
+      start = end + 1;
+    }
+  }
+  std::string known;
+  for (const auto& c : a.tessera_commands) known += (known.empty() ? "" : ", ") + c;
+  TESSERA_CHECK(!path.empty() && runnable(path), "launch: '", first,
+                "' is neither a tessera command (", known, ") nor an executable program",
+                first.find('/') != std::string::npos ? "" : " on PATH", "; e.g. tessera launch --nproc 2 -- python3 train.py");
+  return {path, a.command};
+}
 
 std::string fresh_token() {
   std::ifstream f("/dev/urandom", std::ios::binary);
@@ -51,7 +92,8 @@ std::string describe_status(int status) {
 int launch(const LaunchArgs& a) {
   TESSERA_CHECK(a.nproc >= 1 && a.nnodes >= 1 && a.node_rank >= 0 && a.node_rank < a.nnodes,
                 "launch: --nproc ", a.nproc, " --nnodes ", a.nnodes, " --node-rank ", a.node_rank, " is not a valid layout");
-  TESSERA_CHECK(!a.command.empty(), "launch: nothing to run; e.g. tessera launch --nproc 2 -- train --backend ucx");
+  TESSERA_CHECK(!a.command.empty(), "launch: nothing to run; e.g. tessera launch --nproc 2 -- train --backend ucx, or -- python3 train.py");
+  auto [program, argv_s] = resolve_program(a);
   const auto colon = a.endpoint.rfind(':');
   TESSERA_CHECK(colon != std::string::npos, "--rdzv-endpoint '", a.endpoint, "': expected host:port");
   const std::string host = a.endpoint.substr(0, colon);
@@ -72,8 +114,6 @@ int launch(const LaunchArgs& a) {
   }
   const int world = a.nproc * a.nnodes;
   // Everything the children need is built before forking (only execve after fork).
-  std::vector<std::string> argv_s = {"/proc/self/exe"};
-  argv_s.insert(argv_s.end(), a.command.begin(), a.command.end());
   std::vector<char*> argv;
   for (auto& s : argv_s) argv.push_back(s.data());
   argv.push_back(nullptr);
@@ -104,7 +144,7 @@ int launch(const LaunchArgs& a) {
     if (pid == 0) {
       ::dup2(p[1], 1);
       ::dup2(p[1], 2);
-      ::execve(argv[0], argv.data(), envp.data());
+      ::execve(program.c_str(), argv.data(), envp.data());
       ::_exit(127);
     }
     ::close(p[1]);
@@ -228,8 +268,13 @@ void add_launch_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   c->add_option("--grace", a->grace_s, "Seconds the other ranks get to stop by themselves after one failed")
       ->capture_default_str();
-  c->add_option("command", a->command, "The tessera command each rank runs, after --")->required();
-  c->callback([&action, a] { action = [a] { return launch(*a); }; });
+  c->add_option("command", a->command,
+                 "What each rank runs, after --: a tessera command (train ...) or any program (python3 train.py)")
+      ->required();
+  c->callback([&app, &action, a] {
+    for (const CLI::App* sub : app.get_subcommands({})) a->tessera_commands.push_back(sub->get_name());
+    action = [a] { return launch(*a); };
+  });
 }
 
 }  // namespace tessera::tools

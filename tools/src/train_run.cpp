@@ -229,17 +229,9 @@ void run_distributed(const TrainRunConfig& cfg, const std::shared_ptr<const data
   TESSERA_CHECK(info.size == cfg.mesh.size(), "--mesh ", cfg.mesh.to_string(), " has ", cfg.mesh.size(),
                 " ranks but this job has ", info.size, " processes (", info.source,
                 " variables); start one process per rank, e.g. tessera launch --nproc ", cfg.mesh.size(), " -- train ...");
-  auto rdzv = std::make_shared<comm::EnvRendezvous>(info, cfg.timeout);
+  WorldBackend job = make_world_backend(cfg.backend, cfg.timeout, info);
+  comm::Backend* world = job.world.get();
   try {
-    comm::Registry comms;
-    register_builtin_backends(comms);
-    register_plugin_backends(comms);
-    comm::BackendOptions o;
-    o.rank = info.rank;
-    o.size = info.size;
-    o.timeout = cfg.timeout;
-    o.rendezvous = rdzv;
-    auto world = comms.create(cfg.backend, o);
     const auto n = static_cast<std::size_t>(world->size());
     Gather gather = [&](const nn::StepStats& st) {
       std::vector<double> mine = {double(st.step), st.loss,        st.grad_norm, st.lr, st.step_time_s,
@@ -264,7 +256,7 @@ void run_distributed(const TrainRunConfig& cfg, const std::shared_ptr<const data
     rank_loop(cfg, *world, dataset, computes, recorder, res, metrics_text, gather, on_step);
     world->barrier();
   } catch (const std::exception& e) {
-    rdzv->store()->abort(detail::cat("rank ", info.rank, " failed: ", e.what()));
+    job.rendezvous->store()->abort(detail::cat("rank ", info.rank, " failed: ", e.what()));
     throw;
   }
 }

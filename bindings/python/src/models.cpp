@@ -1,7 +1,9 @@
-// Models (presets and JSON descriptions) and training on the `local` backend: tessera.train runs
-// the same loop as `tessera train` (tools/src/train_run.cpp) and calls a Python function after
-// every step with the loss, the step time and every rank's memory.
+// Models (presets and JSON descriptions) and training: tessera.train runs the same loop as
+// `tessera train` (tools/src/train_run.cpp) on the `local` backend, or as one rank of a job
+// started by `tessera launch` (env://) on a multi-process backend such as ucx, and calls a Python
+// function after every step with the loss, the step time and every rank's memory.
 #include "common.hpp"
+#include "tessera/comm/env_rendezvous.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/nn/models.hpp"
 #include "train_run.hpp"
@@ -62,7 +64,7 @@ void bind_models(py::module_& m) {
          const std::string& shard, int steps, const std::string& optimizer, double lr, double weight_decay,
          int warmup, double clip, unsigned long long seed, const std::string& task, int classes,
          const std::string& checkpointing, int threads, bool overlap, const std::string& trace,
-         double timeout_s, const py::object& callback) {
+         double timeout_s, const py::object& callback, const std::string& backend) {
         tools::TrainArgs a;
         if (py::isinstance<py::str>(model)) a.model = model.cast<std::string>();
         a.input = input;
@@ -83,6 +85,7 @@ void bind_models(py::module_& m) {
         a.no_overlap = !overlap;
         a.trace = trace;
         a.timeout_s = timeout_s;
+        a.backend = backend;
         tools::TrainRunConfig cfg = tools::make_train_config(a);
         if (!py::isinstance<py::str>(model)) {
           // A ModelSpec: the same adjustments make_train_config applies to a preset.
@@ -111,13 +114,15 @@ void bind_models(py::module_& m) {
         out["parameters"] = r.parameters;
         out["model"] = cfg.train.model.name;
         out["mesh"] = cfg.mesh.to_string();
+        out["backend"] = cfg.backend;
+        out["rank"] = cfg.backend == "local" ? 0 : comm::read_env().rank;
         out["summary"] = tools::training_summary(cfg, r);
         return out;
       },
       py::arg("model"), py::arg("input"), py::arg("batch"), py::arg("mesh"), py::arg("shard"), py::arg("steps"),
       py::arg("optimizer"), py::arg("lr"), py::arg("weight_decay"), py::arg("warmup"), py::arg("clip"),
       py::arg("seed"), py::arg("task"), py::arg("classes"), py::arg("checkpointing"), py::arg("threads"),
-      py::arg("overlap"), py::arg("trace"), py::arg("timeout_s"), py::arg("callback"));
+      py::arg("overlap"), py::arg("trace"), py::arg("timeout_s"), py::arg("callback"), py::arg("backend") = "local");
 }
 
 }  // namespace tessera::python

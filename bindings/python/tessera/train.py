@@ -1,4 +1,5 @@
-"""Training on the ``local`` backend: the loop of ``tessera train`` with a per-step callback."""
+"""Training: the loop of ``tessera train`` with a per-step callback, on the ``local`` backend (one
+thread per rank) or as one rank of a job started by ``tessera launch`` (``backend="ucx"``)."""
 
 from __future__ import annotations
 
@@ -38,18 +39,28 @@ def train(
     trace: str = "",
     timeout_s: float = 300.0,
     callback: Optional[Callable[[dict], None]] = None,
+    backend: str = "local",
 ) -> dict:
     """Trains ``model`` (a preset name, a model JSON file path, or a ModelSpec) on synthetic data
     over ``mesh`` in-process ranks, exactly as ``tessera train --backend local`` does.
+
+    ``backend="ucx"`` (or another multi-process backend, see ``tessera backends``): this process
+    is one rank of a job, as ``tessera train --backend ucx`` under ``tessera launch``; it joins
+    the job through the env:// variables the launcher sets (``MASTER_ADDR``, ``MASTER_PORT``,
+    ``RANK``, ``WORLD_SIZE``, ``TESSERA_RDZV_TOKEN``) and ``mesh`` must have ``WORLD_SIZE``
+    ranks. Run the script on every rank, e.g. ``tessera launch --nproc 2 -- python3 train.py``.
+    The callback runs on rank 0 only and ``steps`` is filled on rank 0 (empty on the others);
+    ``timeout_s`` bounds the rendezvous and every communication wait.
 
     ``callback(step)`` runs after every step with a dict: ``step``, ``loss``, ``grad_norm``,
     ``lr``, ``step_time_s`` (rank 0), ``step_time_s_per_rank`` and ``peak_memory_bytes`` (one dict
     per rank: peak bytes by category and ``total``). The other ranks wait for it (at most
     ``timeout_s``), so keep it short. Exceptions it raises stop the run and propagate.
 
-    Returns ``{"steps": [...], "wall_s", "parameters", "model", "mesh", "summary"}``.
+    Returns ``{"steps": [...], "wall_s", "parameters", "model", "mesh", "backend", "rank",
+    "summary"}``.
     ``trace``: a path to write the run's Chrome trace to.
     """
     return _tessera._train(model, _input_text(input), batch, _mesh_text(mesh), shard, steps, optimizer,
                            lr, weight_decay, warmup, clip, seed, task, classes, checkpointing, threads,
-                           overlap, trace, timeout_s, callback)
+                           overlap, trace, timeout_s, callback, backend)
