@@ -30,6 +30,22 @@ same_losses w2 2 --input 3x32x128 --mesh sp=2 --shard W --steps 3 --batch 2
 same_losses h3 3 --input 3x96x64 --mesh sp=3 --shard H --steps 2 --batch 2
 same_losses dpsp4 4 --input 3x32x128 --mesh dp=2,sp=2 --shard W --batch 4 --steps 2
 
+# --trace with one rank per process: rank 0 writes the file named, rank r the one beside it
+# with .rank<r> before the extension, each holding that rank's events only.
+timeout 120 "$bin" launch --nproc 2 -- train "${model[@]}" --input 3x32x128 --mesh sp=2 --steps 1 --batch 2 \
+  --backend ucx --trace "$tmp/run.trace.json" >"$tmp/trace.out" 2>&1 || { cat "$tmp/trace.out"; exit 1; }
+grep -q "trace written to $tmp/run.trace.json (this rank; the others beside it as .rank<r>)" "$tmp/trace.out" ||
+  { cat "$tmp/trace.out"; echo "FAIL: the trace message"; exit 1; }
+python3 - "$tmp/run.trace.json" "$tmp/run.trace.rank1.json" <<'PY'
+import json, sys
+for rank, path in enumerate(sys.argv[1:]):
+    ev = json.load(open(path))["traceEvents"]
+    pids = {e["pid"] for e in ev if e.get("ph") == "X"}
+    assert pids == {rank}, (path, pids)
+    assert sum(e.get("cat") == "halo" for e in ev) > 0, path
+print("per-rank traces: rank 0 and rank 1 each wrote their own")
+PY
+
 # A rank killed mid-run: the others stop with an error naming it, the launcher exits non-zero.
 set +e
 timeout 120 "$bin" launch --nproc 2 --grace 20 -- train "${model[@]}" --batch 2 --input 3x32x128 --mesh sp=2 --steps 100000 \

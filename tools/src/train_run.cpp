@@ -253,6 +253,11 @@ void run_distributed(const TrainRunConfig& cfg, const std::shared_ptr<const data
       }
       return out;
     };
+    if (!cfg.trace.empty() && info.rank != 0) {
+      const std::size_t slash = cfg.trace.find_last_of('/'), dot = cfg.trace.find_last_of('.');
+      const std::size_t at = dot != std::string::npos && (slash == std::string::npos || dot > slash) ? dot : cfg.trace.size();
+      res.trace_path = cfg.trace.substr(0, at) + ".rank" + std::to_string(info.rank) + cfg.trace.substr(at);
+    }
     rank_loop(cfg, *world, dataset, computes, recorder, res, metrics_text, gather, on_step);
     world->barrier();
   } catch (const std::exception& e) {
@@ -298,11 +303,12 @@ TrainRunResult run_training(const TrainRunConfig& cfg,
   }
   res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!cfg.trace.empty()) {
+    if (res.trace_path.empty()) res.trace_path = cfg.trace;
     std::ostringstream os;
     core::write_chrome_trace(os, recorder.events(), recorder.process_names(),
                              {{"model", cfg.train.model.name}, {"mesh", cfg.mesh.to_string()},
                               {"input", core::shape_str(cfg.train.input)}, {"source", "tessera train"}});
-    core::write_file_atomic(cfg.trace, os.str());
+    core::write_file_atomic(res.trace_path, os.str());
   }
   return res;
 }
@@ -340,7 +346,9 @@ std::string training_summary(const TrainRunConfig& cfg, const TrainRunResult& r)
     }
     os << "\n";
   }
-  if (!cfg.trace.empty()) os << "trace written to " << cfg.trace << " (open in https://ui.perfetto.dev)\n";
+  if (!cfg.trace.empty())
+    os << "trace written to " << r.trace_path << (r.trace_path != cfg.trace || cfg.backend == "local" ? "" : " (this rank; the others beside it as .rank<r>)")
+       << " (open in https://ui.perfetto.dev)\n";
   if (!cfg.metrics.empty()) os << "metrics written to " << cfg.metrics << "\n";
   if (!cfg.save.empty()) os << "checkpoint written to " << cfg.save << "\n";
   return os.str();

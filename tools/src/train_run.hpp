@@ -63,6 +63,9 @@ struct TrainRunResult {
   std::vector<std::vector<nn::StepStats>> steps;  ///< [step][rank]
   double wall_s = 0;
   std::int64_t parameters = 0;
+  /// The trace file this process wrote: --trace, or with one rank per process, for ranks other
+  /// than 0, --trace with ".rank<r>" before its extension (each process records its own rank).
+  std::string trace_path;
 };
 
 /// Trains on mesh.size() in-process ranks; `on_step` runs on rank 0 after every step with every
