@@ -33,6 +33,8 @@ void bind_layout(py::module_& m);
 void bind_functional(py::module_& m);
 /// The layers other than conv2d (functional_modules.cpp); after bind_functional.
 void bind_functional_modules(py::module_& m);
+/// Linear, LayerScale, DropPath, squeeze-and-excitation, upsampling (functional_blocks.cpp).
+void bind_functional_blocks(py::module_& m);
 void bind_models(py::module_& m);
 void bind_sim(py::module_& m);
 

@@ -2,7 +2,10 @@
 // when sharded), the activations and global average pooling. Each call builds the layer on every
 // in-process rank, sets it up for the input layout, copies the caller's parameters in, runs
 // forward and backward on the rank's piece, all-reduces the parameter gradients as the trainer
-// does, and gathers the output and input gradient (core's redistribute).
+// does, and gathers the output and input gradient (core's redistribute). The same runner
+// (functional_run.hpp) serves the blocks in functional_blocks.cpp.
+#include "functional_run.hpp"
+
 #include <functional>
 #include <map>
 #include <mutex>
@@ -24,16 +27,18 @@ using core::Tensor;
 
 struct RunResult {
   Tensor y, dx;
-  std::map<std::string, Tensor> grads;  ///< by leaf name ("weight", "bias"), all-reduced
+  std::map<std::string, Tensor> grads;  ///< by name relative to the module ("weight", "fc1.bias"), all-reduced
 };
 
-std::string leaf_of(const std::string& name) {
-  const auto dot = name.rfind('.');
-  return dot == std::string::npos ? name : name.substr(dot + 1);
+/// "layer_norm.weight" -> "weight" for the module "layer_norm".
+std::string relative_name(const std::string& module, const std::string& name) {
+  const std::string prefix = module + ".";
+  return name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
 }
 
 RunResult run_module(const std::function<nn::ModulePtr()>& make, const core::Layout& in, const Tensor& x,
-                     const std::map<std::string, Tensor>& params, const Tensor* dy, const std::string& op) {
+                     const std::map<std::string, Tensor>& params, const Tensor* dy, const std::string& op,
+                     const RunOptions& opt) {
   const core::DeviceMesh& mesh = in.mesh();
   const core::Layout in_r = core::Layout::replicated(mesh, in.global_shape());
   RunResult res;
@@ -51,14 +56,17 @@ RunResult run_module(const std::function<nn::ModulePtr()>& make, const core::Lay
     std::vector<nn::Parameter*> ps;
     m->parameters(ps);
     for (nn::Parameter* p : ps) {
-      const auto it = params.find(leaf_of(p->name));
+      const std::string rel = relative_name(m->name(), p->name);
+      const auto it = params.find(rel);
       if (it == params.end()) continue;
-      TESSERA_CHECK(it->second.shape() == p->value.shape(), "tessera.functional.", op, ": ", leaf_of(p->name),
-                    " has shape ", core::shape_str(it->second.shape()), " but the layer's ", leaf_of(p->name),
-                    " has shape ", core::shape_str(p->value.shape()));
+      TESSERA_CHECK(it->second.shape() == p->value.shape(), "tessera.functional.", op, ": ", rel, " has shape ",
+                    core::shape_str(it->second.shape()), " but the layer's ", rel, " has shape ",
+                    core::shape_str(p->value.shape()));
       p->value.copy_from(it->second);
     }
     nn::Context ctx;
+    ctx.seed = opt.seed;
+    ctx.step = opt.step;
     ctx.mesh = &mc;
     ctx.compute = &cpu;
     ctx.allocator = alloc;
@@ -76,7 +84,7 @@ RunResult run_module(const std::function<nn::ModulePtr()>& make, const core::Lay
       if (dx.defined()) dxg = comm::redistribute(mc, dx, in, in_r);
       for (nn::Parameter* p : ps) {
         if (!p->grad_reduce_mesh_dims.empty()) mc.all_reduce(p->grad, p->grad_reduce_mesh_dims);
-        grads[leaf_of(p->name)] = p->grad;
+        grads[relative_name(m->name(), p->name)] = p->grad;
       }
     }
     if (r == 0) {
@@ -106,33 +114,48 @@ Tensor f32(const py::object& o, F32Array& keep) {
   return tensor_from_array(keep);
 }
 
-py::dict call(const std::string& op, const std::function<nn::ModulePtr()>& make, const py::object& x_in,
-              const std::map<std::string, py::object>& param_in, const py::object& mesh_o,
-              const py::object& placement_o, const py::object& dy_in) {
+}  // namespace
+
+py::dict run_op(const std::string& op, const std::function<nn::ModulePtr()>& make, const py::object& x_in,
+                const std::vector<ParamIn>& param_in, const py::object& mesh_o, const py::object& placement_o,
+                const py::object& dy_in, const RunOptions& opt) {
   F32Array xa, dya;
   std::vector<F32Array> keep(param_in.size());
   const Tensor x = f32(x_in, xa);
   std::map<std::string, Tensor> params;
-  std::size_t i = 0;
-  for (const auto& [name, o] : param_in)
-    if (!o.is_none()) params[name] = f32(o, keep[i++]);
+  for (std::size_t i = 0; i < param_in.size(); ++i)
+    if (!param_in[i].value.is_none()) params[param_in[i].name] = f32(param_in[i].value, keep[i]);
   Tensor dy;
   if (!dy_in.is_none()) dy = f32(dy_in, dya);
   const core::Layout in = layout_for(x.shape(), mesh_o, placement_o, op);
   RunResult r;
   {
     py::gil_scoped_release nogil;
-    r = run_module(make, in, x, params, dy.defined() ? &dy : nullptr, op);
+    r = run_module(make, in, x, params, dy.defined() ? &dy : nullptr, op, opt);
   }
   py::dict d;
   d["output"] = array_from_tensor(r.y);
   d["grad_input"] = r.dx.defined() ? py::object(array_from_tensor(r.dx)) : py::none();
-  for (const char* leaf : {"weight", "bias"}) {
-    const auto it = r.grads.find(leaf);
-    d[py::str(std::string("grad_") + leaf)] =
-        it != r.grads.end() ? py::object(array_from_tensor(it->second)) : py::none();
+  for (const ParamIn& p : param_in) {
+    const auto it = r.grads.find(p.name);
+    d[py::str("grad_" + p.key)] = it != r.grads.end() ? py::object(array_from_tensor(it->second)) : py::none();
   }
   return d;
+}
+
+namespace {
+
+/// The norm layers' and the activations' call: parameters "weight" and "bias" (grad_weight and
+/// grad_bias are None for a layer without them).
+py::dict call(const std::string& op, const std::function<nn::ModulePtr()>& make, const py::object& x_in,
+              const std::map<std::string, py::object>& param_in, const py::object& mesh_o,
+              const py::object& placement_o, const py::object& dy_in) {
+  std::vector<ParamIn> ps;
+  for (const char* leaf : {"weight", "bias"}) {
+    const auto it = param_in.find(leaf);
+    ps.push_back({leaf, leaf, it != param_in.end() ? it->second : py::none()});
+  }
+  return run_op(op, make, x_in, ps, mesh_o, placement_o, dy_in, {});
 }
 
 std::int64_t channels_of(const py::object& x) {

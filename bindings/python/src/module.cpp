@@ -10,6 +10,7 @@ PYBIND11_MODULE(_tessera, m) {
   bind_layout(m);
   bind_functional(m);
   bind_functional_modules(m);
+  bind_functional_blocks(m);
   bind_models(m);
   bind_sim(m);
 }

@@ -82,6 +82,57 @@ def global_avg_pool(input: np.ndarray, mesh: Optional[_tessera.DeviceMesh] = Non
     return _f.global_avg_pool(input, mesh, placement, grad_output)
 
 
+def linear(input: np.ndarray, weight: np.ndarray, bias: Optional[np.ndarray] = None,
+           mesh: Optional[_tessera.DeviceMesh] = None, placement=None,
+           grad_output: Optional[np.ndarray] = None) -> dict:
+    """y (N,out) = input (N,in) · weightᵀ + bias (core's Linear; ``weight`` is (out, in)). Shard
+    the batch (``tessera.Shard(0)``) or replicate it; the weight gradients are all-reduced over
+    the sharded mesh dimensions. Returns ``output``, ``grad_input``, ``grad_weight``,
+    ``grad_bias`` (None without a bias)."""
+    return _f.linear(input, weight, bias, mesh, placement, grad_output)
+
+
+def layer_scale(input: np.ndarray, gamma: np.ndarray, mesh: Optional[_tessera.DeviceMesh] = None,
+                placement=None, grad_output: Optional[np.ndarray] = None) -> dict:
+    """ConvNeXt's LayerScale: y = input · gamma per channel (``gamma`` (C,)). Returns ``output``,
+    ``grad_input`` and ``grad_gamma`` (summed over every shard)."""
+    return _f.layer_scale(input, gamma, mesh, placement, grad_output)
+
+
+def drop_path(input: np.ndarray, prob: float, seed: int = 0, step: int = 0, layer: str = "drop_path",
+              mesh: Optional[_tessera.DeviceMesh] = None, placement=None,
+              grad_output: Optional[np.ndarray] = None) -> dict:
+    """Stochastic depth in training mode: sample n is kept and scaled by 1/(1-prob), or zeroed.
+    The decision is core's hash of (``seed``, ``step``, ``layer`` name, global sample index) and
+    never of the rank, so a sharded run drops the same samples as an unsharded one
+    (:func:`drop_path_keep` gives one decision). Returns ``output`` and ``grad_input``."""
+    return _f.drop_path(input, prob, seed, step, layer, mesh, placement, grad_output)
+
+
+def drop_path_keep(seed: int, step: int, layer: str, sample: int, prob: float) -> bool:
+    """Whether DropPath keeps global sample ``sample`` (core's decision, as :func:`drop_path` and
+    training use it)."""
+    return _f.drop_path_keep(seed, step, layer, sample, prob)
+
+
+def squeeze_excite(input: np.ndarray, w1: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2: np.ndarray,
+                   mesh: Optional[_tessera.DeviceMesh] = None, placement=None,
+                   grad_output: Optional[np.ndarray] = None) -> dict:
+    """Squeeze-and-excitation (RegNetY's): s = sigmoid(fc2(relu(fc1(mean_HW(input))))), y =
+    input · s per sample and channel; ``w1`` (S,C), ``b1`` (S,), ``w2`` (C,S), ``b2`` (C,). Sharded
+    over H or W, the pooled mean and the gradient of s are all-reduced over the shards. Returns
+    ``output``, ``grad_input``, ``grad_w1``, ``grad_b1``, ``grad_w2``, ``grad_b2``."""
+    return _f.squeeze_excite(input, w1, b1, w2, b2, mesh, placement, grad_output)
+
+
+def upsample_nearest(input: np.ndarray, factor: int = 2, mesh: Optional[_tessera.DeviceMesh] = None,
+                     placement=None, grad_output: Optional[np.ndarray] = None) -> dict:
+    """Nearest-neighbour upsampling of H and W by the integer ``factor`` (local on every shard:
+    each shard of the output is its input shard upsampled). ``grad_input`` sums each
+    factor × factor block of ``grad_output``."""
+    return _f.upsample_nearest(input, factor, mesh, placement, grad_output)
+
+
 def distribute(array: np.ndarray, layout: _tessera.Layout) -> list:
     """Every rank's piece of ``array`` under ``layout`` (by rank), cut by core's redistribute
     (Replicate -> layout) running over in-process ranks."""
