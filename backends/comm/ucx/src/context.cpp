@@ -2,12 +2,14 @@
 // handling, probe-based receive matching, and the yield-then-block wait loop.
 #include "context.hpp"
 
+#include <sched.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "tessera/core/error.hpp"
 
@@ -114,6 +116,7 @@ Context::Context(std::shared_ptr<Rendezvous> rdzv, int rank, int size, std::chro
     peer_errors_.assign(static_cast<std::size_t>(size), "");
     peer_mode_.assign(static_cast<std::size_t>(size), false);
     const std::string me = machine_id();
+    int here = 0;
     for (int r = 0; r < size; ++r) {
       const std::string v = store_.get(keys[static_cast<std::size_t>(r)], timeout);
       const std::size_t nl = v.find('\n');
@@ -130,6 +133,7 @@ Context::Context(std::shared_ptr<Rendezvous> rdzv, int rank, int size, std::chro
       // bandwidth and 30 us per message. Peers on this machine therefore go without it; a dead
       // one is still detected, by the store (its connection closes without a goodbye and the job
       // is aborted) and by the deadline. Peers on other machines keep UCX's own detection.
+      here += v.compare(0, nl, me) == 0;
       peer_mode_[static_cast<std::size_t>(r)] = v.compare(0, nl, me) != 0 || force_peer_mode();
       ep.err_mode = peer_mode_[static_cast<std::size_t>(r)] ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
       ep.err_handler.cb = &Context::on_ep_error;
@@ -137,6 +141,10 @@ Context::Context(std::shared_ptr<Rendezvous> rdzv, int rank, int size, std::chro
       TESSERA_UCS_CHECK(ucp_ep_create(worker_, &ep, &eps_[static_cast<std::size_t>(r)]),
                         detail::cat("rank ", rank, ": connecting to rank ", r));
     }
+    // More ranks on this machine than cores: the peer a wait needs may be waiting for this core,
+    // so the polling phase yields it (as MPI does when oversubscribed) instead of spinning.
+    const unsigned cores = std::thread::hardware_concurrency();
+    yield_when_polling_ = cores > 0 && here > static_cast<int>(cores);
     // Nobody leaves before everybody is connected: a shared-memory endpoint attaches the peer's
     // segment when it is created, which fails once that peer has exited.
     store_.set(detail::cat("tessera/ucx/connected/", rank), "1");
@@ -317,7 +325,10 @@ std::string Context::wait(const std::vector<Op*>& ops, Clock::time_point deadlin
           notes += "; " + peer_errors_[static_cast<std::size_t>(op->peer)];
       return "timeout" + notes;
     }
-    if (spinning) continue;
+    if (spinning) {
+      if (yield_when_polling_) sched_yield();
+      continue;
+    }
     {
       std::lock_guard lock(mu_);
       if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) continue;  // events came in: progress again
