@@ -39,6 +39,7 @@ struct TraceEvent {
   std::string flow_id;      ///< "0x1a"; empty = no flow
   bool flow_out = false;
   bool flow_in = false;
+  bool critical = false;    ///< on the simulated iteration's critical path (args "critical": true)
   std::vector<std::pair<std::string, double>> counters;  ///< for ph 'C'
 };
 
@@ -67,6 +68,25 @@ class TraceRecorder {
 void write_chrome_trace(std::ostream& os, const std::vector<TraceEvent>& events,
                         const std::vector<std::pair<int, std::string>>& process_names,
                         const std::vector<std::pair<std::string, std::string>>& other = {});
+
+/// A Chrome trace read back: what write_chrome_trace was given.
+struct ChromeTrace {
+  std::vector<TraceEvent> events;                              ///< 'X' and 'C' events, file order
+  std::vector<std::pair<int, std::string>> process_names;      ///< "process_name" metadata
+  std::vector<std::pair<std::string, std::string>> other;      ///< otherData
+  /// The otherData value of `key`, or "" when absent.
+  std::string other_value(const std::string& key) const;
+};
+
+/// Parses the schema write_chrome_trace writes (the runtime's `tessera train --trace` and the
+/// simulator's `tessera sim run --trace`), checking it on the way: a malformed document throws
+/// InvalidArgument naming `origin`, the event index and the field ("trace.json: traceEvents[12]:
+/// field 'dur' must be a non-negative number, got -3"). Timestamps keep the writer's precision
+/// (1 ns). Metadata other than process and thread names, and phases other than X, C and M, are
+/// refused: this reader is for tessera's own traces, not any Chrome trace.
+ChromeTrace read_chrome_trace(const std::string& text, const std::string& origin = "trace");
+/// read_chrome_trace on a file's contents (origin: the path); a missing file throws InvalidArgument.
+ChromeTrace read_chrome_trace_file(const std::string& path);
 
 /// The name of a lane: "compute", "comm", "halo <-> rank 3".
 std::string trace_lane_name(int tid);
