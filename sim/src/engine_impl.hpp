@@ -69,6 +69,11 @@ class Engine {
   /// The number of simulated members of a collective group (checked once per group: a mirrored
   /// member's model must be in the group, or its arrival would be unknown).
   int simulated_members(const std::vector<int>& group);
+  /// Walks back from the op that finished last (critical_path.cpp); `flows` gets the network
+  /// flows of its halo links.
+  std::vector<CriticalStep> critical_path(std::vector<int>& flows) const;
+  /// Sets critical = true on the trace events of the path's ops and flows (critical_path.cpp).
+  void mark_critical(const std::vector<CriticalStep>& path, const std::vector<int>& flows);
 
   const Topology& topo_;
   EngineOptions opt_;

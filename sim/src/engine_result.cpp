@@ -124,6 +124,9 @@ SimResult Engine::result() {
   }
   std::stable_sort(res.links.begin(), res.links.end(),
                    [](const LinkUse& a, const LinkUse& b) { return a.utilisation > b.utilisation; });
+  std::vector<int> critical_flows;
+  res.critical_path = critical_path(critical_flows);
+  if (opt_.trace) mark_critical(res.critical_path, critical_flows);
   std::stable_sort(trace_.begin(), trace_.end(), [](const core::TraceEvent& a, const core::TraceEvent& b) {
     return a.pid != b.pid ? a.pid < b.pid : a.ts_us < b.ts_us;
   });

@@ -79,8 +79,28 @@ struct LinkUse {
   double utilisation = 0;  ///< bytes / (bandwidth · iteration time)
 };
 
+/// One link of the critical path: an op that ran over [start_ps, end_ps], wait_ps after the
+/// previous link ended (or after time 0, for the first). A halo link is the transfer of a
+/// point-to-point batch that finished last, from its later-posted side to the other.
+struct CriticalStep {
+  int rank = 0;
+  int op = -1;               ///< index into that rank's program
+  std::string stream;        ///< "compute", "halo" or "collective"
+  std::string name, layer;   ///< the op's
+  int peer = -1;             ///< a halo link: the rank at the other end of the transfer
+  Picos start_ps = 0, end_ps = 0;
+  Picos wait_ps = 0;
+  Picos dur_ps() const { return end_ps - start_ps; }
+};
+
 struct SimResult {
   Picos iteration_ps = 0;
+  /// The chain of ops, across streams and ranks, whose durations and dependencies set the
+  /// iteration time, in time order: each link is the dependency (program order, stream order, a
+  /// collective's last arrival, a transfer's later side) that finished last before the next one
+  /// started, so the durations plus the waits add up to iteration_ps. Over the simulated ranks
+  /// (with folding, a mirrored rank's copy is not on it). Its trace events carry critical = true.
+  std::vector<CriticalStep> critical_path;
   std::vector<DeviceResult> devices;  ///< by rank (every rank, also when folded)
   int simulated_ranks = 0;            ///< ranks whose programs ran (fewer than devices when folded)
   std::vector<LinkUse> links;         ///< links that carried data, busiest first
