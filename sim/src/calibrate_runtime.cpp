@@ -184,6 +184,10 @@ RuntimeCalibration measure_runtime(const ComputeFactory& make_compute, const Wor
       for (const nn::TrainOptions& o : refs) {
         comm.barrier();
         mine.push_back(run_reference(o, &mesh, *be, warmup, steps));
+        // Per step the slowest rank's time outside kernels (a run's step lasts as long as its
+        // slowest rank's): with one rank per process, this process learns the others' here.
+        std::vector<double>& out = mine.back().outside;
+        comm.all_reduce({out.data(), out.size(), core::DType::F64}, comm::ReduceOp::Max)->wait();
       }
     }
     std::lock_guard<std::mutex> lock(mu);
@@ -202,8 +206,8 @@ RuntimeCalibration measure_runtime(const ComputeFactory& make_compute, const Wor
     }
   out.host_overhead_s = median(host);
   // The ranks that ran here: all with ranks as threads; with one rank per process (a calibration
-  // under `tessera launch`) this process's own, whose time outside kernels includes waiting for
-  // the slower peer.
+  // under `tessera launch`) this process's own (its times outside kernels are already the
+  // slowest rank's, step by step).
   std::vector<const std::vector<RankRun>*> here;
   for (const auto& rank : runs)
     if (!rank.empty()) here.push_back(&rank);

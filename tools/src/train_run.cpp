@@ -213,6 +213,10 @@ void rank_loop(const TrainRunConfig& cfg, comm::Backend& world, const std::share
       }
       if (on_step) on_step(snap);
     }
+    // Rank 0's bookkeeping (the metrics file is written and synced every step) stays out of the
+    // next step's time: without this barrier the other ranks start without it and wait for it
+    // at their first halo exchange, inside their step.
+    world.barrier();
   }
   if (!cfg.save.empty()) trainer.save(cfg.save);
 }
