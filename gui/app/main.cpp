@@ -4,6 +4,7 @@
 #include <QCommandLineParser>
 #include <cstdio>
 
+#include "compare_view.hpp"
 #include "main_window.hpp"
 #include "screenshot.hpp"
 
@@ -22,19 +23,25 @@ int main(int argc, char** argv) {
                                 QStringLiteral("DIR"));
   QCommandLineOption config(QStringList{"config"}, QStringLiteral("A configuration (or session) JSON file"),
                             QStringLiteral("FILE"));
+  QCommandLineOption measured(QStringList{"measured"},
+                              QStringLiteral("A measured trace (tessera train --trace) for the Compare view"),
+                              QStringLiteral("FILE"));
   parser.addOption(screenshot);
+  parser.addOption(measured);
   parser.addOption(config);
   parser.process(app);
   using namespace tessera::studio;
   try {
     const StudioConfig cfg = parser.isSet(config) ? loadConfigFile(parser.value(config)) : StudioConfig{};
     if (parser.isSet(screenshot)) {
-      for (const QString& f : renderScreenshots(parser.value(screenshot), cfg)) std::printf("wrote %s\n", qPrintable(f));
+      for (const QString& f : renderScreenshots(parser.value(screenshot), cfg, 1500, 900, parser.value(measured)))
+        std::printf("wrote %s\n", qPrintable(f));
       return 0;
     }
     MainWindow w;
     w.resize(1500, 900);
     w.setConfig(cfg);
+    if (parser.isSet(measured)) w.compare()->openMeasured(parser.value(measured));
     w.show();
     return QApplication::exec();
   } catch (const std::exception& e) {

@@ -12,10 +12,12 @@
 #include <QTabWidget>
 #include <sstream>
 
+#include "compare_view.hpp"
 #include "config_panel.hpp"
 #include "memory_view.hpp"
 #include "planner_view.hpp"
 #include "shard_map_view.hpp"
+#include "teaching_view.hpp"
 #include "tessera/core/error.hpp"
 #include "timeline_view.hpp"
 #include "topology_view.hpp"
@@ -31,11 +33,15 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   memory_ = new MemoryView;
   topology_ = new TopologyView;
   planner_ = new PlannerView;
+  compare_ = new CompareView;
+  teaching_ = new TeachingView;
   tabs_->addTab(shardMap_, QStringLiteral("Shard map"));
   tabs_->addTab(timeline_, QStringLiteral("Timeline"));
   tabs_->addTab(memory_, QStringLiteral("Memory"));
   tabs_->addTab(topology_, QStringLiteral("Topology"));
   tabs_->addTab(planner_, QStringLiteral("Planner"));
+  tabs_->addTab(compare_, QStringLiteral("Compare"));
+  tabs_->addTab(teaching_, QStringLiteral("Teaching"));
   auto* split = new QSplitter;
   split->addWidget(panel_);
   split->addWidget(tabs_);
@@ -51,7 +57,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   planner_->setConfig(panel_->config());
 }
 
-QStringList MainWindow::viewNames() { return {"shard_map", "timeline", "memory", "topology", "planner"}; }
+QStringList MainWindow::viewNames() {
+  return {"shard_map", "timeline", "memory", "topology", "planner", "compare", "teaching"};
+}
 
 void MainWindow::setConfig(const StudioConfig& c, bool simulate) {
   panel_->setConfig(c);
@@ -67,7 +75,7 @@ void MainWindow::onConfigChanged(const StudioConfig& c) {
 
 void MainWindow::showSnapshot(std::shared_ptr<const Snapshot> s) {
   snap_ = s;
-  for (SnapshotView* v : std::initializer_list<SnapshotView*>{shardMap_, timeline_, memory_, topology_})
+  for (SnapshotView* v : std::initializer_list<SnapshotView*>{shardMap_, timeline_, memory_, topology_, compare_})
     v->setSnapshot(s);
   if (!s->ok()) {
     panel_->setStatus(s->error, true);
@@ -88,6 +96,8 @@ void MainWindow::buildMenus() {
   QMenu* file = menuBar()->addMenu(QStringLiteral("&File"));
   file->addAction(QStringLiteral("&Open session…"), QKeySequence::Open, this, [this] { openSession(); });
   file->addAction(QStringLiteral("&Save session…"), QKeySequence::Save, this, [this] { saveSession(); });
+  file->addSeparator();
+  file->addAction(QStringLiteral("Open &measured trace…"), this, [this] { openMeasured(); });
   file->addSeparator();
   file->addAction(QStringLiteral("Export view as &PNG…"), this, [this] { exportPng(); });
   file->addAction(QStringLiteral("Export simulated &trace JSON…"), this, [this] { exportTrace(); });
@@ -169,6 +179,18 @@ void MainWindow::exportTrace() {
                            {{"source", "tessera studio"}, {"model", snap_->modelName.toStdString()},
                             {"mesh", snap_->meshText.toStdString()}, {"topology", snap_->topology.name.toStdString()}});
   writeBytes(this, path, QByteArray::fromStdString(os.str()));
+}
+
+void MainWindow::openMeasured() {
+  const QString path = QFileDialog::getOpenFileName(this, QStringLiteral("Open measured trace (tessera train --trace)"),
+                                                    {}, QStringLiteral("Chrome trace (*.json)"));
+  if (path.isEmpty()) return;
+  try {
+    compare_->openMeasured(path);
+    tabs_->setCurrentWidget(compare_);
+  } catch (const std::exception& e) {
+    QMessageBox::warning(this, QStringLiteral("tessera studio"), QString::fromStdString(e.what()));
+  }
 }
 
 void MainWindow::exportConfig() {

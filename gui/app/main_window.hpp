@@ -1,5 +1,5 @@
 // The studio's main window: Configuration panel beside the views (Shard map, Timeline, Memory,
-// Topology, Planner); every configuration change re-simulates in the background.
+// Topology, Planner, Compare, Teaching); every configuration change re-simulates in the background.
 #pragma once
 
 #include <QMainWindow>
@@ -17,6 +17,8 @@ class TimelineView;
 class MemoryView;
 class TopologyView;
 class PlannerView;
+class CompareView;
+class TeachingView;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -31,6 +33,8 @@ class MainWindow : public QMainWindow {
   QTabWidget* tabs() { return tabs_; }
   PlannerView* planner() { return planner_; }
   ShardMapView* shardMap() { return shardMap_; }
+  CompareView* compare() { return compare_; }
+  TeachingView* teaching() { return teaching_; }
   /// File names of the views, in tab order ("shard_map", "timeline", ...).
   static QStringList viewNames();
 
@@ -47,6 +51,7 @@ class MainWindow : public QMainWindow {
   void exportPng();
   void exportTrace();
   void exportConfig();
+  void openMeasured();
 
   SimulationRunner runner_;
   std::shared_ptr<const Snapshot> snap_;
@@ -57,6 +62,8 @@ class MainWindow : public QMainWindow {
   MemoryView* memory_;
   TopologyView* topology_;
   PlannerView* planner_;
+  CompareView* compare_;
+  TeachingView* teaching_;
 };
 
 }  // namespace tessera::studio

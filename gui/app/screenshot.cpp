@@ -10,8 +10,10 @@
 #include <chrono>
 
 #include "main_window.hpp"
+#include "compare_view.hpp"
 #include "planner_view.hpp"
 #include "shard_map_view.hpp"
+#include "teaching_view.hpp"
 #include "tessera/core/error.hpp"
 
 namespace tessera::studio {
@@ -30,7 +32,8 @@ StudioConfig loadConfigFile(const QString& path) {
   return StudioConfig::fromJsonText(text, path);
 }
 
-QStringList renderScreenshots(const QString& dir, const StudioConfig& config, int width, int height) {
+QStringList renderScreenshots(const QString& dir, const StudioConfig& config, int width, int height,
+                              const QString& measured) {
   std::shared_ptr<const Snapshot> snap = simulate(config);
   if (!snap->ok()) throw InvalidArgument(snap->error.toStdString());
   TESSERA_CHECK(QDir().mkpath(dir), "--screenshot ", dir.toStdString(), ": cannot create the directory");
@@ -51,6 +54,8 @@ QStringList renderScreenshots(const QString& dir, const StudioConfig& config, in
       w.shardMap()->setLayer(static_cast<int>(i));
       break;
     }
+  if (!measured.isEmpty()) w.compare()->openMeasured(measured);
+  w.teaching()->setStep(2);  // Receive: the buffers with their halos
   w.show();
   QStringList written;
   const QStringList names = MainWindow::viewNames();
@@ -61,6 +66,12 @@ QStringList renderScreenshots(const QString& dir, const StudioConfig& config, in
     TESSERA_CHECK(w.grab().save(path, "PNG"), "--screenshot: cannot write ", path.toStdString());
     written << path;
   }
+  w.tabs()->setCurrentWidget(w.teaching());
+  w.teaching()->setStep(w.teaching()->stepCount() - 1);  // backward: the halo gradients added
+  QApplication::processEvents();
+  const QString back = QDir(dir).filePath(QStringLiteral("teaching_backward.png"));
+  TESSERA_CHECK(w.grab().save(back, "PNG"), "--screenshot: cannot write ", back.toStdString());
+  written << back;
   return written;
 }
 

@@ -90,11 +90,28 @@ void TimelineView::paintEvent(QPaintEvent*) {
     if (x1 < 0 || x0 > plotW) continue;
     const QRectF r(kLabelWidth + x0, laneY(e.lane) + 3, std::max(1.0, x1 - x0), kLaneHeight - 6);
     p.fillRect(r, eventColor(e));
+    if (e.critical) {  // the critical path (sim::SimResult::critical_path): outlined in red
+      p.setPen(QPen(QColor(215, 25, 28), 2));
+      p.drawRect(r.adjusted(-1, -2, 1, 2));
+    }
     if (r.width() > 60) {
       p.setPen(Qt::white);
       p.drawText(r.adjusted(2, 0, -2, 0), Qt::AlignVCenter | Qt::AlignLeft, e.layer.isEmpty() ? e.name : e.layer);
     }
   }
+  // Legend of the critical path, top right of the ruler.
+  p.setClipping(false);
+  const auto& path = snap_->result.critical_path;
+  if (!path.empty()) {
+    const QString text = QStringLiteral("critical path: %1 ops, red outline").arg(path.size());
+    const int tw = p.fontMetrics().horizontalAdvance(text);
+    p.fillRect(QRect(width() - tw - 30, 3, tw + 26, 18), Qt::white);
+    p.setPen(QPen(QColor(215, 25, 28), 2));
+    p.drawRect(QRect(width() - tw - 26, 7, 14, 10));
+    p.setPen(Qt::black);
+    p.drawText(QPointF(width() - tw - 6, 16), text);
+  }
+  p.setClipRect(QRect(kLabelWidth, kRulerHeight, plotW, height() - kRulerHeight));
   // Halo arrows: from the start of a send to the end of its receive.
   p.setRenderHint(QPainter::Antialiasing, true);
   p.setPen(QPen(QColor(200, 60, 20, 160), 1));
@@ -159,6 +176,7 @@ bool TimelineView::event(QEvent* ev) {
   if (e.bytes >= 0) t += QStringLiteral("<br>bytes %1").arg(formatBytes(e.bytes));
   if (e.flops >= 0) t += QStringLiteral("<br>flops %1").arg(e.flops, 0, 'g', 4);
   if (e.peer >= 0) t += QStringLiteral("<br>peer rank %1").arg(e.peer);
+  if (e.critical) t += QStringLiteral("<br><b>on the critical path</b>");
   QToolTip::showText(he->globalPos(), t, this);
   return true;
 }

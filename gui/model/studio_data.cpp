@@ -117,6 +117,7 @@ TimelineData buildTimeline(const std::vector<core::TraceEvent>& trace, int numRa
     t.bytes = e.bytes;
     t.flops = e.flops;
     t.peer = e.peer;
+    t.critical = e.critical;
     const int idx = static_cast<int>(d.events.size());
     if (!e.flow_id.empty() && e.flow_out) sends[e.flow_id] = idx;
     if (!e.flow_id.empty() && e.flow_in) recvs.emplace_back(e.flow_id, idx);

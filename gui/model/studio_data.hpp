@@ -81,6 +81,7 @@ struct TimelineEvent {
   std::int64_t bytes = -1;
   double flops = -1;
   int peer = -1;
+  bool critical = false;  ///< on the critical path (sim::SimResult::critical_path, via the trace)
   sim::Picos endPs() const { return startPs + durPs; }
 };
 
