@@ -105,13 +105,18 @@ Context::Context(std::shared_ptr<Rendezvous> rdzv, int rank, int size, std::chro
     store_.set(detail::cat("tessera/ucx/addr/", rank),
                machine_id() + '\n' + std::string(reinterpret_cast<const char*>(addr), len));
     ucp_worker_release_address(worker_, addr);
-    std::vector<std::string> keys;
-    for (int r = 0; r < size; ++r) keys.push_back(detail::cat("tessera/ucx/addr/", r));
-    try {
-      store_.wait(keys, timeout);
-    } catch (const TimeoutError& e) {
-      throw TimeoutError("ucx", detail::cat("rank ", rank, ": connecting the world of ", size, " ranks: ", e.what()));
-    }
+    // Every rank's `prefix`<r> key, or a TimeoutError naming the ranks missing.
+    auto wait_all = [&](const char* prefix, const char* doing) {
+      std::vector<std::string> keys;
+      for (int r = 0; r < size; ++r) keys.push_back(detail::cat(prefix, r));
+      try {
+        store_.wait(keys, timeout);
+      } catch (const TimeoutError& e) {
+        throw TimeoutError("ucx", detail::cat("rank ", rank, ": ", doing, " the world of ", size, " ranks: ", e.what()));
+      }
+      return keys;
+    };
+    const std::vector<std::string> keys = wait_all("tessera/ucx/addr/", "connecting");
     eps_.assign(static_cast<std::size_t>(size), nullptr);
     peer_errors_.assign(static_cast<std::size_t>(size), "");
     peer_mode_.assign(static_cast<std::size_t>(size), false);
@@ -148,13 +153,7 @@ Context::Context(std::shared_ptr<Rendezvous> rdzv, int rank, int size, std::chro
     // Nobody leaves before everybody is connected: a shared-memory endpoint attaches the peer's
     // segment when it is created, which fails once that peer has exited.
     store_.set(detail::cat("tessera/ucx/connected/", rank), "1");
-    std::vector<std::string> connected;
-    for (int r = 0; r < size; ++r) connected.push_back(detail::cat("tessera/ucx/connected/", r));
-    try {
-      store_.wait(connected, timeout);
-    } catch (const TimeoutError& e) {
-      throw TimeoutError("ucx", detail::cat("rank ", rank, ": waiting for the world of ", size, " ranks to connect: ", e.what()));
-    }
+    wait_all("tessera/ucx/connected/", "waiting for the endpoints of");
   } catch (...) {
     shutdown();
     throw;
