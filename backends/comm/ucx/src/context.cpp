@@ -242,7 +242,7 @@ void Context::start_recv_locked(Op& op, ucp_tag_message_h msg, const ucp_tag_rec
     op.state = Op::State::Done;
   } else if (UCS_PTR_IS_ERR(r)) {
     op.state = Op::State::Failed;
-    op.error = detail::cat(op.what, " failed: ", ucs_status_string(UCS_PTR_STATUS(r)));
+    op.error = detail::cat(op.describe(), " failed: ", ucs_status_string(UCS_PTR_STATUS(r)));
   } else {
     op.req = r;
     op.state = Op::State::Active;
@@ -260,7 +260,7 @@ void Context::update_locked(Op& op) {
     op.state = Op::State::Done;
   } else {
     op.state = Op::State::Failed;
-    if (!op.size_mismatch) op.error = detail::cat(op.what, " failed: ", ucs_status_string(st));
+    if (!op.size_mismatch) op.error = detail::cat(op.describe(), " failed: ", ucs_status_string(st));
   }
 }
 

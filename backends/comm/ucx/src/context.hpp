@@ -13,6 +13,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+
+#include "tessera/core/error.hpp"
 #include <vector>
 
 #include "tessera/comm/backend.hpp"
@@ -42,7 +44,14 @@ struct Op {
   State state = State::Queued;
   std::string error;          ///< why it failed
   bool size_mismatch = false; ///< a p2p receive of the wrong size (InvalidArgument)
-  std::string what;           ///< "receive from rank 0 tag 9" for messages
+  std::string what;           ///< what it is, for messages ("rank 2"); empty: from the fields below
+  int what_peer = -1;         ///< batch_p2p: the group rank and user tag (formatted only on failure)
+  std::int64_t what_tag = -1;
+  /// "receive from rank 0 tag 9", "send to rank 1 tag 9" or `what`.
+  std::string describe() const {
+    if (!what.empty()) return what;
+    return detail::cat(is_send ? "send to rank " : "receive from rank ", what_peer, " tag ", what_tag);
+  }
 };
 
 class Context {

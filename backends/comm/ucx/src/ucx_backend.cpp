@@ -171,7 +171,7 @@ void UcxBackend::exchange(const Header& h, const std::vector<Send>& sends, std::
     if (!why.empty()) {
       std::vector<std::string> waiting;
       for (Op* op : some)
-        if (!op->is_send && op->state != Op::State::Done) waiting.push_back(op->what);
+        if (!op->is_send && op->state != Op::State::Done) waiting.push_back(op->describe());
       failed_ = detail::cat(what, " did not complete");
       fail_wait(why, what, all, waiting);
     }
@@ -250,7 +250,7 @@ class P2PWork final : public Work {
     if (why.empty()) return finish();
     std::string waiting;
     for (Op* op : ptrs_)
-      if (op->state != Op::State::Done) waiting += (waiting.empty() ? "" : ", ") + op->what;
+      if (op->state != Op::State::Done) waiting += (waiting.empty() ? "" : ", ") + op->describe();
     ctx_->cancel(ptrs_);
     done_ = true;
     if (why.rfind("timeout", 0) == 0)
@@ -271,7 +271,7 @@ class P2PWork final : public Work {
       if (op.state != Op::State::Failed) continue;
       if (op.size_mismatch) {
         const std::size_t e = elem_bytes_[i];
-        throw InvalidArgument(detail::cat("ucx: ", where_, ": batch_p2p ", op.what, ": the message has ",
+        throw InvalidArgument(detail::cat("ucx: ", where_, ": batch_p2p ", op.describe(), ": the message has ",
                                           op.got_bytes / e, " elements (", op.got_bytes, " bytes) but the receive expects ",
                                           op.expect_bytes / e, " (", op.expect_bytes,
                                           " bytes); the sender's and receiver's counts must match"));
@@ -310,13 +310,13 @@ WorkPtr UcxBackend::batch_p2p(const std::vector<P2POp>& ops) {
       op->tag = tag(false, static_cast<std::uint32_t>(o.tag), ctx_->rank());
       op->iov[0] = {o.buf.data, o.buf.bytes()};
       op->iov_count = 1;
-      op->what = detail::cat("send to rank ", o.peer, " tag ", o.tag);
+      op->what_peer = o.peer, op->what_tag = o.tag;
       sends.push_back(op.get());
     } else {
       op->tag = tag(false, static_cast<std::uint32_t>(o.tag), peer_world);
       op->dst = o.buf.data;
       op->expect_bytes = o.buf.bytes();
-      op->what = detail::cat("receive from rank ", o.peer, " tag ", o.tag);
+      op->what_peer = o.peer, op->what_tag = o.tag;
       recvs.push_back(op.get());
     }
     elem.push_back(core::dtype_size(o.buf.dtype));
