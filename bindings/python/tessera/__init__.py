@@ -14,6 +14,16 @@ Submodules: :mod:`tessera.functional` (ops sharded over in-process ranks), :mod:
 (topologies, simulation, planner), :mod:`tessera.plot` (matplotlib helpers).
 """
 
+import os as _os
+
+# An installed package carries the comm plugins its build made (tessera/plugins: ucx when UCX
+# was found); the plugin loader searches TESSERA_PLUGIN_PATH, so add the folder after the user's.
+_plugins = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "plugins")
+if _os.path.isdir(_plugins):
+    _path = [p for p in _os.environ.get("TESSERA_PLUGIN_PATH", "").split(":") if p]
+    if _plugins not in _path:
+        _os.environ["TESSERA_PLUGIN_PATH"] = ":".join(_path + [_plugins])
+
 from ._tessera import (  # noqa: F401  (re-exported)
     BackendError,
     ConvSpec,
