@@ -45,11 +45,13 @@ struct Op {
   std::string error;          ///< why it failed
   bool size_mismatch = false; ///< a p2p receive of the wrong size (InvalidArgument)
   std::string what;           ///< what it is, for messages ("rank 2"); empty: from the fields below
-  int what_peer = -1;         ///< batch_p2p: the group rank and user tag (formatted only on failure)
+  int what_peer = -1;         ///< the group rank and (batch_p2p) user tag, formatted only on failure
   std::int64_t what_tag = -1;
-  /// "receive from rank 0 tag 9", "send to rank 1 tag 9" or `what`.
+  /// `what`, or batch_p2p's "receive from rank 0 tag 9" / "send to rank 1 tag 9", or (no tag)
+  /// a collective's "rank 0" / "send to rank 1".
   std::string describe() const {
     if (!what.empty()) return what;
+    if (what_tag < 0) return detail::cat(is_send ? "send to rank " : "rank ", what_peer);
     return detail::cat(is_send ? "send to rank " : "receive from rank ", what_peer, " tag ", what_tag);
   }
 };

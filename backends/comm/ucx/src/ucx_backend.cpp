@@ -105,7 +105,6 @@ void UcxBackend::fail_wait(const std::string& why, const std::string& what, cons
 }
 
 void UcxBackend::exchange(const Header& h, const std::vector<Send>& sends, std::vector<Recv>& recvs) {
-  const std::string what = describe(h);
   std::vector<Header> hdrs(sends.size(), h);
   std::vector<std::vector<char>> packed(sends.size());
   // Stable addresses: at most two messages per peer and direction.
@@ -121,7 +120,7 @@ void UcxBackend::exchange(const Header& h, const std::vector<Send>& sends, std::
     hop.peer = peer;
     hop.tag = tag(true, h.seq, peer);
     hop.variable = true;  // sized by the probe: a peer in another call is reported, not truncated
-    hop.what = detail::cat("rank ", rv.peer);
+    hop.what_peer = rv.peer;
     first.push_back(head[i] = &hop);
     if (rv.bytes > kPackBytes) {
       Op& pop = ops[used++];
@@ -129,7 +128,7 @@ void UcxBackend::exchange(const Header& h, const std::vector<Send>& sends, std::
       pop.tag = tag(true, h.seq | kPayloadBit, peer);
       pop.dst = rv.dst ? rv.dst : rv.data.data();
       pop.expect_bytes = rv.bytes;
-      pop.what = detail::cat("rank ", rv.peer, " (", rv.bytes, " bytes)");
+      pop.what_peer = rv.peer;
       payloads.push_back(body[i] = &pop);
     }
   }
@@ -141,7 +140,7 @@ void UcxBackend::exchange(const Header& h, const std::vector<Send>& sends, std::
     hop.is_send = true;
     hop.peer = peer;
     hop.tag = tag(true, h.seq, ctx_->rank());
-    hop.what = detail::cat("send to rank ", sd.peer);
+    hop.what_peer = sd.peer;
     if (sd.bytes > kPackBytes) {
       hop.iov[0] = {&hdrs[i], sizeof(Header)};
       hop.iov_count = 1;
@@ -151,7 +150,7 @@ void UcxBackend::exchange(const Header& h, const std::vector<Send>& sends, std::
       pop.tag = tag(true, h.seq | kPayloadBit, ctx_->rank());
       pop.iov[0] = {const_cast<void*>(sd.data), sd.bytes};
       pop.iov_count = 1;
-      pop.what = hop.what;
+      pop.what_peer = sd.peer;
       first.push_back(&hop);
       first.push_back(&pop);
     } else {
@@ -172,13 +171,13 @@ void UcxBackend::exchange(const Header& h, const std::vector<Send>& sends, std::
       std::vector<std::string> waiting;
       for (Op* op : some)
         if (!op->is_send && op->state != Op::State::Done) waiting.push_back(op->describe());
-      failed_ = detail::cat(what, " did not complete");
-      fail_wait(why, what, all, waiting);
+      failed_ = detail::cat(describe(h), " did not complete");
+      fail_wait(why, describe(h), all, waiting);
     }
     for (Op* op : some)
       if (op->state == Op::State::Failed) {
         failed_ = op->error;
-        fail_wait("peer:" + op->error, what, all, {});
+        fail_wait("peer:" + op->error, describe(h), all, {});
       }
   };
   // Headers first: a peer in another collective is named before anybody waits for a payload
@@ -198,7 +197,7 @@ void UcxBackend::exchange(const Header& h, const std::vector<Send>& sends, std::
     const std::size_t expect_carried = recvs[i].bytes > kPackBytes ? 0 : recvs[i].bytes;
     if (!same || in.step != recvs[i].step || carried != expect_carried) {
       const std::string msg = detail::cat(
-          where(), " called ", what, " but rank ", recvs[i].peer, " called ",
+          where(), " called ", describe(h), " but rank ", recvs[i].peer, " called ",
           in.magic == h.magic ? describe(in) : std::string("something else (not a tessera ucx message)"),
           same && in.step != recvs[i].step ? detail::cat(" at step ", in.step, " instead of ", recvs[i].step) : "",
           same && in.step == recvs[i].step ? detail::cat(" with ", carried, " bytes instead of ", expect_carried) : "",
@@ -215,7 +214,7 @@ void UcxBackend::exchange(const Header& h, const std::vector<Send>& sends, std::
   wait_for(payloads);
   for (std::size_t i = 0; i < recvs.size(); ++i)
     if (body[i] && body[i]->size_mismatch) {
-      const std::string msg = detail::cat(where(), ": ", what, ": rank ", recvs[i].peer, " sent a payload of ",
+      const std::string msg = detail::cat(where(), ": ", describe(h), ": rank ", recvs[i].peer, " sent a payload of ",
                                           body[i]->got_bytes, " bytes, expected ", recvs[i].bytes);
       failed_ = msg;
       ctx_->store().abort("internal:" + msg);
