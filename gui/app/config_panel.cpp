@@ -61,11 +61,18 @@ ConfigPanel::ConfigPanel(QWidget* parent) : QWidget(parent) {
   topology_->setToolTip(QStringLiteral("A topology preset, or the path of a topology JSON file"));
   dtype_ = combo({"f32", "bf16", "f16"}, false);
   overlap_ = new QCheckBox(QStringLiteral("overlap halo exchange and all-reduce"));
+  calibration_ = new QLineEdit;
+  calibration_->setPlaceholderText(QStringLiteral("none (built-in figures)"));
+  calibration_->setToolTip(QStringLiteral(
+      "A tessera calibrate file (as tessera sim run --calibration): this machine's measured cpu-host "
+      "device, links and kernel rates; empty for the built-in figures"));
   auto* modelFile = new QPushButton(QStringLiteral("…"));
   modelFile->setToolTip(QStringLiteral("Choose a JSON model file"));
   auto* topoFile = new QPushButton(QStringLiteral("…"));
   topoFile->setToolTip(QStringLiteral("Choose a topology JSON file"));
-  for (auto* b : {modelFile, topoFile}) b->setMaximumWidth(28);
+  auto* calibrationFile = new QPushButton(QStringLiteral("…"));
+  calibrationFile->setToolTip(QStringLiteral("Choose a calibration file (tessera calibrate --out)"));
+  for (auto* b : {modelFile, topoFile, calibrationFile}) b->setMaximumWidth(28);
   auto row = [](QWidget* a, QWidget* b) {
     auto* w = new QWidget;
     auto* l = new QHBoxLayout(w);
@@ -85,6 +92,7 @@ ConfigPanel::ConfigPanel(QWidget* parent) : QWidget(parent) {
   form->addRow(QStringLiteral("Topology"), row(topology_, topoFile));
   form->addRow(QStringLiteral("dtype"), dtype_);
   form->addRow(overlap_);
+  form->addRow(QStringLiteral("Calibration"), row(calibration_, calibrationFile));
   status_ = new QLabel;
   status_->setWordWrap(true);
   status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -103,6 +111,7 @@ ConfigPanel::ConfigPanel(QWidget* parent) : QWidget(parent) {
   for (QComboBox* c : {shard_, checkpointing_, optimizer_, topology_, dtype_})
     connect(c, &QComboBox::currentTextChanged, this, [this] { emitChanged(); });
   connect(overlap_, &QCheckBox::toggled, this, [this] { emitChanged(); });
+  connect(calibration_, &QLineEdit::editingFinished, this, [this] { emitChanged(); });
   connect(modelFile, &QPushButton::clicked, this, [this] {
     const QString f = QFileDialog::getOpenFileName(this, QStringLiteral("Model JSON"), {}, QStringLiteral("JSON (*.json)"));
     if (!f.isEmpty()) model_->setEditText(f);
@@ -110,6 +119,13 @@ ConfigPanel::ConfigPanel(QWidget* parent) : QWidget(parent) {
   connect(topoFile, &QPushButton::clicked, this, [this] {
     const QString f = QFileDialog::getOpenFileName(this, QStringLiteral("Topology JSON"), {}, QStringLiteral("JSON (*.json)"));
     if (!f.isEmpty()) topology_->setEditText(f);
+  });
+  connect(calibrationFile, &QPushButton::clicked, this, [this] {
+    const QString f =
+        QFileDialog::getOpenFileName(this, QStringLiteral("Calibration file"), {}, QStringLiteral("JSON (*.json)"));
+    if (f.isEmpty()) return;
+    calibration_->setText(f);
+    emitChanged();
   });
 }
 
@@ -125,6 +141,7 @@ StudioConfig ConfigPanel::config() const {
   c.topology = topology_->currentText().trimmed();
   c.dtype = dtype_->currentText();
   c.overlap = overlap_->isChecked();
+  c.calibration = calibration_->text().trimmed();
   return c;
 }
 
@@ -140,6 +157,7 @@ void ConfigPanel::setConfig(const StudioConfig& c) {
   setComboText(topology_, c.topology);
   setComboText(dtype_, c.dtype);
   overlap_->setChecked(c.overlap);
+  calibration_->setText(c.calibration);
   quiet_ = false;
 }
 
@@ -147,6 +165,8 @@ void ConfigPanel::setStatus(const QString& text, bool error) {
   status_->setStyleSheet(error ? QStringLiteral("color: #b41e1e;") : QString());
   status_->setText(text);
 }
+
+QString ConfigPanel::status() const { return status_->text(); }
 
 void ConfigPanel::emitChanged() {
   if (!quiet_) emit configChanged(config());

@@ -1,4 +1,5 @@
-// The Configuration panel: model, input, batch, mesh, shard, checkpointing, topology, dtype. Every
+// The Configuration panel: model, input, batch, mesh, shard, checkpointing, topology, dtype,
+// calibration file. Every
 // edit emits configChanged (the main window re-simulates in the background).
 #pragma once
 
@@ -23,6 +24,8 @@ class ConfigPanel : public QWidget {
   void setConfig(const StudioConfig& c);
   /// The status line under the form: simulation time and iteration, or the error (red).
   void setStatus(const QString& text, bool error);
+  /// The status line's text.
+  QString status() const;
 
  signals:
   void configChanged(const tessera::studio::StudioConfig& c);
@@ -39,6 +42,7 @@ class ConfigPanel : public QWidget {
   QComboBox* topology_;
   QComboBox* dtype_;
   QCheckBox* overlap_;
+  QLineEdit* calibration_;
   QLabel* status_;
   bool quiet_ = false;
 };

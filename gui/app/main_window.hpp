@@ -35,6 +35,7 @@ class MainWindow : public QMainWindow {
   ShardMapView* shardMap() { return shardMap_; }
   CompareView* compare() { return compare_; }
   TeachingView* teaching() { return teaching_; }
+  ConfigPanel* panel() { return panel_; }
   /// File names of the views, in tab order ("shard_map", "timeline", ...).
   static QStringList viewNames();
 

@@ -16,14 +16,13 @@ std::shared_ptr<const Snapshot> simulate(const StudioConfig& config) {
   s->config = config;
   const auto t0 = std::chrono::steady_clock::now();
   try {
-    const sim::DeviceCatalog catalog;
-    const ResolvedConfig rc = resolveConfig(config, catalog);
+    const ResolvedConfig rc = resolveConfig(config);
+    const sim::DeviceCatalog& catalog = rc.catalog;
     s->modelName = QString::fromStdString(rc.train.model.name);
     s->meshText = QString::fromStdString(rc.mesh.to_string());
     s->numRanks = rc.mesh.size();
     const sim::FoldedReplay folded = sim::replay_folded(rc.train, rc.mesh);
-    sim::EngineOptions eo;
-    s->result = sim::simulate_iteration(folded, rc.topology, catalog, eo, /*fold_engine=*/false);
+    s->result = sim::simulate_iteration(folded, rc.topology, catalog, rc.engine, /*fold_engine=*/false);
     s->shards = buildShardMap(rc.train, rc.mesh);
     s->timeline = buildTimeline(s->result.trace, s->numRanks);
     s->memory = buildMemoryBars(s->result, catalog);
@@ -36,12 +35,12 @@ std::shared_ptr<const Snapshot> simulate(const StudioConfig& config) {
 }
 
 sim::PlanResult planFor(const StudioConfig& config) {
-  const sim::DeviceCatalog catalog;
-  const ResolvedConfig rc = resolveConfig(config, catalog);
+  const ResolvedConfig rc = resolveConfig(config);
   sim::PlanOptions o;
   o.train = rc.train;
   o.devices = rc.mesh.size();
-  return sim::plan(o, rc.topology, catalog);
+  o.engine = rc.engine;
+  return sim::plan(o, rc.topology, rc.catalog);
 }
 
 LatestWinsWorker::LatestWinsWorker(QObject* parent) : QObject(parent) {

@@ -1,14 +1,14 @@
-// StudioConfig ↔ JSON, and its conversion through the CLI's own make_train_config.
+// StudioConfig ↔ JSON, and its conversion through the CLI's own make_train_config and
+// make_sim_setup (topology and calibration).
 #include "studio_config.hpp"
 
 #include <QFile>
 #include <QJsonDocument>
 #include <QJsonParseError>
 #include <QStringList>
-#include <fstream>
-#include <sstream>
 
 #include "tessera/core/error.hpp"
+#include "sim_setup.hpp"
 #include "train_run.hpp"
 
 namespace tessera::studio {
@@ -28,16 +28,18 @@ QString stringField(const QJsonObject& o, const QString& key, const QString& fal
 }  // namespace
 
 QJsonObject StudioConfig::toJson() const {
-  return QJsonObject{{"model", model},       {"input", input},
-                     {"batch", batch},       {"mesh", mesh},
-                     {"shard", shard},       {"checkpointing", checkpointing},
-                     {"optimizer", optimizer}, {"topology", topology},
-                     {"dtype", dtype},       {"overlap", overlap}};
+  QJsonObject o{{"model", model},         {"input", input},
+                {"batch", batch},         {"mesh", mesh},
+                {"shard", shard},         {"checkpointing", checkpointing},
+                {"optimizer", optimizer}, {"topology", topology},
+                {"dtype", dtype},         {"overlap", overlap}};
+  if (!calibration.isEmpty()) o.insert("calibration", calibration);
+  return o;
 }
 
 StudioConfig StudioConfig::fromJson(const QJsonObject& o, const QString& origin) {
   static const QStringList known = {"model", "input", "batch", "mesh", "shard", "checkpointing",
-                                    "optimizer", "topology", "dtype", "overlap"};
+                                    "optimizer", "topology", "dtype", "overlap", "calibration"};
   for (const QString& k : o.keys())
     if (!known.contains(k))
       fail(origin, QStringLiteral("unknown field \"%1\"; known fields: %2").arg(k, known.join(", ")));
@@ -50,6 +52,7 @@ StudioConfig StudioConfig::fromJson(const QJsonObject& o, const QString& origin)
   c.optimizer = stringField(o, "optimizer", c.optimizer, origin);
   c.topology = stringField(o, "topology", c.topology, origin);
   c.dtype = stringField(o, "dtype", c.dtype, origin);
+  c.calibration = stringField(o, "calibration", c.calibration, origin);
   if (o.contains("batch")) {
     const QJsonValue v = o.value("batch");
     if (!v.isDouble() || v.toDouble() != static_cast<double>(v.toInt()) || v.toInt() < 1)
@@ -72,17 +75,7 @@ StudioConfig StudioConfig::fromJsonText(const QByteArray& text, const QString& o
   return fromJson(doc.object(), origin);
 }
 
-sim::Topology loadTopology(const std::string& spec, const sim::DeviceCatalog& catalog) {
-  std::ifstream in(spec);
-  if (!in) return sim::Topology::preset(spec, catalog);
-  std::stringstream text;
-  text << in.rdbuf();
-  sim::Topology t = sim::Topology::from_json(text.str(), catalog, "topology file '" + spec + "'");
-  if (t.name.empty()) t.name = spec;
-  return t;
-}
-
-ResolvedConfig resolveConfig(const StudioConfig& c, const sim::DeviceCatalog& catalog) {
+ResolvedConfig resolveConfig(const StudioConfig& c) {
   tools::TrainArgs a;
   a.model = c.model.toStdString();
   a.input = c.input.toStdString();
@@ -97,12 +90,12 @@ ResolvedConfig resolveConfig(const StudioConfig& c, const sim::DeviceCatalog& ca
   a.no_overlap = !c.overlap;
   TESSERA_CHECK(c.batch >= 1, "batch ", c.batch, " must be at least 1");
   const tools::TrainRunConfig t = tools::make_train_config(a);
-  ResolvedConfig r{t.train, t.mesh, loadTopology(c.topology.toStdString(), catalog)};
+  tools::SimSetup setup = tools::make_sim_setup(c.topology.toStdString(), c.calibration.toStdString());
+  ResolvedConfig r{t.train, t.mesh, std::move(setup.catalog), std::move(setup.options), std::move(setup.topology)};
   if (c.dtype == "f32") r.train.dtype = core::DType::F32;
   else if (c.dtype == "bf16") r.train.dtype = core::DType::BF16;
   else if (c.dtype == "f16") r.train.dtype = core::DType::F16;
   else throw InvalidArgument("dtype '" + c.dtype.toStdString() + "': expected f32, bf16 or f16");
-  r.topology.check_devices(catalog);
   const int have = static_cast<int>(r.topology.devices().size());
   TESSERA_CHECK(r.mesh.size() <= have, "mesh ", r.mesh.to_string(), " needs ", r.mesh.size(),
                 " devices but topology '", r.topology.name, "' has ", have,

@@ -8,6 +8,7 @@
 #include "tessera/core/mesh.hpp"
 #include "tessera/nn/trainer.hpp"
 #include "tessera/sim/devices.hpp"
+#include "tessera/sim/engine.hpp"
 #include "tessera/sim/topology.hpp"
 
 namespace tessera::studio {
@@ -24,6 +25,9 @@ struct StudioConfig {
   QString topology = QStringLiteral("dgx-a100");   ///< preset or path to a topology JSON file
   QString dtype = QStringLiteral("f32");           ///< f32, bf16, f16
   bool overlap = true;
+  /// A `tessera calibrate` file applied as `tessera sim run --calibration` does (the measured
+  /// cpu-host device, its shared-memory links and kernel rates); empty: the built-in figures.
+  QString calibration;
 
   bool operator==(const StudioConfig&) const = default;
 
@@ -36,17 +40,18 @@ struct StudioConfig {
 };
 
 /// What core and sim need to run a configuration: the same conversion `tessera sim run` makes
-/// (tools' make_train_config), so that the studio and the CLI simulate exactly the same thing.
+/// (tools' make_train_config and make_sim_setup), so that the studio and the CLI simulate exactly
+/// the same thing.
 struct ResolvedConfig {
   nn::TrainOptions train;
   core::DeviceMesh mesh;
+  sim::DeviceCatalog catalog;  ///< built-in, with the calibrated device when there is one
+  sim::EngineOptions engine;   ///< the calibration's kernel rates and wait costs, if any
   sim::Topology topology;
 };
 
-/// Validates and converts; throws tessera::Error (InvalidArgument) with a message for the user.
-ResolvedConfig resolveConfig(const StudioConfig& c, const sim::DeviceCatalog& catalog);
-
-/// A topology preset name, or a topology JSON file when `spec` names an existing file.
-sim::Topology loadTopology(const std::string& spec, const sim::DeviceCatalog& catalog);
+/// Validates and converts; throws tessera::Error (InvalidArgument) with a message for the user
+/// (for a bad calibration file, the loader's, naming the file and the field).
+ResolvedConfig resolveConfig(const StudioConfig& c);
 
 }  // namespace tessera::studio

@@ -1,9 +1,12 @@
 // The compare view's breakdown (a hand-built trace with known phase times, and a trace the real
-// `tessera train --trace` writes beside its simulation), the timeline's critical path (equal to
-// the simulator's), and teaching mode (its numbers against the float64 reference convolution).
+// `tessera train --trace` writes beside its simulation), a calibrated configuration (the same
+// iteration time as `tessera sim run --calibration`), the timeline's critical path (equal to the
+// simulator's), and teaching mode (its numbers against the float64 reference convolution).
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QImage>
 #include <QProcess>
 #include <QTemporaryDir>
@@ -11,13 +14,16 @@
 #include <set>
 
 #include "compare_view.hpp"
+#include "config_panel.hpp"
 #include "gui_app.hpp"
+#include "main_window.hpp"
 #include "simulation.hpp"
 #include "support/catch.hpp"
 #include "support/reference/conv2d_ref.hpp"
 #include "teaching.hpp"
 #include "teaching_view.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/sim/calibration.hpp"
 
 using namespace tessera;
 using namespace tessera::studio;
@@ -84,7 +90,86 @@ QString trainTrace(const QTemporaryDir& dir, int steps) {
   return path;
 }
 
+// Runs the CLI with `args`; its standard output (a failure shows its standard error).
+QByteArray runCli(const QStringList& args) {
+  QProcess p;
+  p.start(tesseraCli(), args);
+  REQUIRE(p.waitForFinished(120000));
+  INFO(p.readAllStandardError().toStdString());
+  REQUIRE(p.exitStatus() == QProcess::NormalExit);
+  REQUIRE(p.exitCode() == 0);
+  return p.readAllStandardOutput();
+}
+
+// What `load_calibration(path)` throws.
+std::string loaderMessage(const QString& path) {
+  try {
+    sim::load_calibration(path.toStdString());
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return {};
+}
+
 }  // namespace
+
+TEST_CASE("a calibrated configuration simulates what tessera sim run --calibration does", "[gui][calibration]") {
+  guiApp();
+  QTemporaryDir dir;
+  REQUIRE(dir.isValid());
+  const QString cal = dir.filePath("calibration.json");
+  runCli({"calibrate", "--quick", "--ranks", "2", "--out", cal});
+  StudioConfig c = tinyConfig();
+  c.calibration = cal;
+  REQUIRE(StudioConfig::fromJsonText(QJsonDocument(c.toJson()).toJson()) == c);
+  REQUIRE_FALSE(tinyConfig().toJson().contains("calibration"));  // none: the key is left out
+
+  const auto calibrated = simulate(c);
+  INFO(calibrated->error.toStdString());
+  REQUIRE(calibrated->ok());
+  const QByteArray out = runCli({"sim", "run", "--model", "convnext-atto", "--input", "3x32x64", "--batch", "1",
+                                 "--mesh", "sp=2", "--topology", "cpu-host:2", "--calibration", cal, "--json"});
+  QJsonParseError err;
+  const QJsonDocument doc = QJsonDocument::fromJson(out, &err);
+  INFO(out.toStdString());
+  REQUIRE(err.error == QJsonParseError::NoError);
+  const double cliS = doc.object().value("iteration_time_s").toDouble();
+  REQUIRE(cliS > 0);
+  // The CLI prints 9 significant digits.
+  REQUIRE_THAT(calibrated->result.iteration_ps / 1e12, WithinRel(cliS, 1e-8));
+  // The calibration was applied: the built-in cpu-host figures give another time.
+  const auto plain = simulate(tinyConfig());
+  REQUIRE(plain->ok());
+  REQUIRE(plain->result.iteration_ps != calibrated->result.iteration_ps);
+  // The planner uses it too: the same mesh, shard and checkpointing is timed alike.
+  const sim::PlanResult plan = planFor(c);
+  bool found = false;
+  for (const sim::PlanEntry& e : plan.entries)
+    if (e.config.mesh == "sp=2" && e.config.shard == "W" && e.config.checkpointing == "none") {
+      found = true;
+      REQUIRE_THAT(e.iteration_s, WithinRel(calibrated->result.iteration_ps / 1e12, 1e-12));
+    }
+  REQUIRE(found);
+
+  SECTION("a missing or malformed calibration file is refused with the loader's message") {
+    QFile bad(dir.filePath("bad_calibration.json"));
+    REQUIRE(bad.open(QIODevice::WriteOnly));
+    bad.write(R"({"format": "tessera-calibration", "version": 1})");
+    bad.close();
+    for (const QString& path : {dir.filePath("missing.json"), bad.fileName()}) {
+      c.calibration = path;
+      const std::string expected = loaderMessage(path);
+      INFO(expected);
+      REQUIRE_THAT(expected, Contains(path.toStdString()));
+      const auto s = simulate(c);
+      REQUIRE_FALSE(s->ok());
+      REQUIRE(s->error.toStdString() == expected);
+      MainWindow w;  // the panel shows it
+      w.showSnapshot(s);
+      REQUIRE(w.panel()->status().toStdString() == expected);
+    }
+  }
+}
 
 TEST_CASE("phase breakdown of a hand-built trace", "[gui][compare]") {
   std::vector<core::TraceEvent> v;

@@ -14,18 +14,6 @@
 
 namespace tessera::tools {
 
-sim::Topology load_topology(const std::string& spec) { return load_topology(spec, sim::DeviceCatalog{}); }
-
-sim::Topology load_topology(const std::string& spec, const sim::DeviceCatalog& catalog) {
-  std::ifstream in(spec);
-  if (!in) return sim::Topology::preset(spec, catalog);
-  std::stringstream text;
-  text << in.rdbuf();
-  sim::Topology t = sim::Topology::from_json(text.str(), catalog, "topology file '" + spec + "'");
-  if (t.name.empty()) t.name = spec;
-  return t;
-}
-
 namespace {
 
 struct CollectiveArgs {

@@ -8,10 +8,10 @@
 #include "commands.hpp"
 #include "tessera/core/file_io.hpp"
 #include "tessera/core/trace.hpp"
-#include "tessera/sim/calibration.hpp"
 #include "tessera/sim/engine.hpp"
 #include "tessera/sim/fold.hpp"
 #include "tessera/sim/units.hpp"
+#include "sim_setup.hpp"
 #include "train_run.hpp"
 
 namespace tessera::tools {
@@ -49,11 +49,10 @@ int run_sim(const SimRunArgs& a) {
   TrainRunConfig cfg = make_train_config(a.train);
   TESSERA_CHECK(a.bucket_mib >= 1, "--bucket-mib ", a.bucket_mib, " must be at least 1");
   cfg.train.bucket_bytes = std::size_t(a.bucket_mib) << 20;
-  sim::DeviceCatalog catalog;
-  sim::EngineOptions eo;
-  if (!a.calibration.empty()) sim::apply_calibration(sim::load_calibration(a.calibration), catalog, eo);
-  const sim::Topology topo = load_topology(a.topology, catalog);
-  topo.check_devices(catalog);
+  const SimSetup setup = make_sim_setup(a.topology, a.calibration);
+  const sim::DeviceCatalog& catalog = setup.catalog;
+  const sim::Topology& topo = setup.topology;
+  sim::EngineOptions eo = setup.options;
   eo.device = a.device;
   eo.tf32 = a.tf32;
   if (!a.device.empty()) catalog.get(a.device);  // an unknown name fails here, naming the devices

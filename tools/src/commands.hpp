@@ -5,6 +5,7 @@
 #include <functional>
 #include <string>
 
+#include "sim_setup.hpp"  // load_topology
 #include "tessera/sim/topology.hpp"
 
 namespace tessera::tools {
@@ -30,10 +31,6 @@ void add_calibrate_command(CLI::App& app, Action& action);
 void add_plan_command(CLI::App& app, Action& action);
 /// `tessera studio` (cmd_studio.cpp): runs tessera-studio from the same folder.
 void add_studio_command(CLI::App& app, Action& action);
-/// A topology preset name, or a path to a topology JSON file when one exists there.
-sim::Topology load_topology(const std::string& spec);
-/// The same, with devices (the cpu-host presets' links) from `catalog`.
-sim::Topology load_topology(const std::string& spec, const sim::DeviceCatalog& catalog);
 
 /// Parses "W", "H" or "HW" (case-insensitive) into the tensor dimensions to shard.
 std::vector<int> parse_shard_dims(const std::string& s);
