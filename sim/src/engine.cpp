@@ -169,7 +169,15 @@ void Engine::arrive_collective(int r, int i) {
       it = coll_cache_.emplace(key, simulate_collective(topo_, parse_collective_op(op.name), opt_.collective_algorithm,
                                                         nodes, op.bytes)).first;
     dur = it->second.time_ps;
-    for (std::size_t e = 0; e < coll_edge_bytes_.size(); ++e) coll_edge_bytes_[e] += it->second.edge_bytes[e];
+    CollectiveUse use{op.name, op.layer, algorithm_name(it->second.algorithm), op.group, op.bytes, now_, now_ + dur, {}};
+    for (std::size_t e = 0; e < coll_edge_bytes_.size(); ++e) {
+      const double b = it->second.edge_bytes[e];
+      if (b <= 0) continue;
+      coll_edge_bytes_[e] += b;
+      const DirectedEdge de = topo_.edge(static_cast<int>(e));
+      use.links.push_back({topo_.nodes()[de.from].name, topo_.nodes()[de.to].name, topo_.links()[de.link].kind, b});
+    }
+    coll_uses_.push_back(std::move(use));
   }
   for (auto [mr, mi] : g.members) {
     ranks_[mr].start[mi] = now_;

@@ -92,6 +92,7 @@ class Engine {
   std::map<std::pair<std::vector<int>, std::int64_t>, Gathering> colls_;
   std::map<std::tuple<std::string, std::vector<int>, std::int64_t>, CollectiveResult> coll_cache_;
   std::vector<double> coll_edge_bytes_;
+  std::vector<CollectiveUse> coll_uses_;  ///< SimResult::collectives
   std::vector<core::TraceEvent> trace_;
 };
 

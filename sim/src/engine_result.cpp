@@ -124,6 +124,7 @@ SimResult Engine::result() {
   }
   std::stable_sort(res.links.begin(), res.links.end(),
                    [](const LinkUse& a, const LinkUse& b) { return a.utilisation > b.utilisation; });
+  res.collectives = std::move(coll_uses_);
   std::vector<int> critical_flows;
   res.critical_path = critical_path(critical_flows);
   if (opt_.trace) mark_critical(res.critical_path, critical_flows);

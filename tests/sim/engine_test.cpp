@@ -3,6 +3,7 @@
 // deterministic, overlap-sensitive results for a replayed training step.
 #include <cmath>
 #include <cstdio>
+#include <set>
 
 #include "sim_test_util.hpp"
 #include "support/catch.hpp"
@@ -175,4 +176,42 @@ TEST_CASE("a replayed training step simulates deterministically; overlap helps",
               a.iteration_ps / 1e6, serial.iteration_ps / 1e6);
   REQUIRE(serial.iteration_ps > a.iteration_ps);
   for (const sim::DeviceResult& d : a.devices) REQUIRE(d.memory.peak_total > 0);
+}
+
+TEST_CASE("a ring all-reduce puts 2(p-1)/p·n on each direction of every ring link", "[sim][engine]") {
+  const int p = 4;
+  const sim::Topology topo = simtest::star(p, 100e9, 2'000'000);
+  const sim::DeviceCatalog cat;
+  const std::int64_t n = std::int64_t(p) << 20;  // divides by p: no rounding
+  sim::EngineOptions eo;
+  eo.collective_algorithm = sim::Algorithm::Ring;
+  std::vector<sim::RankReplay> ranks;
+  for (int r = 0; r < p; ++r)
+    ranks.push_back(rank_with(r, {kernel(0, 1 << 20, {}), all_reduce(n, {0, 1, 2, 3}, {0}),
+                                  all_reduce(0, {0, 1, 2, 3}, {1})}));  // moves nothing: not listed
+  const sim::SimResult res = sim::simulate_iteration(ranks, topo, cat, eo);
+  REQUIRE(res.collectives.size() == 1);
+  const sim::CollectiveUse& c = res.collectives[0];
+  REQUIRE(c.name == "all_reduce");
+  REQUIRE(c.algorithm == "ring");
+  REQUIRE(c.ranks == std::vector<int>{0, 1, 2, 3});
+  REQUIRE(c.bytes == n);
+  REQUIRE(c.end_ps - c.start_ps ==
+          sim::simulate_collective(topo, sim::CollectiveOp::AllReduce, sim::Algorithm::Ring, topo.devices(), n).time_ps);
+  // Each ring step sends n/p from gpu i to gpu i+1 over gpu i → switch → gpu i+1: every GPU's
+  // link carries 2(p−1) chunks up and 2(p−1) down.
+  const double expected = 2.0 * (p - 1) / p * static_cast<double>(n);
+  REQUIRE(c.links.size() == 2 * static_cast<std::size_t>(p));
+  std::set<std::pair<std::string, std::string>> seen;
+  for (const sim::CollectiveLinkBytes& l : c.links) {
+    INFO(l.from << " -> " << l.to);
+    REQUIRE(l.bytes == expected);
+    REQUIRE(l.kind == "nvlink");
+    REQUIRE((l.from == "switch") != (l.to == "switch"));
+    seen.insert({l.from, l.to});
+  }
+  REQUIRE(seen.size() == 2 * static_cast<std::size_t>(p));
+  // The links' totals are the collectives' bytes (no point-to-point traffic here).
+  REQUIRE(res.links.size() == 2 * static_cast<std::size_t>(p));
+  for (const sim::LinkUse& u : res.links) REQUIRE(u.bytes == expected);
 }

@@ -79,6 +79,25 @@ struct LinkUse {
   double utilisation = 0;  ///< bytes / (bandwidth · iteration time)
 };
 
+/// The bytes one collective put on one direction of a link.
+struct CollectiveLinkBytes {
+  std::string from, to, kind;  ///< as LinkUse
+  double bytes = 0;
+};
+
+/// One collective of the iteration as sim's collective model ran it: simulate_collective's steps
+/// (ring, tree, hierarchical, pairwise) routed over the topology, each transfer's bytes counted
+/// on every link of its route. The links' sum over all collectives is what LinkUse adds to the
+/// point-to-point bytes.
+struct CollectiveUse {
+  std::string name, layer;     ///< the op's ("all_reduce", the gradient bucket's layer)
+  std::string algorithm;       ///< the algorithm simulate_collective chose ("ring", "tree", ...)
+  std::vector<int> ranks;      ///< the group, world ranks in group order
+  std::int64_t bytes = 0;      ///< the per-rank buffer
+  Picos start_ps = 0, end_ps = 0;
+  std::vector<CollectiveLinkBytes> links;  ///< directions that carried bytes, in topology edge order
+};
+
 /// One link of the critical path: an op that ran over [start_ps, end_ps], wait_ps after the
 /// previous link ended (or after time 0, for the first). A halo link is the transfer of a
 /// point-to-point batch that finished last, from its later-posted side to the other.
@@ -104,6 +123,9 @@ struct SimResult {
   std::vector<DeviceResult> devices;  ///< by rank (every rank, also when folded)
   int simulated_ranks = 0;            ///< ranks whose programs ran (fewer than devices when folded)
   std::vector<LinkUse> links;         ///< links that carried data, busiest first
+  /// Collectives that moved data (a group of more than one rank, bytes > 0, not a barrier), in
+  /// the order they started; over the simulated ranks (a folded simulation runs each once).
+  std::vector<CollectiveUse> collectives;
   std::vector<core::TraceEvent> trace;  ///< core's trace schema (write with core::write_chrome_trace)
   std::vector<std::pair<int, std::string>> process_names;
 };
