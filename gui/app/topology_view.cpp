@@ -112,7 +112,7 @@ TopologyView::TopologyView(QWidget* parent) : SnapshotView(parent) {
   details_ = new QTextEdit;
   details_->setReadOnly(true);
   details_->setMaximumWidth(340);
-  details_->setPlaceholderText(QStringLiteral("Click a link to see the halo transfers routed over it."));
+  details_->setPlaceholderText(QStringLiteral("Click a link to see the collectives and halo transfers routed over it."));
   auto* h = new QHBoxLayout(this);
   h->addWidget(canvas_, 1);
   h->addWidget(details_);
@@ -146,9 +146,13 @@ void TopologyView::selectLink(int link) {
   t += QStringLiteral("→ %1 (%2% utilised)<br>← %3 (%4% utilised)<br>")
            .arg(formatBytes(l.bytes[0])).arg(100 * l.utilisation[0], 0, 'f', 2)
            .arg(formatBytes(l.bytes[1])).arg(100 * l.utilisation[1], 0, 'f', 2);
-  t += QStringLiteral("<br><b>%1 halo transfers</b> routed here (collectives are timed by sim's collective "
-                      "model and not listed per link):<br>")
-           .arg(l.transfers.size());
+  t += QStringLiteral("<br><b>%1 collectives</b> (their algorithm's steps routed here):<br>").arg(l.collectives.size());
+  for (const LinkCollective& c : l.collectives)
+    t += QStringLiteral("%1 %2 (%3, %4 ranks, %5): → %6, ← %7<br>")
+             .arg(c.name, c.layer, c.algorithm)
+             .arg(c.ranks)
+             .arg(formatBytes(static_cast<double>(c.size)), formatBytes(c.bytes[0]), formatBytes(c.bytes[1]));
+  t += QStringLiteral("<br><b>%1 halo transfers</b> routed here:<br>").arg(l.transfers.size());
   int shown = 0;
   for (const LinkTransfer& x : l.transfers) {
     if (++shown > 300) {

@@ -248,6 +248,25 @@ TopologyGraph buildTopologyGraph(const sim::Topology& topo, const sim::SimResult
           {e.pid, e.peer, QString::fromStdString(e.layer), e.bytes, de.from == g.links[de.link].a});
     }
   }
+  // Collectives: the bytes sim's collective model put on each direction, one entry per collective.
+  for (const sim::CollectiveUse& c : r.collectives) {
+    std::vector<int> entry(g.links.size(), -1);
+    for (const sim::CollectiveLinkBytes& lb : c.links) {
+      const int from = topo.find_node(lb.from), to = topo.find_node(lb.to);
+      for (std::size_t i = 0; i < g.links.size(); ++i) {
+        GraphLink& gl = g.links[i];
+        const int dir = (gl.a == from && gl.b == to) ? 0 : (gl.a == to && gl.b == from) ? 1 : -1;
+        if (dir < 0) continue;
+        if (entry[i] < 0) {
+          entry[i] = static_cast<int>(gl.collectives.size());
+          gl.collectives.push_back({QString::fromStdString(c.name), QString::fromStdString(c.layer),
+                                    QString::fromStdString(c.algorithm), static_cast<int>(c.ranks.size()), c.bytes});
+        }
+        gl.collectives[entry[i]].bytes[dir] += lb.bytes;
+        break;
+      }
+    }
+  }
   return g;
 }
 

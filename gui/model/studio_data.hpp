@@ -152,6 +152,15 @@ struct LinkTransfer {
   bool forward = true;  ///< direction a→b
 };
 
+/// One collective's bytes on a link: SimResult::collectives, the steps of sim's collective model
+/// (ring, tree, ...) routed over the topology.
+struct LinkCollective {
+  QString name, layer, algorithm;
+  int ranks = 0;             ///< group size
+  std::int64_t size = 0;     ///< the per-rank buffer
+  double bytes[2] = {0, 0};  ///< a→b, b→a
+};
+
 struct GraphLink {
   int a = -1, b = -1;
   QString kind;
@@ -159,6 +168,7 @@ struct GraphLink {
   double utilisation[2] = {0, 0};  ///< a→b, b→a (SimResult::links)
   double bytes[2] = {0, 0};
   std::vector<LinkTransfer> transfers;
+  std::vector<LinkCollective> collectives;  ///< in the order they started
   double maxUtilisation() const { return utilisation[0] > utilisation[1] ? utilisation[0] : utilisation[1]; }
 };
 

@@ -4,6 +4,7 @@
 #include <QCoreApplication>
 #include <QElapsedTimer>
 #include <QJsonDocument>
+#include <cmath>
 #include <random>
 
 #include "gui_app.hpp"
@@ -157,6 +158,28 @@ TEST_CASE("the views' data for ConvNeXt-T on 4 GPUs equals core's and the simula
     }
     REQUIRE(shown == Approx(used));
     REQUIRE(transfers > 0);
+  }
+
+  SECTION("topology: each link's bytes are its halo transfers plus the collectives listed on it") {
+    REQUIRE_FALSE(s->result.collectives.empty());
+    std::size_t listed = 0;
+    for (const GraphLink& l : s->topology.links) {
+      double sum[2] = {0, 0};
+      for (const LinkTransfer& x : l.transfers) sum[x.forward ? 0 : 1] += static_cast<double>(x.bytes);
+      for (const LinkCollective& c : l.collectives) {
+        sum[0] += c.bytes[0];
+        sum[1] += c.bytes[1];
+        REQUIRE(c.ranks == 4);
+        REQUIRE(c.name == "all_reduce");
+        // A ring all-reduce sends 2(p−1) chunks of ⌈n/p⌉ each way over every GPU's NVSwitch link.
+        if (c.algorithm == "ring" && l.kind == "nvlink")
+          for (double b : c.bytes) REQUIRE(b == Approx(2.0 * 3 * std::ceil(c.size / 4.0)));
+      }
+      listed += l.collectives.size();
+      REQUIRE(sum[0] == Approx(l.bytes[0]));
+      REQUIRE(sum[1] == Approx(l.bytes[1]));
+    }
+    REQUIRE(listed > 0);
   }
 }
 
