@@ -1,7 +1,6 @@
 // The simulator from Python: topologies (presets, JSON), one simulated training iteration (the
 // same calls as `tessera sim run`), the planner (as `tessera plan`) and Chrome-trace export.
 // Results are plain dicts with the CLI's --json keys, so both can be compared field by field.
-#include <fstream>
 #include <sstream>
 
 #include "common.hpp"
@@ -13,6 +12,7 @@
 #include "tessera/sim/planner.hpp"
 #include "tessera/sim/topology.hpp"
 #include "tessera/sim/units.hpp"
+#include "sim_setup.hpp"
 #include "train_run.hpp"
 
 namespace tessera::python {
@@ -27,21 +27,10 @@ struct SimRun {
   std::vector<double> capacity_bytes;  ///< per rank
 };
 
-/// A topology preset, or a topology JSON file when one exists at `spec` (as the CLI's --topology).
-sim::Topology load_topology(const std::string& spec) {
-  std::ifstream in(spec);
-  if (!in) return sim::Topology::preset(spec);
-  std::stringstream text;
-  text << in.rdbuf();
-  sim::Topology t = sim::Topology::from_json(text.str(), "topology file '" + spec + "'");
-  if (t.name.empty()) t.name = spec;
-  return t;
-}
-
 /// The topology argument: a Topology, a preset name or a JSON file path.
 sim::Topology topology_of(const py::object& o) {
   if (py::isinstance<sim::Topology>(o)) return sim::Topology::from_json(o.cast<const sim::Topology&>().to_json());
-  return load_topology(o.cast<std::string>());
+  return tools::load_topology(o.cast<std::string>());  // as the CLI's --topology
 }
 
 tools::TrainArgs train_args(const std::string& model, const std::string& input, int batch, const std::string& mesh,
@@ -138,7 +127,8 @@ void bind_sim(py::module_& m) {
                   "A preset: dgx-a100, dgx-h100, hgx-h200, rtx4090x4, cpu-host, 'dgx-a100:N', ...")
       .def_static("from_json", [](const std::string& text) { return sim::Topology::from_json(text, "Topology.from_json"); },
                   py::arg("text"))
-      .def_static("load", &load_topology, py::arg("spec"), "A preset name or a topology JSON file.")
+      .def_static("load", py::overload_cast<const std::string&>(&tools::load_topology), py::arg("spec"),
+                   "A preset name or a topology JSON file.")
       .def_static("preset_names", &sim::Topology::preset_names)
       .def_readwrite("name", &sim::Topology::name)
       .def_property_readonly("num_devices", [](const sim::Topology& t) { return t.devices().size(); })
