@@ -188,6 +188,20 @@ void anchor_to_steps(KernelCalibration& kc) {
   kc.rate.row_s *= f;
 }
 
+namespace {
+
+/// One rank-sharded reference run simulated on cpu-host:<ranks> under the calibration `c`.
+SimResult simulate_reference(const Calibration& c, const RuntimeCalibration::ShardedRun& run,
+                             const std::vector<RankReplay>& replay) {
+  DeviceCatalog catalog;
+  EngineOptions eo;
+  apply_calibration(c, catalog, eo);
+  eo.trace = false;
+  return simulate_iteration(replay, Topology::preset("cpu-host:" + std::to_string(run.ranks), catalog), catalog, eo);
+}
+
+}  // namespace
+
 WaitCosts fit_wait_costs(const Calibration& c, const RuntimeCalibration& runtime) {
   struct Row {
     double excess, p2p, coll, weight;  // excess ≈ p2p_s · p2p + collective_s · coll
@@ -196,14 +210,9 @@ WaitCosts fit_wait_costs(const Calibration& c, const RuntimeCalibration& runtime
   for (const RuntimeCalibration::ShardedRun& run : runtime.sharded) {
     const core::DeviceMesh mesh({run.ranks}, {"sp"});
     const std::vector<RankReplay> replay = replay_all(run.options, mesh);
-    DeviceCatalog catalog;
-    EngineOptions eo;
     Calibration without = c;
     without.waits = {};
-    apply_calibration(without, catalog, eo);
-    eo.trace = false;
-    const SimResult r =
-        simulate_iteration(replay, Topology::preset("cpu-host:" + std::to_string(run.ranks), catalog), catalog, eo);
+    const SimResult r = simulate_reference(without, run, replay);
     Picos busy = 0;
     for (const DeviceResult& d : r.devices) busy = std::max(busy, d.compute_busy_ps);
     const double simulated_outside = static_cast<double>(r.iteration_ps - busy) / kPicosPerSecond;
@@ -322,13 +331,7 @@ Calibration calibrate(const ComputeFactory& make_compute, const WorldRunner& run
   c.waits = fit_wait_costs(c, runtime);
   if (log)
     for (const RuntimeCalibration::ShardedRun& run : runtime.sharded) {
-      const core::DeviceMesh mesh({run.ranks}, {"sp"});
-      DeviceCatalog cat;
-      EngineOptions eo;
-      apply_calibration(c, cat, eo);
-      eo.trace = false;
-      const SimResult r = simulate_iteration(replay_all(run.options, mesh),
-                                             Topology::preset("cpu-host:" + std::to_string(run.ranks), cat), cat, eo);
+      const SimResult r = simulate_reference(c, run, replay_all(run.options, core::DeviceMesh({run.ranks}, {"sp"})));
       const double measured = run.kernel_s + run.outside_s, simulated = static_cast<double>(r.iteration_ps) / kPicosPerSecond;
       Picos busy = 0;
       for (const DeviceResult& d : r.devices) busy = std::max(busy, d.compute_busy_ps);
