@@ -6,9 +6,12 @@
 //     ConvNeXt halo sizes: latency and bandwidth per direction;
 //   - OpenMPI's MPI_Allreduce at the same sizes (`mpirun -np P bench_comm_mpi`, when built);
 //   - ucx_perftest's tag latency and bandwidth on loopback (Debian's ucx-utils, when installed);
-//   - single-thread memcpy bandwidth, the physical limit of a copy through memory.
+//   - single-thread memcpy bandwidth, the physical limit of a copy through memory;
+//   - with --cuda (a GPU machine): the same all-reduce and halo exchange on CUDA buffers (the
+//     ucx plugin stages them through pinned host memory), their time over the host buffers',
+//     and the pinned cudaMemcpy bandwidth each way, the limit of staging.
 // Every figure is the median over --reps repetitions, with [min-max].
-//   bench_comm [--json] [--reps N] [--nproc P] [--backend ucx] [--max-mib 64]
+//   bench_comm [--json] [--reps N] [--nproc P] [--backend ucx] [--max-mib 64] [--cuda]
 // The ranks are this program started again with --worker and the env:// variables; the store
 // is served here, on loopback, with a fresh token.
 #include <fcntl.h>
@@ -28,6 +31,7 @@
 #include <vector>
 
 #include "bench_util.hpp"
+#include "comm_cuda.hpp"
 #include "tessera/builtin_backends.hpp"
 #include "tessera/comm/env_rendezvous.hpp"
 #include "tessera/comm/registry.hpp"
@@ -44,6 +48,7 @@ struct Options {
   int nproc = 2;
   std::string backend = "ucx";
   int max_mib = 64;
+  bool cuda = false;
 };
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -107,6 +112,28 @@ int worker(const Options& o) {
          }));
     if (recv[0] != float(left)) {
       std::fprintf(stderr, "bench_comm: rank %d received %g from rank %d, expected %d\n", me, recv[0], left, left);
+      return 1;
+    }
+  }
+  if (!o.cuda) return 0;
+  auto cuda_view = [](const bench::CudaFloats& a) {
+    return comm::BufferView{a.data(), a.count(), core::DType::F32, comm::MemorySpace::Cuda};
+  };
+  for (std::size_t bytes : allreduce_sizes(o.max_mib)) {
+    bench::CudaFloats buf(bytes / 4, 1.0f);
+    emit("allreduce_cuda", bytes, timed(iters_for(bytes), [&] {
+           world->all_reduce(cuda_view(buf), comm::ReduceOp::Sum)->wait();
+         }));
+  }
+  for (std::size_t bytes : kHaloSizes) {
+    bench::CudaFloats send(bytes / 4, float(me)), recv(bytes / 4, -1.0f);
+    emit("halo_cuda", bytes, timed(iters_for(bytes), [&] {
+           world->batch_p2p({{comm::P2POp::Kind::Send, cuda_view(send), right, 0},
+                             {comm::P2POp::Kind::Recv, cuda_view(recv), left, 0}})
+               ->wait();
+         }));
+    if (recv.first() != float(left)) {
+      std::fprintf(stderr, "bench_comm: rank %d received %g (CUDA) from rank %d\n", me, recv.first(), left);
       return 1;
     }
   }
@@ -194,6 +221,7 @@ std::string run_ranks(const Options& o, std::string& note) {
                                     "TESSERA_RDZV_TOKEN=" + so.token, "TESSERA_RDZV_HOSTED=1"};
     std::vector<std::string> argv = {exe, "--worker", "--backend", o.backend, "--reps", std::to_string(o.reps),
                                      "--max-mib", std::to_string(o.max_mib)};
+    if (o.cuda) argv.push_back("--cuda");
     std::vector<char*> av, ev;
     for (auto& s : argv) av.push_back(s.data());
     av.push_back(nullptr);
@@ -275,9 +303,23 @@ std::string fmt_bytes(std::size_t b) {
 int parent(const Options& o) {
   std::string rank_note, mpi_note;
   const std::string ranks_out = run_ranks(o, rank_note);
-  Series ar, halo, mpi;
+  Series ar, halo, mpi, ar_cuda, halo_cuda;
   parse_lines(ranks_out, "allreduce", ar);
   parse_lines(ranks_out, "halo", halo);
+  parse_lines(ranks_out, "allreduce_cuda", ar_cuda);
+  parse_lines(ranks_out, "halo_cuda", halo_cuda);
+  const bench::PinnedCopy pinned = o.cuda ? bench::pinned_copy_gbps(o.reps) : bench::PinnedCopy{};
+  // CUDA rows: time, and time over the host buffers' (the cost of staging).
+  auto cuda_rows = [](const Series& cuda, const Series& host, double factor) {
+    std::vector<std::string> rows;
+    for (const auto& [bytes, s] : cuda) {
+      bench::Json j;
+      j.num("bytes", double(bytes)).stats("time_us_", s).num("GBps", bytes / (s.median * 1e-6) / 1e9 * factor);
+      if (host.count(bytes)) j.num("time_over_host", s.median / host.at(bytes).median);
+      rows.push_back(j.str());
+    }
+    return bench::json_array(rows);
+  };
   const std::string mpi_bin = self_dir() + "/bench_comm_mpi", mpirun = which("mpirun");
   if (executable(mpi_bin) && !mpirun.empty()) {
     std::vector<std::string> argv = {mpirun, "-np", std::to_string(o.nproc), "--oversubscribe", "--bind-to", "none"};
@@ -316,6 +358,12 @@ int parent(const Options& o) {
         .raw("halo_exchange", bench::json_array(halos)).num("ucx_perftest_tag_lat_us", perf_lat_us)
         .num("ucx_perftest_tag_bw_GBps", perf_bw_mbps > 0 ? perf_bw_mbps * 1.048576e-3 : -1)
         .num("memcpy_GBps", copy_gbps).str("ranks_note", rank_note).str("mpi_note", mpi_note);
+    if (o.cuda) {
+      bench::Json c;
+      c.raw("all_reduce", cuda_rows(ar_cuda, ar, bus)).raw("halo_exchange", cuda_rows(halo_cuda, halo, 1.0))
+          .num("pinned_d2h_GBps", pinned.d2h_GBps).num("pinned_h2d_GBps", pinned.h2d_GBps);
+      top.raw("cuda_staged", c.str());
+    }
     std::printf("%s\n", top.str().c_str());
     return rank_note.empty() ? 0 : 1;
   }
@@ -349,6 +397,20 @@ int parent(const Options& o) {
     std::printf("  ucx_perftest: not installed or failed (Debian: ucx-utils)\n");
   if (perf_bw_mbps > 0) std::printf("  ucx_perftest tag_bw 144 KiB: %.3f GB/s\n", perf_bw_mbps * 1.048576e-3);
   std::printf("\nmemcpy, one thread, 64 MiB: %.2f GB/s (the physical limit of a copy through memory)\n", copy_gbps);
+  if (o.cuda) {
+    std::printf("\nCUDA buffers (%s; x host = time over the same call on host buffers)\n",
+                o.backend == "ucx" ? "staged through pinned host memory by the ucx plugin" : o.backend.c_str());
+    std::printf("  all_reduce float32 sum\n  %-8s %26s %9s %8s\n", "size", "time us", "busbw", "x host");
+    for (const auto& [bytes, s] : ar_cuda)
+      std::printf("  %-8s %9.1f [%6.1f-%7.1f] %9.3f %8.2f\n", fmt_bytes(bytes).c_str(), s.median, s.min, s.max,
+                  bytes / (s.median * 1e-6) / 1e9 * bus, ar.count(bytes) ? s.median / ar.at(bytes).median : 0.0);
+    std::printf("  halo exchange\n  %-8s %26s %9s %8s\n", "size", "time us", "GB/s", "x host");
+    for (const auto& [bytes, s] : halo_cuda)
+      std::printf("  %-8s %9.2f [%6.2f-%7.2f] %9.3f %8.2f\n", fmt_bytes(bytes).c_str(), s.median, s.min, s.max,
+                  bytes / (s.median * 1e-6) / 1e9, halo.count(bytes) ? s.median / halo.at(bytes).median : 0.0);
+    std::printf("  pinned cudaMemcpy, 64 MiB: device to host %.2f GB/s, host to device %.2f GB/s (the limit of "
+                "staging)\n", pinned.d2h_GBps, pinned.h2d_GBps);
+  }
   return rank_note.empty() ? 0 : 1;
 }
 
@@ -372,13 +434,18 @@ int main(int argc, char** argv) {
     else if (a == "--nproc") o.nproc = std::atoi(next().c_str());
     else if (a == "--backend") o.backend = next();
     else if (a == "--max-mib") o.max_mib = std::atoi(next().c_str());
+    else if (a == "--cuda") o.cuda = true;
     else {
-      std::fprintf(stderr, "usage: bench_comm [--json] [--reps N] [--nproc P] [--backend ucx] [--max-mib 64]\n");
+      std::fprintf(stderr, "usage: bench_comm [--json] [--reps N] [--nproc P] [--backend ucx] [--max-mib 64] [--cuda]\n");
       return 2;
     }
   }
   if (o.reps < 1 || o.nproc < 2 || o.max_mib < 1) {
     std::fprintf(stderr, "bench_comm: --reps must be >= 1, --nproc >= 2, --max-mib >= 1\n");
+    return 2;
+  }
+  if (o.cuda && !bench::cuda_built()) {
+    std::fprintf(stderr, "bench_comm: --cuda needs a build with the CUDA toolkit (TESSERA_WITH_CUDA)\n");
     return 2;
   }
   try {

@@ -95,7 +95,7 @@ class DeviceBuffer {
   const ::tessera::test::nccl::Devices devices_var = ::tessera::test::nccl::probe_devices();          \
   if (devices_var.count == 0) {                                                                      \
     WARN("SKIPPED (no GPU): no CUDA device visible (" << devices_var.why_none                        \
-                                                       << "); run tests/gpu/run_nccl_checks.sh on a " \
+                                                       << "); run tests/gpu/run_gpu_checks.sh on a " \
                                                           "machine with a GPU");                     \
     return;                                                                                          \
   }

@@ -11,7 +11,9 @@ namespace tessera::tools {
 namespace {
 std::string caps_text(const comm::Capabilities& caps) {
   std::string s = caps.multi_process ? "multi-process" : "in-process threads";
-  s += caps.cuda_memory ? ", CUDA memory" : ", host memory";
+  s += !caps.cuda_memory ? ", host memory"
+       : caps.cuda_staged ? ", host memory, CUDA memory staged through pinned host buffers"
+                          : ", CUDA memory";
   if (caps.split) s += ", sub-groups";
   if (caps.all_to_all) s += ", all_to_all";
   return s;

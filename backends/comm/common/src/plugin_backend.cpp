@@ -99,7 +99,7 @@ class PluginBackend final : public Backend {
   int rank() const noexcept override { return rank_; }
   int size() const noexcept override { return size_; }
   Capabilities capabilities() const noexcept override {
-    return {t_->caps.cuda_memory != 0, t_->caps.all_to_all != 0, t_->caps.split != 0, t_->caps.multi_process != 0};
+    return plugin::caps_from_c(t_->caps);
   }
   std::chrono::milliseconds timeout() const noexcept override { return timeout_; }
 

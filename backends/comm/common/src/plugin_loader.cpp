@@ -13,6 +13,7 @@
 #include <set>
 
 #include "plugin_backend.hpp"
+#include "tessera/comm/plugin_export.hpp"
 #include "tessera/comm/plugin_v1.h"
 #include "tessera/core/error.hpp"
 
@@ -103,8 +104,7 @@ PluginStatus load_plugin(const std::string& path, Registry* registry) {
   }
   st.name = table->name;
   st.description = table->description ? table->description : "";
-  st.caps = {table->caps.cuda_memory != 0, table->caps.all_to_all != 0, table->caps.split != 0,
-             table->caps.multi_process != 0};
+  st.caps = plugin::caps_from_c(table->caps);
   if (auto* probe = reinterpret_cast<tessera_comm_plugin_v1_probe_fn>(
           ::dlsym(handle, TESSERA_COMM_PLUGIN_V1_PROBE_SYMBOL)))
     st.probe = [lib, probe]() -> std::string {

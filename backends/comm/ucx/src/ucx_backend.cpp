@@ -7,6 +7,9 @@
 #include <set>
 
 #include "tessera/comm/plugin_export.hpp"
+#if TESSERA_UCX_CUDA_STAGING
+#include "tessera/comm/cuda_staging.hpp"
+#endif
 #include "tessera/core/error.hpp"
 
 namespace tessera::comm::ucx {
@@ -60,7 +63,8 @@ std::uint64_t UcxBackend::tag(bool collective, std::uint32_t x, int src_world) c
 void UcxBackend::check_host(const BufferView& b, const char* op) const {
   if (b.space != MemorySpace::Host)
     throw Unsupported(detail::cat("ucx: ", where(), ": ", op,
-                                  ": only host memory is supported (Debian's UCX has no CUDA); use nccl for device buffers"));
+                                  ": only host memory reaches the transport (Debian's UCX has no CUDA; CUDA buffers are staged by "
+                                  "the plugin where it was built with the CUDA toolkit); use nccl for device buffers"));
 }
 
 void UcxBackend::check_reducible(core::DType t, const char* op) const {
@@ -383,13 +387,24 @@ std::unique_ptr<Backend> create(const BackendOptions& options) {
   auto ctx = std::make_shared<Context>(options.rendezvous, options.rank, options.size, options.timeout);
   std::vector<int> members(static_cast<std::size_t>(options.size));
   for (int r = 0; r < options.size; ++r) members[static_cast<std::size_t>(r)] = r;
-  return std::make_unique<UcxBackend>(std::move(ctx), std::move(members), 1, options.timeout);
+  auto world = std::make_unique<UcxBackend>(std::move(ctx), std::move(members), 1, options.timeout);
+#if TESSERA_UCX_CUDA_STAGING
+  return stage_cuda_through_host(std::move(world));
+#else
+  return world;
+#endif
 }
 
 }  // namespace tessera::comm::ucx
 
 extern "C" __attribute__((visibility("default"))) const tessera_comm_plugin_v1_t* tessera_comm_plugin_v1(void) {
+#if TESSERA_UCX_CUDA_STAGING
+  static const tessera_comm_plugin_v1_t table = tessera::comm::plugin::make_table<&tessera::comm::ucx::create>(
+      "ucx", "UCX tagged messages (host memory; CUDA buffers staged through pinned host memory; shm, tcp, ...)",
+      tessera::comm::staged_capabilities(tessera::comm::ucx::capabilities()));
+#else
   static const tessera_comm_plugin_v1_t table = tessera::comm::plugin::make_table<&tessera::comm::ucx::create>(
       "ucx", "UCX tagged messages (host memory; shm, tcp, ...)", tessera::comm::ucx::capabilities());
+#endif
   return &table;
 }

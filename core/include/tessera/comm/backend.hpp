@@ -48,6 +48,9 @@ struct Capabilities {
   bool all_to_all = true;
   bool split = true;
   bool multi_process = false;  ///< ranks may live in different processes or hosts
+  /// With cuda_memory: CUDA buffers are copied through pinned host memory (a host-only transport
+  /// such as Debian's UCX), not sent by the device itself; correct, slower than a native path.
+  bool cuda_staged = false;
 };
 
 /// Completion handle of an operation (c10d style).

@@ -56,6 +56,8 @@ typedef struct {
   int tag;
 } tessera_p2p_op_t;
 
+/* cuda_memory: 0 host buffers only; 1 CUDA buffers natively; 2 CUDA buffers staged through pinned
+ * host memory (a loader that knows only 0/1 reads 2 as "accepts CUDA buffers", which holds). */
 typedef struct {
   int cuda_memory, all_to_all, split, multi_process;
 } tessera_capabilities_t;

@@ -141,6 +141,16 @@ inline BufferView to_view(const tessera_buffer_t& b) {
   return {b.data, b.count, static_cast<core::DType>(b.dtype), b.space ? MemorySpace::Cuda : MemorySpace::Host};
 }
 
+/// Capabilities to and from the C table (cuda_memory 2 = staged through host memory).
+inline tessera_capabilities_t caps_to_c(const Capabilities& c) {
+  return {c.cuda_memory ? (c.cuda_staged ? 2 : 1) : 0, c.all_to_all, c.split, c.multi_process};
+}
+inline Capabilities caps_from_c(const tessera_capabilities_t& c) {
+  Capabilities r{c.cuda_memory != 0, c.all_to_all != 0, c.split != 0, c.multi_process != 0};
+  r.cuda_staged = c.cuda_memory == 2;
+  return r;
+}
+
 using Factory = std::unique_ptr<Backend> (*)(const BackendOptions&);
 
 /// The table for a backend made by `Create` (a function template argument, so the table's
@@ -151,7 +161,7 @@ tessera_comm_plugin_v1_t make_table(const char* name, const char* description, C
   t.api_version = TESSERA_COMM_PLUGIN_API_V1;
   t.name = name;
   t.description = description;
-  t.caps = {caps.cuda_memory, caps.all_to_all, caps.split, caps.multi_process};
+  t.caps = caps_to_c(caps);
   t.create = [](const tessera_init_v1_t* init, void** ctx, tessera_error_t* err) {
     return guard(err, [&] {
       auto c = std::make_unique<Ctx>();

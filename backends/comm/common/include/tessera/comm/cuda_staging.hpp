@@ -1,0 +1,34 @@
+// CUDA buffers over a host-only transport: a Backend decorator that copies MemorySpace::Cuda
+// buffers into pinned host memory, runs the operation on the wrapped (host-memory) backend, and
+// copies the results back when the operation completes. Debian's UCX has no CUDA transport; this
+// is how the ucx plugin accepts device tensors. Built only where the CUDA toolkit is found
+// (the decorator links the CUDA runtime); host buffers pass through untouched.
+//
+// Semantics (the same as a native CUDA backend's, seen from the caller):
+// - inputs are read when the call is made (cudaMemcpy device → pinned host, synchronous with
+//   the legacy default stream), outputs are written when wait() or is_completed() first sees the
+//   operation finished (pinned host → device);
+// - a pointer marked Cuda that CUDA does not know as device or managed memory is refused with
+//   InvalidArgument; a process with no usable CUDA device gets BackendError saying so;
+// - pinned buffers are kept per group for reuse (halo exchanges and gradient buckets repeat the
+//   same sizes) and freed with the group; capabilities() reports cuda_memory and cuda_staged.
+#pragma once
+
+#include <memory>
+
+#include "tessera/comm/backend.hpp"
+
+namespace tessera::comm {
+
+/// Wraps `host_only` (a backend of host memory) so that it also accepts CUDA buffers; split()
+/// wraps the sub-groups too.
+std::unique_ptr<Backend> stage_cuda_through_host(std::unique_ptr<Backend> host_only);
+
+/// `host_only`'s capabilities as the staging decorator reports them.
+inline Capabilities staged_capabilities(Capabilities host_only) {
+  host_only.cuda_memory = true;
+  host_only.cuda_staged = true;
+  return host_only;
+}
+
+}  // namespace tessera::comm

@@ -1,0 +1,285 @@
+// The CUDA staging decorator (see cuda_staging.hpp): pinned host buffers from a per-group pool,
+// device → host copies when an operation starts, host → device copies when it completes.
+#include "tessera/comm/cuda_staging.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <exception>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "tessera/core/error.hpp"
+
+namespace tessera::comm {
+
+namespace {
+
+/// BackendError's code for a failed CUDA call (the message names the call and CUDA's error).
+constexpr int kCudaFailure = 3;
+
+std::string cuda_text(cudaError_t e) {
+  return detail::cat(cudaGetErrorName(e), " (", cudaGetErrorString(e), ")");
+}
+
+/// Pinned host blocks kept for reuse. One per group; used by that group's thread only.
+class PinnedPool {
+ public:
+  PinnedPool() = default;
+  PinnedPool(const PinnedPool&) = delete;
+  PinnedPool& operator=(const PinnedPool&) = delete;
+  ~PinnedPool() {
+    for (const Block& b : blocks_) cudaFreeHost(b.data);
+  }
+
+  /// The smallest free block of at least `bytes`, else a new one (rounded up to 64 KiB).
+  void* acquire(std::size_t bytes, std::string_view backend, const std::string& where) {
+    Block* best = nullptr;
+    for (Block& b : blocks_)
+      if (!b.used && b.bytes >= bytes && (!best || b.bytes < best->bytes)) best = &b;
+    if (best) {
+      best->used = true;
+      return best->data;
+    }
+    const std::size_t size = (std::max<std::size_t>(bytes, 1) + kRound - 1) / kRound * kRound;
+    void* p = nullptr;
+    const cudaError_t e = cudaHostAlloc(&p, size, cudaHostAllocPortable);
+    if (e != cudaSuccess)
+      throw BackendError(std::string(backend), kCudaFailure,
+                         detail::cat(where, ": cudaHostAlloc of ", size,
+                                     " bytes for staging failed: ", cuda_text(e)));
+    blocks_.push_back({p, size, true});
+    return p;
+  }
+  void release(void* p) noexcept {
+    for (Block& b : blocks_)
+      if (b.data == p) b.used = false;
+  }
+
+ private:
+  static constexpr std::size_t kRound = 64 * 1024;
+  struct Block {
+    void* data;
+    std::size_t bytes;
+    bool used;
+  };
+  std::vector<Block> blocks_;
+};
+
+/// A device buffer and its pinned host copy.
+struct Staged {
+  void* device;
+  void* host;
+  std::size_t bytes;
+};
+
+/// Completes the wrapped operation, then copies its outputs back to the device.
+class StagedWork final : public Work {
+ public:
+  StagedWork(std::shared_ptr<PinnedPool> pool, std::vector<void*> held, std::vector<Staged> outputs,
+             std::string backend, std::string what)
+      : pool_(std::move(pool)),
+        held_(std::move(held)),
+        outputs_(std::move(outputs)),
+        backend_(std::move(backend)),
+        what_(std::move(what)) {}
+  ~StagedWork() override {
+    inner_.reset();  // the operation is finished or cancelled before its buffers go back
+    for (void* p : held_) pool_->release(p);
+  }
+  void set_inner(WorkPtr w) { inner_ = std::move(w); }
+
+  bool is_completed() override {
+    if (done_ || error_) return true;
+    if (!inner_->is_completed()) return false;
+    try {
+      finish();
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+    return true;
+  }
+  void wait() override {
+    if (error_) std::rethrow_exception(error_);
+    if (done_) return;
+    finish();
+  }
+
+ private:
+  void finish() {
+    inner_->wait();
+    for (const Staged& s : outputs_) {
+      const cudaError_t e = cudaMemcpy(s.device, s.host, s.bytes, cudaMemcpyHostToDevice);
+      if (e != cudaSuccess)
+        throw BackendError(
+            backend_, kCudaFailure,
+            detail::cat(what_, ": copying the result back to the device (", s.bytes,
+                        " bytes, cudaMemcpy host to device) failed: ", cuda_text(e)));
+    }
+    done_ = true;
+    for (void* p : held_) pool_->release(p);
+    held_.clear();
+  }
+
+  std::shared_ptr<PinnedPool> pool_;
+  std::vector<void*> held_;
+  std::vector<Staged> outputs_;
+  std::string backend_, what_;
+  WorkPtr inner_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
+class CudaStagedBackend final : public Backend {
+ public:
+  explicit CudaStagedBackend(std::unique_ptr<Backend> inner)
+      : inner_(std::move(inner)), pool_(std::make_shared<PinnedPool>()) {}
+
+  std::string_view name() const noexcept override { return inner_->name(); }
+  int rank() const noexcept override { return inner_->rank(); }
+  int size() const noexcept override { return inner_->size(); }
+  Capabilities capabilities() const noexcept override {
+    return staged_capabilities(inner_->capabilities());
+  }
+  std::chrono::milliseconds timeout() const noexcept override { return inner_->timeout(); }
+
+  WorkPtr all_reduce(BufferView buf, ReduceOp op) override {
+    if (buf.space == MemorySpace::Host) return inner_->all_reduce(buf, op);
+    Call c(*this, "all_reduce");
+    const BufferView h = c.stage(buf, /*in=*/true, /*out=*/true);
+    return c.start(inner_->all_reduce(h, op));
+  }
+  WorkPtr all_gather(BufferView send, BufferView recv) override {
+    if (send.space == MemorySpace::Host && recv.space == MemorySpace::Host)
+      return inner_->all_gather(send, recv);
+    Call c(*this, "all_gather");
+    const BufferView s = c.stage(send, true, false), r = c.stage(recv, false, true);
+    return c.start(inner_->all_gather(s, r));
+  }
+  WorkPtr reduce_scatter(BufferView send, BufferView recv, ReduceOp op) override {
+    if (send.space == MemorySpace::Host && recv.space == MemorySpace::Host)
+      return inner_->reduce_scatter(send, recv, op);
+    Call c(*this, "reduce_scatter");
+    const BufferView s = c.stage(send, true, false), r = c.stage(recv, false, true);
+    return c.start(inner_->reduce_scatter(s, r, op));
+  }
+  WorkPtr broadcast(BufferView buf, int root) override {
+    if (buf.space == MemorySpace::Host) return inner_->broadcast(buf, root);
+    Call c(*this, "broadcast");
+    const bool is_root =
+        root == rank();  // the root's buffer is only read, the others' only written
+    const BufferView h = c.stage(buf, is_root, !is_root);
+    return c.start(inner_->broadcast(h, root));
+  }
+  WorkPtr all_to_all(BufferView send, BufferView recv) override {
+    if (send.space == MemorySpace::Host && recv.space == MemorySpace::Host)
+      return inner_->all_to_all(send, recv);
+    Call c(*this, "all_to_all");
+    const BufferView s = c.stage(send, true, false), r = c.stage(recv, false, true);
+    return c.start(inner_->all_to_all(s, r));
+  }
+  WorkPtr batch_p2p(const std::vector<P2POp>& ops) override {
+    if (std::none_of(ops.begin(), ops.end(),
+                     [](const P2POp& o) { return o.buf.space == MemorySpace::Cuda; }))
+      return inner_->batch_p2p(ops);
+    Call c(*this, "batch_p2p");
+    std::vector<P2POp> host = ops;
+    for (P2POp& o : host) {
+      const bool send = o.kind == P2POp::Kind::Send;
+      o.buf = c.stage(o.buf, send, !send);
+    }
+    return c.start(inner_->batch_p2p(host));
+  }
+  void barrier() override { inner_->barrier(); }
+  std::unique_ptr<Backend> split(const std::vector<int>& ranks) override {
+    auto sub = inner_->split(ranks);
+    return sub ? std::make_unique<CudaStagedBackend>(std::move(sub)) : nullptr;
+  }
+
+ private:
+  /// One staged call: checks and copies its device buffers in, then wraps the started operation.
+  /// Buffers taken from the pool go back if the call fails before the operation starts.
+  class Call {
+   public:
+    Call(const CudaStagedBackend& b, const char* op)
+        : b_(b), backend_(b.inner_->name()), what_(detail::cat("rank ", b.rank(), ": ", op)) {}
+    ~Call() {
+      for (void* p : held_) b_.pool_->release(p);
+    }
+    Call(const Call&) = delete;
+    Call& operator=(const Call&) = delete;
+
+    /// The host view the wrapped backend gets for `v` (itself when it is host memory).
+    BufferView stage(const BufferView& v, bool in, bool out) {
+      if (v.space == MemorySpace::Host || v.count == 0)
+        return {v.data, v.count, v.dtype, MemorySpace::Host};
+      check_device_pointer(v.data);
+      void* host = b_.pool_->acquire(v.bytes(), backend_, what_);
+      held_.push_back(host);
+      if (in) {
+        const cudaError_t e = cudaMemcpy(host, v.data, v.bytes(), cudaMemcpyDeviceToHost);
+        if (e != cudaSuccess)
+          throw BackendError(
+              backend_, kCudaFailure,
+              detail::cat(what_, ": staging the input (", v.bytes(),
+                          " bytes, cudaMemcpy device to host) failed: ", cuda_text(e)));
+      }
+      if (out) outputs_.push_back({v.data, host, v.bytes()});
+      return {host, v.count, v.dtype, MemorySpace::Host};
+    }
+    WorkPtr start(WorkPtr inner) {
+      auto w = std::make_unique<StagedWork>(b_.pool_, std::move(held_), std::move(outputs_),
+                                            backend_, what_);
+      held_.clear();
+      w->set_inner(std::move(inner));
+      return w;
+    }
+
+   private:
+    void check_device_pointer(const void* p) const {
+      if (!p)
+        throw InvalidArgument(detail::cat(backend_, ": ", what_,
+                                          ": a CUDA buffer of non-zero count has a null pointer"));
+      cudaPointerAttributes a{};
+      const cudaError_t e = cudaPointerGetAttributes(&a, p);
+      if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver ||
+          e == cudaErrorInitializationError || e == cudaErrorCudartUnloading)
+        throw BackendError(
+            backend_, kCudaFailure,
+            detail::cat(what_,
+                        ": a CUDA buffer was passed but CUDA is not usable in this process: ",
+                        cuda_text(e)));
+      if (e != cudaSuccess) {
+        cudaGetLastError();
+        throw InvalidArgument(
+            detail::cat(backend_, ": ", what_,
+                        ": the buffer is marked MemorySpace::Cuda but CUDA does not know it (",
+                        cuda_text(e), ")"));
+      }
+      if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged)
+        throw InvalidArgument(
+            detail::cat(backend_, ": ", what_,
+                        ": the buffer is marked MemorySpace::Cuda but is host memory; pass "
+                        "a cudaMalloc'ed pointer, or mark it MemorySpace::Host"));
+    }
+
+    const CudaStagedBackend& b_;
+    std::string backend_, what_;
+    std::vector<void*> held_;
+    std::vector<Staged> outputs_;
+  };
+
+  std::unique_ptr<Backend> inner_;
+  std::shared_ptr<PinnedPool> pool_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> stage_cuda_through_host(std::unique_ptr<Backend> host_only) {
+  TESSERA_CHECK(host_only != nullptr, "stage_cuda_through_host: no backend given");
+  return std::make_unique<CudaStagedBackend>(std::move(host_only));
+}
+
+}  // namespace tessera::comm

@@ -1,0 +1,37 @@
+// Checks of a communication backend on CUDA buffers, shared by the nccl tests (one GPU per rank)
+// and the ucx staging tests (every rank on one GPU): each runs inside a rank and throws
+// CheckFailure naming the rank and what differed. Device buffers are filled and read with plain
+// CUDA runtime calls; expected values come from the host reference of the conformance suite.
+#pragma once
+
+#include <string>
+
+#include "comm/conformance.hpp"
+#include "tessera/comm/backend.hpp"
+
+namespace tessera::test::cuda_checks {
+
+/// all_reduce sum/max/min (f32, f64, i32, i64) and avg (f32, f64) at 1, 4099 and 2^18 elements.
+void all_reduce(comm::Backend& b);
+/// all_gather, reduce_scatter, broadcast from every root (i64 and bf16 bits), all_to_all,
+/// barrier, and is_completed turning true.
+void collectives(comm::Backend& b);
+/// A periodic halo exchange through batch_p2p, with tags (one rank: itself as both neighbours).
+void halo(comm::Backend& b);
+/// split into even and odd ranks and into {0}; sub-group all_reduce on device buffers.
+void split(comm::Backend& b);
+
+/// Checks that `f` throws E with `part` in its message (inside a rank).
+template <class E, class F>
+void expect_throw(const comm::Backend& b, const std::string& what, const std::string& part, F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    if (std::string(e.what()).find(part) == std::string::npos)
+      conformance::fail(b, what, ": the message lacks '", part, "': ", e.what());
+    return;
+  }
+  conformance::fail(b, what, ": no exception of the expected type");
+}
+
+}  // namespace tessera::test::cuda_checks
