@@ -10,8 +10,11 @@
 //   - with --cuda (a GPU machine): the same all-reduce and halo exchange on CUDA buffers (the
 //     ucx plugin stages them through pinned host memory), their time over the host buffers',
 //     and the pinned cudaMemcpy bandwidth each way, the limit of staging.
-// Every figure is the median over --reps repetitions, with [min-max].
+// Every figure is the median over --rounds × --reps repetitions, with [min-max].
 //   bench_comm [--json] [--reps N] [--nproc P] [--backend ucx] [--max-mib 64] [--cuda]
+//              [--only allreduce|halo] [--rounds R]
+// Rounds (default 3) alternate the ranks, OpenMPI and ucx_perftest, so that a slow spell of a
+// shared machine falls on every side; each figure pools the repetitions of all rounds.
 // The ranks are this program started again with --worker and the env:// variables; the store
 // is served here, on loopback, with a fresh token.
 #include <fcntl.h>
@@ -48,7 +51,9 @@ struct Options {
   int nproc = 2;
   std::string backend = "ucx";
   int max_mib = 64;
+  int rounds = 3;
   bool cuda = false;
+  std::string only;  // "", "allreduce" or "halo": run only that part (profiling one path)
 };
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -95,21 +100,44 @@ int worker(const Options& o) {
     std::printf("\n");
     std::fflush(stdout);
   };
-  for (std::size_t bytes : allreduce_sizes(o.max_mib)) {
+  const bool do_ar = o.only.empty() || o.only == "allreduce", do_halo = o.only.empty() || o.only == "halo";
+  for (std::size_t bytes : do_ar ? allreduce_sizes(o.max_mib) : std::vector<std::size_t>{}) {
     std::vector<float> buf(bytes / 4, 1.0f);
     emit("allreduce", bytes, timed(iters_for(bytes), [&] {
            world->all_reduce({buf.data(), buf.size(), core::DType::F32}, comm::ReduceOp::Sum)->wait();
          }));
   }
   const int right = (me + 1) % p, left = (me + p - 1) % p;
-  for (std::size_t bytes : kHaloSizes) {
+  if (do_halo) {
+    // Ping-pong of 8 bytes between ranks 0 and 1, one batch_p2p per message: half the round trip
+    // is ucx_perftest's tag_lat definition (the halo exchange above pays both sides' overhead
+    // and two messages per step).
+    std::uint64_t word = 0;
+    const comm::BufferView w{&word, 1, core::DType::I64};
+    const int other = me == 0 ? 1 : 0;
+    const std::vector<comm::P2POp> send = {{comm::P2POp::Kind::Send, w, other, 1}},
+                                   recv = {{comm::P2POp::Kind::Recv, w, other, 1}};
+    const auto pp = timed(20000, [&] {
+      if (me == 0) {
+        world->batch_p2p(send)->wait();
+        world->batch_p2p(recv)->wait();
+      } else if (me == 1) {
+        world->batch_p2p(recv)->wait();
+        ++word;
+        world->batch_p2p(send)->wait();
+      }
+    });
+    std::vector<double> half(pp.size());
+    for (std::size_t i = 0; i < pp.size(); ++i) half[i] = pp[i] / 2;
+    emit("pingpong", 8, half);
+  }
+  for (std::size_t bytes : do_halo ? kHaloSizes : std::vector<std::size_t>{}) {
     std::vector<float> send(bytes / 4, float(me)), recv(bytes / 4);
-    emit("halo", bytes, timed(iters_for(bytes), [&] {
-           std::vector<comm::P2POp> ops(2);
-           ops[0] = {comm::P2POp::Kind::Send, {send.data(), send.size(), core::DType::F32}, right, 0};
-           ops[1] = {comm::P2POp::Kind::Recv, {recv.data(), recv.size(), core::DType::F32}, left, 0};
-           world->batch_p2p(ops)->wait();
-         }));
+    // The batch is built once, as a training step's halo plan is: the loop times the backend.
+    const std::vector<comm::P2POp> ops = {
+        {comm::P2POp::Kind::Send, {send.data(), send.size(), core::DType::F32}, right, 0},
+        {comm::P2POp::Kind::Recv, {recv.data(), recv.size(), core::DType::F32}, left, 0}};
+    emit("halo", bytes, timed(iters_for(bytes), [&] { world->batch_p2p(ops)->wait(); }));
     if (recv[0] != float(left)) {
       std::fprintf(stderr, "bench_comm: rank %d received %g from rank %d, expected %d\n", me, recv[0], left, left);
       return 1;
@@ -119,13 +147,13 @@ int worker(const Options& o) {
   auto cuda_view = [](const bench::CudaFloats& a) {
     return comm::BufferView{a.data(), a.count(), core::DType::F32, comm::MemorySpace::Cuda};
   };
-  for (std::size_t bytes : allreduce_sizes(o.max_mib)) {
+  for (std::size_t bytes : do_ar ? allreduce_sizes(o.max_mib) : std::vector<std::size_t>{}) {
     bench::CudaFloats buf(bytes / 4, 1.0f);
     emit("allreduce_cuda", bytes, timed(iters_for(bytes), [&] {
            world->all_reduce(cuda_view(buf), comm::ReduceOp::Sum)->wait();
          }));
   }
-  for (std::size_t bytes : kHaloSizes) {
+  for (std::size_t bytes : do_halo ? kHaloSizes : std::vector<std::size_t>{}) {
     bench::CudaFloats send(bytes / 4, float(me)), recv(bytes / 4, -1.0f);
     emit("halo_cuda", bytes, timed(iters_for(bytes), [&] {
            world->batch_p2p({{comm::P2POp::Kind::Send, cuda_view(send), right, 0},
@@ -172,19 +200,32 @@ std::string capture(const std::vector<std::string>& argv, const std::vector<std:
   return out;
 }
 
-using Series = std::map<std::size_t, Stats>;  // bytes → µs
+using Series = std::map<std::size_t, Stats>;                 // bytes → µs
+using Samples = std::map<std::size_t, std::vector<double>>;  // bytes → every repetition's µs
 
-void parse_lines(const std::string& text, const std::string& kind, Series& into) {
+/// Appends the repetitions of the `kind` lines in `text` (several rounds pool their samples).
+void parse_lines(const std::string& text, const std::string& kind, Samples& into) {
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {
     std::istringstream ls(line);
     std::string k;
     std::size_t bytes = 0;
     if (!(ls >> k >> bytes) || k != kind) continue;
-    std::vector<double> us;
-    for (double u; ls >> u;) us.push_back(u);
-    into[bytes] = bench::stats_of(us);
+    for (double u; ls >> u;) into[bytes].push_back(u);
   }
+}
+
+Series stats_of(const Samples& samples) {
+  Series s;
+  for (const auto& [bytes, us] : samples) s[bytes] = bench::stats_of(us);
+  return s;
+}
+
+double median_of(std::vector<double> v) {
+  v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return x <= 0; }), v.end());
+  if (v.empty()) return -1;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
 }
 
 std::string self_dir() {
@@ -222,6 +263,7 @@ std::string run_ranks(const Options& o, std::string& note) {
     std::vector<std::string> argv = {exe, "--worker", "--backend", o.backend, "--reps", std::to_string(o.reps),
                                      "--max-mib", std::to_string(o.max_mib)};
     if (o.cuda) argv.push_back("--cuda");
+    if (!o.only.empty()) argv.insert(argv.end(), {"--only", o.only});
     std::vector<char*> av, ev;
     for (auto& s : argv) av.push_back(s.data());
     av.push_back(nullptr);
@@ -302,12 +344,52 @@ std::string fmt_bytes(std::size_t b) {
 
 int parent(const Options& o) {
   std::string rank_note, mpi_note;
-  const std::string ranks_out = run_ranks(o, rank_note);
-  Series ar, halo, mpi, ar_cuda, halo_cuda;
-  parse_lines(ranks_out, "allreduce", ar);
-  parse_lines(ranks_out, "halo", halo);
-  parse_lines(ranks_out, "allreduce_cuda", ar_cuda);
-  parse_lines(ranks_out, "halo_cuda", halo_cuda);
+  // Rounds alternate tessera, OpenMPI and ucx_perftest, so a slow spell of this shared machine
+  // falls on all of them; every figure pools the repetitions of all rounds.
+  Samples ar_s, halo_s, mpi_s, ar_cuda_s, halo_cuda_s, pingpong_s;
+  std::vector<double> perf_lat, perf_bw;
+  // Ratios of medians measured in the same round (back to back), one per round.
+  Samples ar_ratio;                              // OpenMPI time / tessera time, per size
+  std::vector<double> pingpong_ratio, halo_ratio;  // tessera / ucx_perftest tag_lat
+  const std::string mpi_bin = self_dir() + "/bench_comm_mpi", mpirun = which("mpirun");
+  for (int round = 0; round < o.rounds; ++round) {
+    const std::string ranks_out = run_ranks(o, rank_note);
+    Samples r_ar, r_mpi, r_halo, r_pp;
+    parse_lines(ranks_out, "allreduce", r_ar);
+    parse_lines(ranks_out, "halo", r_halo);
+    parse_lines(ranks_out, "pingpong", r_pp);
+    for (const auto* part : {&r_ar, &r_halo, &r_pp})
+      for (const auto& [bytes, us] : *part) {
+        Samples& into = part == &r_ar ? ar_s : part == &r_halo ? halo_s : pingpong_s;
+        into[bytes].insert(into[bytes].end(), us.begin(), us.end());
+      }
+    parse_lines(ranks_out, "allreduce_cuda", ar_cuda_s);
+    parse_lines(ranks_out, "halo_cuda", halo_cuda_s);
+    if (o.only == "halo") {
+      mpi_note = "not run (--only halo)";
+    } else if (executable(mpi_bin) && !mpirun.empty()) {
+      std::vector<std::string> argv = {mpirun, "-np", std::to_string(o.nproc), "--oversubscribe", "--bind-to", "none"};
+      if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
+      argv.insert(argv.end(), {mpi_bin, std::to_string(o.reps), std::to_string(o.max_mib)});
+      parse_lines(capture(argv, {}, mpi_note), "allreduce", r_mpi);
+      for (const auto& [bytes, us] : r_mpi) {
+        mpi_s[bytes].insert(mpi_s[bytes].end(), us.begin(), us.end());
+        if (r_ar.count(bytes)) ar_ratio[bytes].push_back(median_of(us) / median_of(r_ar.at(bytes)));
+      }
+    } else {
+      mpi_note = executable(mpi_bin) ? "mpirun not found (Debian: openmpi-bin)" : "bench_comm_mpi not built (Debian: libopenmpi-dev)";
+    }
+    if (o.only != "allreduce") {
+      const double lat = ucx_perftest("tag_lat", 8, 20000, 1);
+      perf_lat.push_back(lat);
+      perf_bw.push_back(ucx_perftest("tag_bw", 147456, 2000, 4));
+      if (lat > 0 && r_pp.count(8)) pingpong_ratio.push_back(median_of(r_pp.at(8)) / lat);
+      if (lat > 0 && r_halo.count(64)) halo_ratio.push_back(median_of(r_halo.at(64)) / lat);
+    }
+  }
+  const Series ar = stats_of(ar_s), halo = stats_of(halo_s), mpi = stats_of(mpi_s), ar_cuda = stats_of(ar_cuda_s),
+               halo_cuda = stats_of(halo_cuda_s), pingpong = stats_of(pingpong_s), ratio = stats_of(ar_ratio);
+  const double perf_lat_us = median_of(perf_lat), perf_bw_mbps = median_of(perf_bw);
   const bench::PinnedCopy pinned = o.cuda ? bench::pinned_copy_gbps(o.reps) : bench::PinnedCopy{};
   // CUDA rows: time, and time over the host buffers' (the cost of staging).
   auto cuda_rows = [](const Series& cuda, const Series& host, double factor) {
@@ -320,17 +402,6 @@ int parent(const Options& o) {
     }
     return bench::json_array(rows);
   };
-  const std::string mpi_bin = self_dir() + "/bench_comm_mpi", mpirun = which("mpirun");
-  if (executable(mpi_bin) && !mpirun.empty()) {
-    std::vector<std::string> argv = {mpirun, "-np", std::to_string(o.nproc), "--oversubscribe", "--bind-to", "none"};
-    if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
-    argv.insert(argv.end(), {mpi_bin, std::to_string(o.reps), std::to_string(o.max_mib)});
-    parse_lines(capture(argv, {}, mpi_note), "allreduce", mpi);
-  } else {
-    mpi_note = executable(mpi_bin) ? "mpirun not found (Debian: openmpi-bin)" : "bench_comm_mpi not built (Debian: libopenmpi-dev)";
-  }
-  const double perf_lat_us = ucx_perftest("tag_lat", 8, 20000, 1);
-  const double perf_bw_mbps = ucx_perftest("tag_bw", 147456, 2000, 4);
   const double copy_gbps = memcpy_gbps(o.reps);
   const double p = o.nproc, bus = 2 * (p - 1) / p;
 
@@ -343,7 +414,7 @@ int parent(const Options& o) {
       if (mpi.count(bytes)) {
         const Stats& m = mpi.at(bytes);
         j.num("mpi_time_us_median", m.median).num("mpi_busbw_GBps", bytes / (m.median * 1e-6) / 1e9 * bus)
-            .num("ratio_busbw_vs_mpi", m.median / s.median);
+            .num("ratio_busbw_vs_mpi", ratio.count(bytes) ? ratio.at(bytes).median : m.median / s.median);
       }
       rows.push_back(j.str());
     }
@@ -354,8 +425,10 @@ int parent(const Options& o) {
       halos.push_back(j.str());
     }
     bench::Json top;
-    top.str("backend", o.backend).num("ranks", o.nproc).num("reps", o.reps).raw("all_reduce", bench::json_array(rows))
+    top.str("backend", o.backend).num("ranks", o.nproc).num("reps", o.reps).num("rounds", o.rounds).raw("all_reduce", bench::json_array(rows))
         .raw("halo_exchange", bench::json_array(halos)).num("ucx_perftest_tag_lat_us", perf_lat_us)
+        .num("pingpong_half_rtt_us", pingpong.count(8) ? pingpong.at(8).median : -1)
+        .num("pingpong_vs_perftest", median_of(pingpong_ratio)).num("halo_64B_vs_perftest", median_of(halo_ratio))
         .num("ucx_perftest_tag_bw_GBps", perf_bw_mbps > 0 ? perf_bw_mbps * 1.048576e-3 : -1)
         .num("memcpy_GBps", copy_gbps).str("ranks_note", rank_note).str("mpi_note", mpi_note);
     if (o.cuda) {
@@ -367,32 +440,41 @@ int parent(const Options& o) {
     std::printf("%s\n", top.str().c_str());
     return rank_note.empty() ? 0 : 1;
   }
-  std::printf("bench_comm: %s, %d processes on loopback; median [min-max] of %d repetitions, the slowest rank's time\n",
-              o.backend.c_str(), o.nproc, o.reps);
+  std::printf("bench_comm: %s, %d processes on loopback; median [min-max] of %d rounds x %d repetitions, the slowest "
+              "rank's time\n",
+              o.backend.c_str(), o.nproc, o.rounds, o.reps);
   if (!rank_note.empty()) std::printf("  ranks: %s\n", rank_note.c_str());
   std::printf("\nall_reduce float32 sum (busbw = algbw · 2(p-1)/p, GB = 1e9 bytes)\n");
-  std::printf("  %-8s %26s %9s %9s  %22s %9s %7s\n", "size", "time us", "algbw", "busbw", "OpenMPI time us", "busbw",
+  std::printf("  %-8s %26s %9s %9s  %22s %9s %17s\n", "size", "time us", "algbw", "busbw", "OpenMPI time us", "busbw",
               "ratio");
   for (const auto& [bytes, s] : ar) {
     const double alg = bytes / (s.median * 1e-6) / 1e9;
     std::printf("  %-8s %9.1f [%6.1f-%7.1f] %9.3f %9.3f", fmt_bytes(bytes).c_str(), s.median, s.min, s.max, alg, alg * bus);
     if (mpi.count(bytes)) {
       const Stats& m = mpi.at(bytes);
-      std::printf("  %9.1f [%10.1f] %9.3f %7.2f", m.median, m.max, bytes / (m.median * 1e-6) / 1e9 * bus,
-                  m.median / s.median);
+      const Stats r = ratio.count(bytes) ? ratio.at(bytes) : Stats{};
+      std::printf("  %9.1f [%10.1f] %9.3f %5.2f [%4.2f-%4.2f]", m.median, m.max, bytes / (m.median * 1e-6) / 1e9 * bus,
+                  r.median, r.min, r.max);
     }
     std::printf("\n");
   }
   if (!mpi_note.empty()) std::printf("  OpenMPI: %s\n", mpi_note.c_str());
-  std::printf("  (ratio = tessera busbw / OpenMPI busbw; target >= 0.9 from 1 MiB up)\n");
+  std::printf("  (ratio = tessera busbw / OpenMPI busbw, the median [min-max] over rounds of the ratio of the two\n"
+              "   medians measured back to back in a round; target >= 0.9 from 1 MiB up)\n");
   std::printf("\nhalo exchange (batch_p2p: send n bytes to the next rank, receive n from the previous)\n");
   std::printf("  %-10s %28s %14s\n", "size", "time us", "GB/s each way");
   for (const auto& [bytes, s] : halo)
     std::printf("  %-10s %9.2f [%7.2f-%8.2f] %14.3f\n", fmt_bytes(bytes).c_str(), s.median, s.min, s.max,
                 bytes / (s.median * 1e-6) / 1e9);
+  if (pingpong.count(8)) {
+    const Stats& pp = pingpong.at(8);
+    std::printf("  ping-pong 8 B, half round trip (batch_p2p send, then receive): %.2f us [%.2f-%.2f]\n", pp.median,
+                pp.min, pp.max);
+  }
   if (perf_lat_us > 0)
-    std::printf("  ucx_perftest tag_lat 8 B: %.2f us typical (halo 64 B / that: %.1fx; target <= 2x)\n", perf_lat_us,
-                halo.count(64) ? halo.at(64).median / perf_lat_us : 0.0);
+    std::printf("  ucx_perftest tag_lat 8 B: %.2f us typical (median of rounds); per round, back to back: ping-pong /\n"
+                "  tag_lat %.1fx, halo 64 B / tag_lat %.1fx (median over rounds; target <= 2x)\n",
+                perf_lat_us, median_of(pingpong_ratio), median_of(halo_ratio));
   else
     std::printf("  ucx_perftest: not installed or failed (Debian: ucx-utils)\n");
   if (perf_bw_mbps > 0) std::printf("  ucx_perftest tag_bw 144 KiB: %.3f GB/s\n", perf_bw_mbps * 1.048576e-3);
@@ -435,13 +517,20 @@ int main(int argc, char** argv) {
     else if (a == "--backend") o.backend = next();
     else if (a == "--max-mib") o.max_mib = std::atoi(next().c_str());
     else if (a == "--cuda") o.cuda = true;
+    else if (a == "--only") o.only = next();
+    else if (a == "--rounds") o.rounds = std::atoi(next().c_str());
     else {
-      std::fprintf(stderr, "usage: bench_comm [--json] [--reps N] [--nproc P] [--backend ucx] [--max-mib 64] [--cuda]\n");
+      std::fprintf(stderr, "usage: bench_comm [--json] [--reps N] [--nproc P] [--backend ucx] [--max-mib 64] [--cuda] [--only allreduce|halo]\n"
+                   "                  [--rounds R]\n");
       return 2;
     }
   }
-  if (o.reps < 1 || o.nproc < 2 || o.max_mib < 1) {
-    std::fprintf(stderr, "bench_comm: --reps must be >= 1, --nproc >= 2, --max-mib >= 1\n");
+  if (!o.only.empty() && o.only != "allreduce" && o.only != "halo") {
+    std::fprintf(stderr, "bench_comm: --only takes allreduce or halo, not '%s'\n", o.only.c_str());
+    return 2;
+  }
+  if (o.reps < 1 || o.nproc < 2 || o.max_mib < 1 || o.rounds < 1) {
+    std::fprintf(stderr, "bench_comm: --reps must be >= 1, --nproc >= 2, --max-mib >= 1, --rounds >= 1\n");
     return 2;
   }
   if (o.cuda && !bench::cuda_built()) {

@@ -59,7 +59,8 @@ class PluginWork final : public Work {
   ~PluginWork() override { t_->free_request(ctx_, req_); }
   bool is_completed() override {
     if (done_) return true;
-    tessera_error_t err{};
+    tessera_error_t err;  // filled only on failure (1 KiB: not zeroed per call)
+    err.message[0] = '\0';
     int done = 0;
     const auto st = t_->test(ctx_, req_, &done, &err);
     if (st != TESSERA_OK) plugin::throw_status(st, name_, err.message);
@@ -68,7 +69,8 @@ class PluginWork final : public Work {
   }
   void wait() override {
     if (done_) return;
-    tessera_error_t err{};
+    tessera_error_t err;  // filled only on failure (1 KiB: not zeroed per call)
+    err.message[0] = '\0';
     const auto st = t_->wait(ctx_, req_, &err);
     if (st != TESSERA_OK) plugin::throw_status(st, name_, err.message);
     done_ = true;
@@ -122,19 +124,21 @@ class PluginBackend final : public Backend {
     return start([&](void** req, tessera_error_t* e) { return t_->all_to_all(ctx_, to_c(s), to_c(r), req, e); });
   }
   WorkPtr batch_p2p(const std::vector<P2POp>& ops) override {
-    std::vector<tessera_p2p_op_t> c(ops.size());
+    p2p_.resize(ops.size());  // kept between calls: a halo exchange allocates nothing here
     for (std::size_t i = 0; i < ops.size(); ++i)
-      c[i] = {ops[i].kind == P2POp::Kind::Recv ? 1 : 0, to_c(ops[i].buf), ops[i].peer, ops[i].tag};
-    return start([&](void** req, tessera_error_t* e) { return t_->batch_p2p(ctx_, c.data(), c.size(), req, e); });
+      p2p_[i] = {ops[i].kind == P2POp::Kind::Recv ? 1 : 0, to_c(ops[i].buf), ops[i].peer, ops[i].tag};
+    return start([&](void** req, tessera_error_t* e) { return t_->batch_p2p(ctx_, p2p_.data(), p2p_.size(), req, e); });
   }
   void barrier() override {
-    tessera_error_t err{};
+    tessera_error_t err;  // filled only on failure (1 KiB: not zeroed per call)
+    err.message[0] = '\0';
     const auto st = t_->barrier(ctx_, &err);
     if (st != TESSERA_OK) plugin::throw_status(st, name_, err.message);
   }
   std::unique_ptr<Backend> split(const std::vector<int>& ranks) override {
     if (!t_->split) return Backend::split(ranks);
-    tessera_error_t err{};
+    tessera_error_t err;  // filled only on failure (1 KiB: not zeroed per call)
+    err.message[0] = '\0';
     void* sub = nullptr;
     const auto st = t_->split(ctx_, ranks.data(), ranks.size(), &sub, &err);
     if (st != TESSERA_OK) plugin::throw_status(st, name_, err.message);
@@ -145,7 +149,8 @@ class PluginBackend final : public Backend {
  private:
   template <class F>
   WorkPtr start(F&& f) {
-    tessera_error_t err{};
+    tessera_error_t err;  // filled only on failure (1 KiB: not zeroed per call)
+    err.message[0] = '\0';
     void* req = nullptr;
     const auto st = f(&req, &err);
     if (st != TESSERA_OK) plugin::throw_status(st, name_, err.message);
@@ -159,6 +164,7 @@ class PluginBackend final : public Backend {
   std::chrono::milliseconds timeout_;
   std::string name_;
   int rank_, size_;
+  std::vector<tessera_p2p_op_t> p2p_;  // batch_p2p's C array, reused
 };
 
 }  // namespace
@@ -176,7 +182,8 @@ std::unique_ptr<Backend> make_plugin_backend(std::shared_ptr<void> lib, const te
   init.store = &bridge->table;
   init.log = [](int, const char* m) { std::fprintf(stderr, "%s\n", m); };
   void* ctx = nullptr;
-  tessera_error_t err{};
+  tessera_error_t err;  // filled only on failure (1 KiB: not zeroed per call)
+    err.message[0] = '\0';
   const auto st = table->create(&init, &ctx, &err);
   if (st != TESSERA_OK) plugin::throw_status(st, table->name, err.message);
   return std::make_unique<PluginBackend>(std::move(lib), std::move(bridge), table, ctx, options.timeout);

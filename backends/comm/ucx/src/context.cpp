@@ -16,10 +16,12 @@
 namespace tessera::comm::ucx {
 
 namespace {
-#define TESSERA_UCS_CHECK(expr, what)                                                              \
-  do {                                                                                             \
-    const ucs_status_t st_ = (expr);                                                               \
-    if (st_ != UCS_OK) throw BackendError("ucx", static_cast<int>(st_), detail::cat(what, ": ", ucs_status_string(st_))); \
+#define TESSERA_UCS_CHECK(expr, what)                                      \
+  do {                                                                     \
+    const ucs_status_t st_ = (expr);                                       \
+    if (st_ != UCS_OK)                                                     \
+      throw BackendError("ucx", static_cast<int>(st_),                     \
+                         detail::cat(what, ": ", ucs_status_string(st_))); \
   } while (0)
 
 // How long an idle wait polls the worker before it blocks on the event fds: a message that
@@ -56,7 +58,8 @@ std::chrono::microseconds spin_phase() {
     char* end = nullptr;
     const long n = std::strtol(v, &end, 10);
     if (*end != '\0' || n < 0 || n > 10'000'000)
-      throw InvalidArgument(detail::cat("TESSERA_UCX_SPIN_US=", v, " must be a whole number of microseconds from 0 to 10000000"));
+      throw InvalidArgument(detail::cat(
+          "TESSERA_UCX_SPIN_US=", v, " must be a whole number of microseconds from 0 to 10000000"));
     return std::chrono::microseconds(n);
   }();
   return us;
@@ -70,7 +73,8 @@ void Context::on_ep_error(void* arg, ucp_ep_h, ucs_status_t status) {
       detail::cat("the connection to rank ", a->rank, " failed (", ucs_status_string(status), ")");
 }
 
-Context::Context(std::shared_ptr<Rendezvous> rdzv, int rank, int size, std::chrono::milliseconds timeout)
+Context::Context(std::shared_ptr<Rendezvous> rdzv, int rank, int size,
+                 std::chrono::milliseconds timeout)
     : rdzv_(std::move(rdzv)), store_(*rdzv_->store()), rank_(rank), size_(size) {
   ucp_config_t* config = nullptr;
   TESSERA_UCS_CHECK(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
@@ -112,7 +116,8 @@ Context::Context(std::shared_ptr<Rendezvous> rdzv, int rank, int size, std::chro
       try {
         store_.wait(keys, timeout);
       } catch (const TimeoutError& e) {
-        throw TimeoutError("ucx", detail::cat("rank ", rank, ": ", doing, " the world of ", size, " ranks: ", e.what()));
+        throw TimeoutError("ucx", detail::cat("rank ", rank, ": ", doing, " the world of ", size,
+                                              " ranks: ", e.what()));
       }
       return keys;
     };
@@ -126,7 +131,9 @@ Context::Context(std::shared_ptr<Rendezvous> rdzv, int rank, int size, std::chro
       const std::string v = store_.get(keys[static_cast<std::size_t>(r)], timeout);
       const std::size_t nl = v.find('\n');
       if (nl == std::string::npos)
-        throw BackendError("ucx", 0, detail::cat("rank ", rank, ": the address rank ", r, " published is malformed"));
+        throw BackendError(
+            "ucx", 0,
+            detail::cat("rank ", rank, ": the address rank ", r, " published is malformed"));
       const std::string a = v.substr(nl + 1);
       err_args_.push_back(std::make_unique<PeerErr>(PeerErr{this, r}));
       ucp_ep_params_t ep{};
@@ -140,7 +147,8 @@ Context::Context(std::shared_ptr<Rendezvous> rdzv, int rank, int size, std::chro
       // is aborted) and by the deadline. Peers on other machines keep UCX's own detection.
       here += v.compare(0, nl, me) == 0;
       peer_mode_[static_cast<std::size_t>(r)] = v.compare(0, nl, me) != 0 || force_peer_mode();
-      ep.err_mode = peer_mode_[static_cast<std::size_t>(r)] ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+      ep.err_mode = peer_mode_[static_cast<std::size_t>(r)] ? UCP_ERR_HANDLING_MODE_PEER
+                                                            : UCP_ERR_HANDLING_MODE_NONE;
       ep.err_handler.cb = &Context::on_ep_error;
       ep.err_handler.arg = err_args_.back().get();
       TESSERA_UCS_CHECK(ucp_ep_create(worker_, &ep, &eps_[static_cast<std::size_t>(r)]),
@@ -180,7 +188,8 @@ void Context::shutdown() noexcept {
   }
   const auto deadline = Clock::now() + std::chrono::seconds(2);
   for (void* r : closing) {
-    while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < deadline) ucp_worker_progress(worker_);
+    while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < deadline)
+      ucp_worker_progress(worker_);
     ucp_request_free(r);
   }
   if (epfd_ >= 0) ::close(epfd_);
@@ -194,32 +203,63 @@ void Context::shutdown() noexcept {
   epfd_ = -1;
 }
 
-void Context::post(const std::vector<Op*>& ops) {
+void Context::post(std::span<Op* const> ops) {
   std::lock_guard lock(mu_);
   for (Op* op : ops) {
     if (!op->is_send) {
-      queued_[op->tag].push_back(op);
-      op->state = Op::State::Queued;
+      if (op->variable) {
+        queued_[op->tag].push_back(op);
+        op->state = Op::State::Queued;
+      } else {
+        post_recv_locked(*op);
+      }
       continue;
     }
-    ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
-    // One part goes as contiguous memory: UCX's zero-copy rendezvous (cma between processes of
-    // a machine) takes only that; an IOV is sent in bounce-buffer fragments.
-    const bool contig = op->iov_count == 1;
-    p.datatype = contig ? ucp_dt_make_contig(1) : ucp_dt_make_iov();
-    ucp_ep_h ep = eps_[static_cast<std::size_t>(op->peer)];
-    void* r = contig ? ucp_tag_send_nbx(ep, op->iov[0].buffer, op->iov[0].length, op->tag, &p)
-                     : ucp_tag_send_nbx(ep, op->iov, op->iov_count, op->tag, &p);
+    ucp_request_param_t p;
+    p.op_attr_mask = 0;  // contiguous bytes (UCX's zero-copy rendezvous takes only those)
+    void* r = ucp_tag_send_nbx(eps_[static_cast<std::size_t>(op->peer)], op->send_data,
+                               op->send_bytes, op->tag, &p);
     if (r == nullptr) {
       op->state = Op::State::Done;
     } else if (UCS_PTR_IS_ERR(r)) {
       op->state = Op::State::Failed;
-      op->error = detail::cat("sending to rank ", op->peer, " failed: ", ucs_status_string(UCS_PTR_STATUS(r)));
+      op->error = detail::cat("sending to rank ", op->peer,
+                              " failed: ", ucs_status_string(UCS_PTR_STATUS(r)));
     } else {
       op->req = r;
       op->state = Op::State::Active;
     }
+  }
+}
+
+// A receive of a known size goes to UCX at once (its expected queue, matched in posting order):
+// a message that arrives later lands straight in `dst`, with no unexpected-queue copy.
+void Context::post_recv_locked(Op& op) {
+  ucp_request_param_t p{};
+  // Always a request (UCX 1.13 leaves recv_info unset when it completes at once), whose
+  // ucp_tag_recv_request_test gives the message's length.
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  p.datatype = ucp_dt_make_contig(1);
+  void* r = ucp_tag_recv_nbx(worker_, op.dst, op.expect_bytes, op.tag, ~std::uint64_t{0}, &p);
+  if (r == nullptr) return finish_recv_locked(op, UCS_OK);
+  if (UCS_PTR_IS_ERR(r)) return finish_recv_locked(op, UCS_PTR_STATUS(r));
+  op.req = r;
+  op.state = Op::State::Active;
+}
+
+// A posted receive completed with `st`; op.info holds the message's length and tag. A message
+// longer than the buffer is truncated by UCX (UCS_ERR_MESSAGE_TRUNCATED, info.length = the
+// sender's bytes); a shorter one completes: both are the caller's size mismatch.
+void Context::finish_recv_locked(Op& op, ucs_status_t st) {
+  op.got_bytes = op.info.length;
+  if ((st == UCS_OK || st == UCS_ERR_MESSAGE_TRUNCATED) && op.info.length != op.expect_bytes) {
+    op.size_mismatch = true;
+    op.state = Op::State::Failed;
+  } else if (st == UCS_OK) {
+    op.state = Op::State::Done;
+  } else {
+    op.state = Op::State::Failed;
+    op.error = detail::cat(op.describe(), " failed: ", ucs_status_string(st));
   }
 }
 
@@ -252,6 +292,13 @@ void Context::start_recv_locked(Op& op, ucp_tag_message_h msg, const ucp_tag_rec
 
 void Context::update_locked(Op& op) {
   if (op.state != Op::State::Active) return;
+  if (!op.is_send && !op.variable && !op.size_mismatch) {  // a posted receive: its length too
+    const ucs_status_t st = ucp_tag_recv_request_test(op.req, &op.info);
+    if (st == UCS_INPROGRESS) return;
+    ucp_request_free(op.req);
+    op.req = nullptr;
+    return finish_recv_locked(op, st);
+  }
   const ucs_status_t st = ucp_request_check_status(op.req);
   if (st == UCS_INPROGRESS) return;
   ucp_request_free(op.req);
@@ -260,7 +307,8 @@ void Context::update_locked(Op& op) {
     op.state = Op::State::Done;
   } else {
     op.state = Op::State::Failed;
-    if (!op.size_mismatch) op.error = detail::cat(op.describe(), " failed: ", ucs_status_string(st));
+    if (!op.size_mismatch)
+      op.error = detail::cat(op.describe(), " failed: ", ucs_status_string(st));
   }
 }
 
@@ -281,7 +329,7 @@ void Context::progress_locked() {
   }
 }
 
-bool Context::test(const std::vector<Op*>& ops) {
+bool Context::test(std::span<Op* const> ops) {
   std::lock_guard lock(mu_);
   progress_locked();
   bool all = true;
@@ -302,13 +350,36 @@ std::string Context::peer_error(int world_rank) {
   return peer_errors_[static_cast<std::size_t>(world_rank)];
 }
 
-std::string Context::wait(const std::vector<Op*>& ops, Clock::time_point deadline) {
-  const auto spin_until = Clock::now() + spin_phase();
-  for (int idle = 0;; ++idle) {
+std::string Context::wait_for(std::span<Op* const> ops, std::chrono::milliseconds timeout) {
+  // A message is often a few hundred ns away: the first polls read no clock (the deadline
+  // counts from the first read, a few µs late at most).
+  for (int i = 0; i < 64; ++i) {
     if (test(ops)) return "";
+    if (yield_when_polling_) sched_yield();
+  }
+  const auto now = Clock::now();
+  return wait_from(ops, now, now + timeout);
+}
+
+std::string Context::wait(std::span<Op* const> ops, Clock::time_point deadline) {
+  return wait_from(ops, Clock::now(), deadline);
+}
+
+std::string Context::wait_from(std::span<Op* const> ops, Clock::time_point start,
+                               Clock::time_point deadline) {
+  const auto spin_until = start + spin_phase();
+  bool blocking = false;
+  for (unsigned idle = 0;; ++idle) {
+    if (test(ops)) return "";
+    // While spinning the clock is read on every 8th poll; once blocking, on every pass.
+    if (!blocking && (idle & 7) != 7) {
+      if (yield_when_polling_) sched_yield();
+      continue;
+    }
     const auto now = Clock::now();
     const bool spinning = now < spin_until;
-    if ((idle & 63) == 63 || !spinning) {
+    blocking = !spinning;
+    if ((idle & 511) == 511 || !spinning) {
       const std::string a = abort_reason();
       if (!a.empty()) return "abort:" + a;
     }
@@ -338,7 +409,7 @@ std::string Context::wait(const std::vector<Op*>& ops, Clock::time_point deadlin
   }
 }
 
-void Context::cancel(const std::vector<Op*>& ops) noexcept {
+void Context::cancel(std::span<Op* const> ops) noexcept {
   std::lock_guard lock(mu_);
   failed_ = true;
   for (Op* op : ops) {

@@ -12,10 +12,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 
-#include "tessera/core/error.hpp"
 #include <vector>
+#include "tessera/core/error.hpp"
 
 #include "tessera/comm/backend.hpp"
 #include "tessera/comm/store.hpp"
@@ -28,31 +29,32 @@ using Clock = std::chrono::steady_clock;
 /// must stay stable until it completed or was cancelled.
 struct Op {
   enum class State : std::uint8_t { Queued, Active, Done, Failed };
-  bool is_send = false;
-  int peer = -1;              ///< world rank
   std::uint64_t tag = 0;
-  // send: header + payload as an IOV of two parts (or one)
-  ucp_dt_iov_t iov[2]{};
-  std::size_t iov_count = 0;
-  // receive: either a fixed destination (p2p) or a staging buffer sized by the probed message
+  int peer = -1;  ///< world rank
+  State state = State::Queued;
+  bool is_send = false;
+  bool variable = false;        ///< receive: sized by probing (collective headers)
+  bool size_mismatch = false;   ///< a p2p receive of the wrong size (InvalidArgument)
+  std::uint8_t elem_bytes = 1;  ///< element size, for messages in elements
+  // send: contiguous memory (UCX's zero-copy rendezvous, cma between processes of a machine)
+  const void* send_data = nullptr;
+  std::size_t send_bytes = 0;
+  // receive: a fixed destination, or (variable) a staging buffer sized by the probed message
   void* dst = nullptr;
   std::size_t expect_bytes = 0;
-  bool variable = false;
-  std::vector<char> staging;
   std::size_t got_bytes = 0;
+  ucp_tag_recv_info_t info{};  ///< a posted receive's completion (length = the sender's bytes)
   void* req = nullptr;
-  State state = State::Queued;
-  std::string error;          ///< why it failed
-  bool size_mismatch = false; ///< a p2p receive of the wrong size (InvalidArgument)
-  std::string what;           ///< what it is, for messages ("rank 2"); empty: from the fields below
-  int what_peer = -1;         ///< the group rank and (batch_p2p) user tag, formatted only on failure
+  std::vector<char> staging;
+  std::string error;   ///< why it failed
+  int what_peer = -1;  ///< the group rank and (batch_p2p) user tag, formatted only on failure
   std::int64_t what_tag = -1;
-  /// `what`, or batch_p2p's "receive from rank 0 tag 9" / "send to rank 1 tag 9", or (no tag)
-  /// a collective's "rank 0" / "send to rank 1".
+  /// batch_p2p's "receive from rank 0 tag 9" / "send to rank 1 tag 9", or (no tag) a
+  /// collective's "rank 0" / "send to rank 1".
   std::string describe() const {
-    if (!what.empty()) return what;
     if (what_tag < 0) return detail::cat(is_send ? "send to rank " : "rank ", what_peer);
-    return detail::cat(is_send ? "send to rank " : "receive from rank ", what_peer, " tag ", what_tag);
+    return detail::cat(is_send ? "send to rank " : "receive from rank ", what_peer, " tag ",
+                       what_tag);
   }
 };
 
@@ -69,16 +71,19 @@ class Context {
   int size() const { return size_; }
   Store& store() { return store_; }
 
-  /// Posts sends immediately and queues receives (matched in posting order per tag).
-  void post(const std::vector<Op*>& ops);
+  /// Posts receives and sends (receives of a fixed size go to UCX at once; variable ones are
+  /// queued and matched by probing, in posting order per tag).
+  void post(std::span<Op* const> ops);
   /// Progresses until every op is Done or Failed, the deadline passes, or the job is aborted.
   /// Returns "" when all completed; otherwise fills `pending` with the ops still open and
   /// returns why it stopped ("timeout" or the abort reason prefixed "abort:").
-  std::string wait(const std::vector<Op*>& ops, Clock::time_point deadline);
+  std::string wait(std::span<Op* const> ops, Clock::time_point deadline);
+  /// As wait, with the deadline `timeout` from now (the clock is read only if the ops are open).
+  std::string wait_for(std::span<Op* const> ops, std::chrono::milliseconds timeout);
   /// Non-blocking: progresses once; true when all ops are Done or Failed.
-  bool test(const std::vector<Op*>& ops);
+  bool test(std::span<Op* const> ops);
   /// Withdraws ops that have not completed (receives cancelled, queued ones dequeued). noexcept.
-  void cancel(const std::vector<Op*>& ops) noexcept;
+  void cancel(std::span<Op* const> ops) noexcept;
   /// The job's abort reason, or "" (checks the store's fd without blocking).
   std::string abort_reason();
   /// Failure of the endpoint to a world rank, or "".
@@ -86,9 +91,13 @@ class Context {
 
  private:
   void shutdown() noexcept;
+  std::string wait_from(std::span<Op* const> ops, Clock::time_point start,
+                        Clock::time_point deadline);
   void progress_locked();
   void update_locked(Op& op);
   void start_recv_locked(Op& op, ucp_tag_message_h msg, const ucp_tag_recv_info_t& info);
+  void post_recv_locked(Op& op);
+  void finish_recv_locked(Op& op, ucs_status_t st);
 
   std::shared_ptr<Rendezvous> rdzv_;  // keeps the store alive
   Store& store_;
@@ -98,7 +107,8 @@ class Context {
   ucp_worker_h worker_ = nullptr;
   std::vector<ucp_ep_h> eps_;
   std::vector<bool> peer_mode_;
-  bool yield_when_polling_ = false;  // more ranks on this machine than cores  // per world rank: the endpoint has UCP_ERR_HANDLING_MODE_PEER
+  bool yield_when_polling_ = false;  // more ranks on this machine than cores  // per world rank:
+                                     // the endpoint has UCP_ERR_HANDLING_MODE_PEER
   struct PeerErr {
     Context* self;
     int rank;

@@ -3,8 +3,10 @@
 #include "ucx_backend.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <set>
+#include <span>
 
 #include "tessera/comm/plugin_export.hpp"
 #if TESSERA_UCX_CUDA_STAGING
@@ -16,13 +18,20 @@ namespace tessera::comm::ucx {
 
 const char* coll_name(CollOp op) {
   switch (op) {
-    case CollOp::AllReduce: return "all_reduce";
-    case CollOp::AllGather: return "all_gather";
-    case CollOp::ReduceScatter: return "reduce_scatter";
-    case CollOp::Broadcast: return "broadcast";
-    case CollOp::AllToAll: return "all_to_all";
-    case CollOp::Barrier: return "barrier";
-    case CollOp::Split: return "split";
+    case CollOp::AllReduce:
+      return "all_reduce";
+    case CollOp::AllGather:
+      return "all_gather";
+    case CollOp::ReduceScatter:
+      return "reduce_scatter";
+    case CollOp::Broadcast:
+      return "broadcast";
+    case CollOp::AllToAll:
+      return "all_to_all";
+    case CollOp::Barrier:
+      return "barrier";
+    case CollOp::Split:
+      return "split";
   }
   return "?";
 }
@@ -30,10 +39,12 @@ const char* coll_name(CollOp op) {
 namespace {
 std::string describe(const Header& h) {
   std::string s = detail::cat(coll_name(static_cast<CollOp>(h.op)), " #", h.seq, " (");
-  if (h.op == static_cast<std::uint8_t>(CollOp::Barrier) || h.op == static_cast<std::uint8_t>(CollOp::Split))
+  if (h.op == static_cast<std::uint8_t>(CollOp::Barrier) ||
+      h.op == static_cast<std::uint8_t>(CollOp::Split))
     return s.substr(0, s.size() - 2);
   s += core::dtype_name(static_cast<core::DType>(h.dtype));
-  if (h.op == static_cast<std::uint8_t>(CollOp::AllReduce) || h.op == static_cast<std::uint8_t>(CollOp::ReduceScatter))
+  if (h.op == static_cast<std::uint8_t>(CollOp::AllReduce) ||
+      h.op == static_cast<std::uint8_t>(CollOp::ReduceScatter))
     s += detail::cat(" ", reduce_op_name(static_cast<ReduceOp>(h.rop)));
   s += detail::cat(" count ", h.count);
   if (h.root >= 0) s += detail::cat(" root ", h.root);
@@ -44,10 +55,13 @@ std::string describe(const Header& h) {
 UcxBackend::UcxBackend(std::shared_ptr<Context> ctx, std::vector<int> members, int comm_id,
                        std::chrono::milliseconds timeout)
     : ctx_(std::move(ctx)), members_(std::move(members)), comm_id_(comm_id), timeout_(timeout) {
-  rank_ = static_cast<int>(std::find(members_.begin(), members_.end(), ctx_->rank()) - members_.begin());
+  rank_ = static_cast<int>(std::find(members_.begin(), members_.end(), ctx_->rank()) -
+                           members_.begin());
 }
 
-Capabilities capabilities() { return {/*cuda_memory=*/false, /*all_to_all=*/true, /*split=*/true, /*multi_process=*/true}; }
+Capabilities capabilities() {
+  return {/*cuda_memory=*/false, /*all_to_all=*/true, /*split=*/true, /*multi_process=*/true};
+}
 Capabilities UcxBackend::capabilities() const noexcept { return ucx::capabilities(); }
 
 std::string UcxBackend::where() const {
@@ -56,15 +70,18 @@ std::string UcxBackend::where() const {
 }
 
 std::uint64_t UcxBackend::tag(bool collective, std::uint32_t x, int src_world) const {
-  return (static_cast<std::uint64_t>(comm_id_ & 0x7fff) << 49) | (static_cast<std::uint64_t>(collective) << 48) |
-         (static_cast<std::uint64_t>(x) << 16) | static_cast<std::uint64_t>(src_world & 0xffff);
+  return (static_cast<std::uint64_t>(comm_id_ & 0x7fff) << 49) |
+         (static_cast<std::uint64_t>(collective) << 48) | (static_cast<std::uint64_t>(x) << 16) |
+         static_cast<std::uint64_t>(src_world & 0xffff);
 }
 
 void UcxBackend::check_host(const BufferView& b, const char* op) const {
   if (b.space != MemorySpace::Host)
-    throw Unsupported(detail::cat("ucx: ", where(), ": ", op,
-                                  ": only host memory reaches the transport (Debian's UCX has no CUDA; CUDA buffers are staged by "
-                                  "the plugin where it was built with the CUDA toolkit); use nccl for device buffers"));
+    throw Unsupported(detail::cat(
+        "ucx: ", where(), ": ", op,
+        ": only host memory reaches the transport (Debian's UCX has no CUDA; CUDA buffers are "
+        "staged by "
+        "the plugin where it was built with the CUDA toolkit); use nccl for device buffers"));
 }
 
 void UcxBackend::check_reducible(core::DType t, const char* op) const {
@@ -75,7 +92,9 @@ void UcxBackend::check_reducible(core::DType t, const char* op) const {
 
 Header UcxBackend::header(CollOp op, core::DType dtype, ReduceOp rop, std::size_t count, int root) {
   if (!failed_.empty())
-    throw BackendError("ucx", 125, detail::cat(where(), ": ", coll_name(op), ": this group failed earlier (", failed_, ")"));
+    throw BackendError(
+        "ucx", 125,
+        detail::cat(where(), ": ", coll_name(op), ": this group failed earlier (", failed_, ")"));
   Header h;
   h.op = static_cast<std::uint8_t>(op);
   h.dtype = static_cast<std::uint8_t>(dtype);
@@ -88,27 +107,32 @@ Header UcxBackend::header(CollOp op, core::DType dtype, ReduceOp rop, std::size_
   return h;
 }
 
-void UcxBackend::fail_wait(const std::string& why, const std::string& what, const std::vector<Op*>& ops,
+void UcxBackend::fail_wait(const std::string& why, const std::string& what,
+                           const std::vector<Op*>& ops,
                            const std::vector<std::string>& waiting_for) {
   ctx_->cancel(ops);
   std::string list;
   for (const auto& w : waiting_for) list += (list.empty() ? "" : ", ") + w;
   if (why.rfind("timeout", 0) == 0)
-    throw TimeoutError("ucx", detail::cat(where(), ": ", what, " timed out after ", timeout_.count(),
-                                          " ms waiting for ", list.empty() ? "its sends to complete" : list,
-                                          why.substr(7)));
+    throw TimeoutError(
+        "ucx",
+        detail::cat(where(), ": ", what, " timed out after ", timeout_.count(), " ms waiting for ",
+                    list.empty() ? "its sends to complete" : list, why.substr(7)));
   if (why.rfind("abort:", 0) == 0) {
     const std::string reason = why.substr(6);
     if (reason.rfind("internal:", 0) == 0)
-      throw InternalError(detail::cat("ucx: ", where(), ": ", what, " aborted: ", reason.substr(9)));
+      throw InternalError(
+          detail::cat("ucx: ", where(), ": ", what, " aborted: ", reason.substr(9)));
     throw BackendError("ucx", 125, detail::cat(where(), ": ", what, " aborted: ", reason));
   }
-  const std::string msg = detail::cat(where(), ": ", what, ": ", why.rfind("peer:", 0) == 0 ? why.substr(5) : why);
+  const std::string msg =
+      detail::cat(where(), ": ", what, ": ", why.rfind("peer:", 0) == 0 ? why.substr(5) : why);
   ctx_->store().abort(msg);
   throw BackendError("ucx", 5, msg);
 }
 
-void UcxBackend::exchange(const Header& h, const std::vector<Send>& sends, std::vector<Recv>& recvs) {
+void UcxBackend::exchange(const Header& h, const std::vector<Send>& sends,
+                          std::vector<Recv>& recvs) {
   std::vector<Header> hdrs(sends.size(), h);
   std::vector<std::vector<char>> packed(sends.size());
   // Stable addresses: at most two messages per peer and direction.
@@ -146,14 +170,14 @@ void UcxBackend::exchange(const Header& h, const std::vector<Send>& sends, std::
     hop.tag = tag(true, h.seq, ctx_->rank());
     hop.what_peer = sd.peer;
     if (sd.bytes > kPackBytes) {
-      hop.iov[0] = {&hdrs[i], sizeof(Header)};
-      hop.iov_count = 1;
+      hop.send_data = &hdrs[i];
+      hop.send_bytes = sizeof(Header);
       Op& pop = ops[used++];
       pop.is_send = true;
       pop.peer = peer;
       pop.tag = tag(true, h.seq | kPayloadBit, ctx_->rank());
-      pop.iov[0] = {const_cast<void*>(sd.data), sd.bytes};
-      pop.iov_count = 1;
+      pop.send_data = sd.data;
+      pop.send_bytes = sd.bytes;
       pop.what_peer = sd.peer;
       first.push_back(&hop);
       first.push_back(&pop);
@@ -161,8 +185,8 @@ void UcxBackend::exchange(const Header& h, const std::vector<Send>& sends, std::
       packed[i].resize(sizeof(Header) + sd.bytes);
       std::memcpy(packed[i].data(), &hdrs[i], sizeof(Header));
       if (sd.bytes) std::memcpy(packed[i].data() + sizeof(Header), sd.data, sd.bytes);
-      hop.iov[0] = {packed[i].data(), packed[i].size()};
-      hop.iov_count = 1;
+      hop.send_data = packed[i].data();
+      hop.send_bytes = packed[i].size();
       first.push_back(&hop);
     }
   }
@@ -170,7 +194,7 @@ void UcxBackend::exchange(const Header& h, const std::vector<Send>& sends, std::
   all.insert(all.end(), payloads.begin(), payloads.end());
   ctx_->post(all);
   auto wait_for = [&](const std::vector<Op*>& some) {
-    const std::string why = ctx_->wait(some, Clock::now() + timeout_);
+    const std::string why = ctx_->wait_for(some, timeout_);
     if (!why.empty()) {
       std::vector<std::string> waiting;
       for (Op* op : some)
@@ -195,31 +219,41 @@ void UcxBackend::exchange(const Header& h, const std::vector<Send>& sends, std::
     } else {
       std::memcpy(&in, st.data(), sizeof in);
     }
-    const bool same = in.magic == h.magic && in.op == h.op && in.dtype == h.dtype && in.rop == h.rop &&
-                      in.count == h.count && in.root == h.root && in.seq == h.seq;
+    const bool same = in.magic == h.magic && in.op == h.op && in.dtype == h.dtype &&
+                      in.rop == h.rop && in.count == h.count && in.root == h.root &&
+                      in.seq == h.seq;
     const std::size_t carried = st.size() - std::min(st.size(), sizeof(Header));
     const std::size_t expect_carried = recvs[i].bytes > kPackBytes ? 0 : recvs[i].bytes;
     if (!same || in.step != recvs[i].step || carried != expect_carried) {
       const std::string msg = detail::cat(
           where(), " called ", describe(h), " but rank ", recvs[i].peer, " called ",
-          in.magic == h.magic ? describe(in) : std::string("something else (not a tessera ucx message)"),
-          same && in.step != recvs[i].step ? detail::cat(" at step ", in.step, " instead of ", recvs[i].step) : "",
-          same && in.step == recvs[i].step ? detail::cat(" with ", carried, " bytes instead of ", expect_carried) : "",
-          ": every rank of a group must issue the same collectives, with the same counts, dtypes, ops and roots, "
+          in.magic == h.magic ? describe(in)
+                              : std::string("something else (not a tessera ucx message)"),
+          same && in.step != recvs[i].step
+              ? detail::cat(" at step ", in.step, " instead of ", recvs[i].step)
+              : "",
+          same && in.step == recvs[i].step
+              ? detail::cat(" with ", carried, " bytes instead of ", expect_carried)
+              : "",
+          ": every rank of a group must issue the same collectives, with the same counts, dtypes, "
+          "ops and roots, "
           "in the same order");
       failed_ = msg;
       ctx_->cancel(all);
       ctx_->store().abort("internal:" + msg);
       throw InternalError("ucx: " + msg);
     }
-    if (carried) std::memcpy(recvs[i].dst ? recvs[i].dst : recvs[i].data.data(), st.data() + sizeof(Header), carried);
+    if (carried)
+      std::memcpy(recvs[i].dst ? recvs[i].dst : recvs[i].data.data(), st.data() + sizeof(Header),
+                  carried);
   }
   if (payloads.empty()) return;
   wait_for(payloads);
   for (std::size_t i = 0; i < recvs.size(); ++i)
     if (body[i] && body[i]->size_mismatch) {
-      const std::string msg = detail::cat(where(), ": ", describe(h), ": rank ", recvs[i].peer, " sent a payload of ",
-                                          body[i]->got_bytes, " bytes, expected ", recvs[i].bytes);
+      const std::string msg =
+          detail::cat(where(), ": ", describe(h), ": rank ", recvs[i].peer, " sent a payload of ",
+                      body[i]->got_bytes, " bytes, expected ", recvs[i].bytes);
       failed_ = msg;
       ctx_->store().abort("internal:" + msg);
       throw InternalError("ucx: " + msg);
@@ -230,16 +264,41 @@ void UcxBackend::exchange(const Header& h, const std::vector<Send>& sends, std::
 
 namespace {
 
+/// "rank 1" or "rank 1 (world rank 3)", formatted only when a message needs it.
+std::string where_text(int rank, int world_rank, bool is_world) {
+  if (is_world) return detail::cat("rank ", rank);
+  return detail::cat("rank ", rank, " (world rank ", world_rank, ")");
+}
+
 class P2PWork final : public Work {
  public:
-  P2PWork(std::shared_ptr<Context> ctx, std::string where, std::chrono::milliseconds timeout,
-          std::vector<std::unique_ptr<Op>> ops, std::vector<std::size_t> elem_bytes)
-      : ctx_(std::move(ctx)), where_(std::move(where)), timeout_(timeout), ops_(std::move(ops)),
-        elem_bytes_(std::move(elem_bytes)) {
-    for (auto& op : ops_) ptrs_.push_back(op.get());
+  P2PWork(std::shared_ptr<Context> ctx, int rank, int world_rank, bool is_world,
+          std::chrono::milliseconds timeout, std::size_t n)
+      : ctx_(std::move(ctx)),
+        rank_(rank),
+        world_rank_(world_rank),
+        is_world_(is_world),
+        timeout_(timeout),
+        n_(n) {
+    if (n_ > kInline) {
+      heap_ops_.resize(n_);
+      heap_ptrs_.resize(n_);
+    }
+    ops_ = n_ > kInline ? heap_ops_.data() : inline_ops_.data();
+    ptrs_ = {n_ > kInline ? heap_ptrs_.data() : inline_ptrs_.data(), n_};
   }
   ~P2PWork() override {
     if (!done_) ctx_->cancel(ptrs_);
+  }
+  Op& op(std::size_t i) { return ops_[i]; }
+  /// Posts receives, then sends.
+  void post() {
+    std::size_t k = 0;
+    for (std::size_t i = 0; i < n_; ++i)
+      if (!ops_[i].is_send) ptrs_[k++] = &ops_[i];
+    for (std::size_t i = 0; i < n_; ++i)
+      if (ops_[i].is_send) ptrs_[k++] = &ops_[i];
+    ctx_->post(ptrs_);
   }
   bool is_completed() override {
     if (done_) return true;
@@ -249,19 +308,20 @@ class P2PWork final : public Work {
   }
   void wait() override {
     if (done_) return;
-    const std::string why = ctx_->wait(ptrs_, Clock::now() + timeout_);
+    const std::string why = ctx_->wait_for(ptrs_, timeout_);
     if (why.empty()) return finish();
     std::string waiting;
-    for (Op* op : ptrs_)
+    for (const Op* op : ptrs_)
       if (op->state != Op::State::Done) waiting += (waiting.empty() ? "" : ", ") + op->describe();
     ctx_->cancel(ptrs_);
     done_ = true;
+    const std::string where = where_text(rank_, world_rank_, is_world_);
     if (why.rfind("timeout", 0) == 0)
-      throw TimeoutError("ucx", detail::cat(where_, ": batch_p2p timed out after ", timeout_.count(),
+      throw TimeoutError("ucx", detail::cat(where, ": batch_p2p timed out after ", timeout_.count(),
                                             " ms waiting for ", waiting, why.substr(7)));
     if (why.rfind("abort:", 0) == 0)
-      throw BackendError("ucx", 125, detail::cat(where_, ": batch_p2p aborted: ", why.substr(6)));
-    const std::string msg = detail::cat(where_, ": batch_p2p: ", why.substr(why.find(':') + 1));
+      throw BackendError("ucx", 125, detail::cat(where, ": batch_p2p aborted: ", why.substr(6)));
+    const std::string msg = detail::cat(where, ": batch_p2p: ", why.substr(why.find(':') + 1));
     ctx_->store().abort(msg);
     throw BackendError("ucx", 5, msg);
   }
@@ -269,26 +329,34 @@ class P2PWork final : public Work {
  private:
   void finish() {
     done_ = true;
-    for (std::size_t i = 0; i < ops_.size(); ++i) {
-      Op& op = *ops_[i];
+    for (std::size_t i = 0; i < n_; ++i) {
+      const Op& op = ops_[i];
       if (op.state != Op::State::Failed) continue;
+      const std::string where = where_text(rank_, world_rank_, is_world_);
       if (op.size_mismatch) {
-        const std::size_t e = elem_bytes_[i];
-        throw InvalidArgument(detail::cat("ucx: ", where_, ": batch_p2p ", op.describe(), ": the message has ",
-                                          op.got_bytes / e, " elements (", op.got_bytes, " bytes) but the receive expects ",
-                                          op.expect_bytes / e, " (", op.expect_bytes,
-                                          " bytes); the sender's and receiver's counts must match"));
+        const std::size_t e = op.elem_bytes;
+        throw InvalidArgument(detail::cat(
+            "ucx: ", where, ": batch_p2p ", op.describe(), ": the message has ", op.got_bytes / e,
+            " elements (", op.got_bytes, " bytes) but the receive expects ", op.expect_bytes / e,
+            " (", op.expect_bytes, " bytes); the sender's and receiver's counts must match"));
       }
-      throw BackendError("ucx", 5, detail::cat(where_, ": batch_p2p ", op.error));
+      throw BackendError("ucx", 5, detail::cat(where, ": batch_p2p ", op.error));
     }
   }
 
   std::shared_ptr<Context> ctx_;
-  std::string where_;
+  int rank_, world_rank_;
+  bool is_world_;
   std::chrono::milliseconds timeout_;
-  std::vector<std::unique_ptr<Op>> ops_;
-  std::vector<Op*> ptrs_;
-  std::vector<std::size_t> elem_bytes_;
+  // The operations (stable addresses), inline for the usual halo batch of up to 4.
+  static constexpr std::size_t kInline = 4;
+  std::size_t n_;
+  std::array<Op, kInline> inline_ops_{};
+  std::array<Op*, kInline> inline_ptrs_{};
+  std::vector<Op> heap_ops_;
+  std::vector<Op*> heap_ptrs_;
+  Op* ops_ = nullptr;
+  std::span<Op*> ptrs_;  // receives first, then sends
   bool done_ = false;
 };
 
@@ -296,39 +364,34 @@ class P2PWork final : public Work {
 
 WorkPtr UcxBackend::batch_p2p(const std::vector<P2POp>& ops) {
   for (const auto& o : ops) {
-    TESSERA_CHECK(o.peer >= 0 && o.peer < size(), "ucx: ", where(), ": batch_p2p to/from rank ", o.peer,
-                  " outside this group of ", size(), " ranks");
+    TESSERA_CHECK(o.peer >= 0 && o.peer < size(), "ucx: ", where(), ": batch_p2p to/from rank ",
+                  o.peer, " outside this group of ", size(), " ranks");
     TESSERA_CHECK(o.tag >= 0, "ucx: ", where(), ": batch_p2p tag ", o.tag, " is negative");
-    check_host(o.buf, "batch_p2p");
+    if (o.buf.space != MemorySpace::Host) check_host(o.buf, "batch_p2p");
   }
-  std::vector<std::unique_ptr<Op>> own;
-  std::vector<std::size_t> elem;
-  std::vector<Op*> recvs, sends;
-  for (const auto& o : ops) {
-    auto op = std::make_unique<Op>();
+  auto work =
+      std::make_unique<P2PWork>(ctx_, rank_, ctx_->rank(), comm_id_ == 1, timeout_, ops.size());
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const P2POp& o = ops[i];
+    Op& op = work->op(i);
     const int peer_world = members_[static_cast<std::size_t>(o.peer)];
-    op->peer = peer_world;
-    op->is_send = o.kind == P2POp::Kind::Send;
-    if (op->is_send) {
-      op->tag = tag(false, static_cast<std::uint32_t>(o.tag), ctx_->rank());
-      op->iov[0] = {o.buf.data, o.buf.bytes()};
-      op->iov_count = 1;
-      op->what_peer = o.peer, op->what_tag = o.tag;
-      sends.push_back(op.get());
+    op.peer = peer_world;
+    op.is_send = o.kind == P2POp::Kind::Send;
+    op.what_peer = o.peer;
+    op.what_tag = o.tag;
+    op.elem_bytes = static_cast<std::uint8_t>(core::dtype_size(o.buf.dtype));
+    if (op.is_send) {
+      op.tag = tag(false, static_cast<std::uint32_t>(o.tag), ctx_->rank());
+      op.send_data = o.buf.data;
+      op.send_bytes = o.buf.bytes();
     } else {
-      op->tag = tag(false, static_cast<std::uint32_t>(o.tag), peer_world);
-      op->dst = o.buf.data;
-      op->expect_bytes = o.buf.bytes();
-      op->what_peer = o.peer, op->what_tag = o.tag;
-      recvs.push_back(op.get());
+      op.tag = tag(false, static_cast<std::uint32_t>(o.tag), peer_world);
+      op.dst = o.buf.data;
+      op.expect_bytes = o.buf.bytes();
     }
-    elem.push_back(core::dtype_size(o.buf.dtype));
-    own.push_back(std::move(op));
   }
-  std::vector<Op*> order = recvs;  // receives first, then sends
-  order.insert(order.end(), sends.begin(), sends.end());
-  ctx_->post(order);
-  return std::make_unique<P2PWork>(ctx_, where(), timeout_, std::move(own), std::move(elem));
+  work->post();
+  return work;
 }
 
 // --- split ------------------------------------------------------------------------------------
@@ -336,8 +399,8 @@ WorkPtr UcxBackend::batch_p2p(const std::vector<P2POp>& ops) {
 std::unique_ptr<Backend> UcxBackend::split(const std::vector<int>& ranks) {
   std::set<int> seen;
   for (int r : ranks) {
-    TESSERA_CHECK(r >= 0 && r < size(), "ucx: ", where(), ": split lists rank ", r, " outside this group of ",
-                  size(), " ranks");
+    TESSERA_CHECK(r >= 0 && r < size(), "ucx: ", where(), ": split lists rank ", r,
+                  " outside this group of ", size(), " ranks");
     TESSERA_CHECK(seen.insert(r).second, "ucx: ", where(), ": split lists rank ", r, " twice");
   }
   std::string list = "{";
@@ -365,12 +428,14 @@ std::unique_ptr<Backend> UcxBackend::split(const std::vector<int>& ranks) {
     if (!seen.count(r.peer)) continue;
     std::uint64_t theirs = 0;
     std::memcpy(&theirs, r.payload(), sizeof theirs);
-    TESSERA_CHECK(theirs == hash, "ucx: ", where(), ": split lists disagree: this rank lists ", list, " but rank ",
-                  r.peer, " (a member) listed a different group; every member must pass the same list");
+    TESSERA_CHECK(theirs == hash, "ucx: ", where(), ": split lists disagree: this rank lists ",
+                  list, " but rank ", r.peer,
+                  " (a member) listed a different group; every member must pass the same list");
   }
   std::vector<int> world;
   for (int r : ranks) world.push_back(members_[static_cast<std::size_t>(r)]);
-  std::uint64_t id = (static_cast<std::uint64_t>(comm_id_) * 0x9E3779B97F4A7C15ull) ^ (index + 0x51ull);
+  std::uint64_t id =
+      (static_cast<std::uint64_t>(comm_id_) * 0x9E3779B97F4A7C15ull) ^ (index + 0x51ull);
   id ^= id >> 29;
   id *= 0xBF58476D1CE4E5B9ull;
   id ^= id >> 32;
@@ -379,12 +444,16 @@ std::unique_ptr<Backend> UcxBackend::split(const std::vector<int>& ranks) {
 }
 
 std::unique_ptr<Backend> create(const BackendOptions& options) {
-  TESSERA_CHECK(options.rendezvous && options.rendezvous->store(),
-                "comm backend 'ucx' needs a rendezvous with a key-value store (env://); run the ranks with "
-                "tessera launch, torchrun-style variables, mpirun or srun");
-  TESSERA_CHECK(options.size >= 1 && options.size <= 65535 && options.rank >= 0 && options.rank < options.size,
-                "comm backend 'ucx': rank ", options.rank, " of ", options.size, " is out of range");
-  auto ctx = std::make_shared<Context>(options.rendezvous, options.rank, options.size, options.timeout);
+  TESSERA_CHECK(
+      options.rendezvous && options.rendezvous->store(),
+      "comm backend 'ucx' needs a rendezvous with a key-value store (env://); run the ranks with "
+      "tessera launch, torchrun-style variables, mpirun or srun");
+  TESSERA_CHECK(options.size >= 1 && options.size <= 65535 && options.rank >= 0 &&
+                    options.rank < options.size,
+                "comm backend 'ucx': rank ", options.rank, " of ", options.size,
+                " is out of range");
+  auto ctx =
+      std::make_shared<Context>(options.rendezvous, options.rank, options.size, options.timeout);
   std::vector<int> members(static_cast<std::size_t>(options.size));
   for (int r = 0; r < options.size; ++r) members[static_cast<std::size_t>(r)] = r;
   auto world = std::make_unique<UcxBackend>(std::move(ctx), std::move(members), 1, options.timeout);
@@ -397,14 +466,20 @@ std::unique_ptr<Backend> create(const BackendOptions& options) {
 
 }  // namespace tessera::comm::ucx
 
-extern "C" __attribute__((visibility("default"))) const tessera_comm_plugin_v1_t* tessera_comm_plugin_v1(void) {
+extern "C" __attribute__((visibility("default"))) const tessera_comm_plugin_v1_t*
+tessera_comm_plugin_v1(void) {
 #if TESSERA_UCX_CUDA_STAGING
-  static const tessera_comm_plugin_v1_t table = tessera::comm::plugin::make_table<&tessera::comm::ucx::create>(
-      "ucx", "UCX tagged messages (host memory; CUDA buffers staged through pinned host memory; shm, tcp, ...)",
-      tessera::comm::staged_capabilities(tessera::comm::ucx::capabilities()));
+  static const tessera_comm_plugin_v1_t table =
+      tessera::comm::plugin::make_table<&tessera::comm::ucx::create>(
+          "ucx",
+          "UCX tagged messages (host memory; CUDA buffers staged through pinned host memory; shm, "
+          "tcp, ...)",
+          tessera::comm::staged_capabilities(tessera::comm::ucx::capabilities()));
 #else
-  static const tessera_comm_plugin_v1_t table = tessera::comm::plugin::make_table<&tessera::comm::ucx::create>(
-      "ucx", "UCX tagged messages (host memory; shm, tcp, ...)", tessera::comm::ucx::capabilities());
+  static const tessera_comm_plugin_v1_t table =
+      tessera::comm::plugin::make_table<&tessera::comm::ucx::create>(
+          "ucx", "UCX tagged messages (host memory; shm, tcp, ...)",
+          tessera::comm::ucx::capabilities());
 #endif
   return &table;
 }

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tessera/comm/backend.hpp"
 #include "tessera/comm/plugin_v1.h"
@@ -135,6 +136,7 @@ class CRendezvous final : public Rendezvous {
 struct Ctx {
   std::unique_ptr<Backend> backend;
   std::shared_ptr<CRendezvous> rdzv;  // shared by a group and its sub-groups
+  std::vector<P2POp> p2p;             // batch_p2p's operations, reused (one thread per ctx)
 };
 
 inline BufferView to_view(const tessera_buffer_t& b) {
@@ -200,10 +202,11 @@ tessera_comm_plugin_v1_t make_table(const char* name, const char* description, C
   };
   t.batch_p2p = [](void* ctx, const tessera_p2p_op_t* ops, std::size_t n, void** req, tessera_error_t* err) {
     return guard(err, [&] {
-      std::vector<P2POp> v(n);
+      auto* c = static_cast<Ctx*>(ctx);
+      c->p2p.resize(n);
       for (std::size_t i = 0; i < n; ++i)
-        v[i] = {ops[i].kind ? P2POp::Kind::Recv : P2POp::Kind::Send, to_view(ops[i].buf), ops[i].peer, ops[i].tag};
-      *req = static_cast<Ctx*>(ctx)->backend->batch_p2p(v).release();
+        c->p2p[i] = {ops[i].kind ? P2POp::Kind::Recv : P2POp::Kind::Send, to_view(ops[i].buf), ops[i].peer, ops[i].tag};
+      *req = c->backend->batch_p2p(c->p2p).release();
     });
   };
   t.barrier = [](void* ctx, tessera_error_t* err) {
@@ -214,7 +217,7 @@ tessera_comm_plugin_v1_t make_table(const char* name, const char* description, C
       auto* c = static_cast<Ctx*>(ctx);
       auto b = c->backend->split(std::vector<int>(ranks, ranks + n));
       *sub = nullptr;
-      if (b) *sub = new Ctx{std::move(b), c->rdzv};
+      if (b) *sub = new Ctx{std::move(b), c->rdzv, {}};
     });
   };
   t.test = [](void*, void* req, int* done, tessera_error_t* err) {
