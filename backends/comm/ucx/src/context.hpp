@@ -5,12 +5,15 @@
 
 #include <ucp/api/ucp.h>
 
+#include <sched.h>
 #include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+
+#include <atomic>
 #include <mutex>
 #include <span>
 #include <string>
@@ -58,6 +61,21 @@ struct Op {
   }
 };
 
+/// The worker's lock: taken on every poll, almost always uncontended (one thread per group; a
+/// process's groups share the worker). A test-and-set lock costs one atomic exchange; a waiter
+/// spins briefly, then yields (progress can hold it through a large copy).
+class SpinLock {
+ public:
+  void lock() noexcept {
+    for (int spins = 0; flag_.test_and_set(std::memory_order_acquire); ++spins)
+      if (spins >= 64) sched_yield();
+  }
+  void unlock() noexcept { flag_.clear(std::memory_order_release); }
+
+ private:
+  std::atomic_flag flag_ = ATOMIC_FLAG_INIT;
+};
+
 class Context {
  public:
   /// Collective over the world: creates the worker, publishes its address in the store and
@@ -102,7 +120,7 @@ class Context {
   std::shared_ptr<Rendezvous> rdzv_;  // keeps the store alive
   Store& store_;
   int rank_, size_;
-  std::mutex mu_;
+  SpinLock mu_;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   std::vector<ucp_ep_h> eps_;

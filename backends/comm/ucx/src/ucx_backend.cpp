@@ -7,6 +7,7 @@
 #include <cstring>
 #include <set>
 #include <span>
+#include <utility>
 
 #include "tessera/comm/plugin_export.hpp"
 #if TESSERA_UCX_CUDA_STAGING
@@ -270,6 +271,16 @@ std::string where_text(int rank, int world_rank, bool is_world) {
   return detail::cat("rank ", rank, " (world rank ", world_rank, ")");
 }
 
+/// One spare P2PWork block per thread (freed when the thread ends).
+struct SpareBlock {
+  void* block = nullptr;
+  ~SpareBlock() { ::operator delete(block); }
+};
+SpareBlock& spare() {
+  thread_local SpareBlock s;
+  return s;
+}
+
 class P2PWork final : public Work {
  public:
   P2PWork(std::shared_ptr<Context> ctx, int rank, int world_rank, bool is_world,
@@ -289,6 +300,21 @@ class P2PWork final : public Work {
   }
   ~P2PWork() override {
     if (!done_) ctx_->cancel(ptrs_);
+  }
+  // A halo exchange creates and frees one of these per step: each thread keeps the last block
+  // for the next (no malloc on the latency path).
+  static void* operator new(std::size_t n) {
+    void*& slot = spare().block;
+    if (slot && n == sizeof(P2PWork)) return std::exchange(slot, nullptr);
+    return ::operator new(n);
+  }
+  static void operator delete(void* p, std::size_t n) noexcept {
+    void*& slot = spare().block;
+    if (!slot && n == sizeof(P2PWork)) {
+      slot = p;
+      return;
+    }
+    ::operator delete(p);
   }
   Op& op(std::size_t i) { return ops_[i]; }
   /// Posts receives, then sends.
