@@ -3,26 +3,24 @@
 // the worker's event fd and the store's abort fd) every blocking call goes through.
 #pragma once
 
+#include <sched.h>
 #include <ucp/api/ucp.h>
 
-#include <sched.h>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-
-#include <atomic>
 #include <mutex>
 #include <span>
 #include <string>
-
 #include <vector>
-#include "tessera/core/error.hpp"
 
 #include "tessera/comm/backend.hpp"
 #include "tessera/comm/store.hpp"
+#include "tessera/core/error.hpp"
 
 namespace tessera::comm::ucx {
 
