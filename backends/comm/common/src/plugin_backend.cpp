@@ -54,8 +54,9 @@ struct StoreBridge {
 
 class PluginWork final : public Work {
  public:
-  PluginWork(std::shared_ptr<void> keep, const tessera_comm_plugin_v1_t* t, void* ctx, void* req, std::string name)
-      : keep_(std::move(keep)), t_(t), ctx_(ctx), req_(req), name_(std::move(name)) {}
+  // `keep` holds the library, so the table and its name outlive the work.
+  PluginWork(std::shared_ptr<void> keep, const tessera_comm_plugin_v1_t* t, void* ctx, void* req)
+      : keep_(std::move(keep)), t_(t), ctx_(ctx), req_(req) {}
   ~PluginWork() override { t_->free_request(ctx_, req_); }
   bool is_completed() override {
     if (done_) return true;
@@ -63,7 +64,7 @@ class PluginWork final : public Work {
     err.message[0] = '\0';
     int done = 0;
     const auto st = t_->test(ctx_, req_, &done, &err);
-    if (st != TESSERA_OK) plugin::throw_status(st, name_, err.message);
+    if (st != TESSERA_OK) plugin::throw_status(st, t_->name, err.message);
     done_ = done != 0;
     return done_;
   }
@@ -72,7 +73,7 @@ class PluginWork final : public Work {
     tessera_error_t err;  // filled only on failure (1 KiB: not zeroed per call)
     err.message[0] = '\0';
     const auto st = t_->wait(ctx_, req_, &err);
-    if (st != TESSERA_OK) plugin::throw_status(st, name_, err.message);
+    if (st != TESSERA_OK) plugin::throw_status(st, t_->name, err.message);
     done_ = true;
   }
 
@@ -81,7 +82,6 @@ class PluginWork final : public Work {
   const tessera_comm_plugin_v1_t* t_;
   void* ctx_;
   void* req_;
-  std::string name_;
   bool done_ = false;
 };
 
@@ -154,7 +154,7 @@ class PluginBackend final : public Backend {
     void* req = nullptr;
     const auto st = f(&req, &err);
     if (st != TESSERA_OK) plugin::throw_status(st, name_, err.message);
-    return std::make_unique<PluginWork>(lib_, t_, ctx_, req, name_);
+    return std::make_unique<PluginWork>(lib_, t_, ctx_, req);
   }
 
   std::shared_ptr<void> lib_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <new>
 #include <set>
 #include <span>
 #include <utility>
@@ -271,16 +272,6 @@ std::string where_text(int rank, int world_rank, bool is_world) {
   return detail::cat("rank ", rank, " (world rank ", world_rank, ")");
 }
 
-/// One spare P2PWork block per thread (freed when the thread ends).
-struct SpareBlock {
-  void* block = nullptr;
-  ~SpareBlock() { ::operator delete(block); }
-};
-SpareBlock& spare() {
-  thread_local SpareBlock s;
-  return s;
-}
-
 class P2PWork final : public Work {
  public:
   P2PWork(std::shared_ptr<Context> ctx, int rank, int world_rank, bool is_world,
@@ -294,28 +285,20 @@ class P2PWork final : public Work {
     if (n_ > kInline) {
       heap_ops_.resize(n_);
       heap_ptrs_.resize(n_);
+      ops_ = heap_ops_.data();
+    } else {
+      ops_ = reinterpret_cast<Op*>(inline_ops_);
+      for (std::size_t i = 0; i < n_; ++i) new (&ops_[i]) Op;  // only the ops in use
     }
-    ops_ = n_ > kInline ? heap_ops_.data() : inline_ops_.data();
     ptrs_ = {n_ > kInline ? heap_ptrs_.data() : inline_ptrs_.data(), n_};
   }
   ~P2PWork() override {
     if (!done_) ctx_->cancel(ptrs_);
+    if (n_ <= kInline)
+      for (std::size_t i = 0; i < n_; ++i) ops_[i].~Op();
   }
-  // A halo exchange creates and frees one of these per step: each thread keeps the last block
-  // for the next (no malloc on the latency path).
-  static void* operator new(std::size_t n) {
-    void*& slot = spare().block;
-    if (slot && n == sizeof(P2PWork)) return std::exchange(slot, nullptr);
-    return ::operator new(n);
-  }
-  static void operator delete(void* p, std::size_t n) noexcept {
-    void*& slot = spare().block;
-    if (!slot && n == sizeof(P2PWork)) {
-      slot = p;
-      return;
-    }
-    ::operator delete(p);
-  }
+  P2PWork(const P2PWork&) = delete;
+  P2PWork& operator=(const P2PWork&) = delete;
   Op& op(std::size_t i) { return ops_[i]; }
   /// Posts receives, then sends.
   void post() {
@@ -377,8 +360,8 @@ class P2PWork final : public Work {
   // The operations (stable addresses), inline for the usual halo batch of up to 4.
   static constexpr std::size_t kInline = 4;
   std::size_t n_;
-  std::array<Op, kInline> inline_ops_{};
-  std::array<Op*, kInline> inline_ptrs_{};
+  alignas(Op) unsigned char inline_ops_[kInline * sizeof(Op)];  // constructed up to n_
+  std::array<Op*, kInline> inline_ptrs_;
   std::vector<Op> heap_ops_;
   std::vector<Op*> heap_ptrs_;
   Op* ops_ = nullptr;
