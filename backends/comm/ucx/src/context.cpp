@@ -252,7 +252,15 @@ void Context::post_recv_locked(Op& op) {
 // sender's bytes); a shorter one completes: both are the caller's size mismatch.
 void Context::finish_recv_locked(Op& op, ucs_status_t st) {
   op.got_bytes = op.info.length;
-  if ((st == UCS_OK || st == UCS_ERR_MESSAGE_TRUNCATED) && op.info.length != op.expect_bytes) {
+  if (op.up_to && st == UCS_ERR_MESSAGE_TRUNCATED) {
+    op.state = Op::State::Failed;
+    op.error = detail::cat(op.describe(), " sent a message of ", op.info.length,
+                           " bytes, more than the ", op.expect_bytes,
+                           " any message of this call can have (a rank in another collective?)");
+  } else if (op.up_to && st == UCS_OK) {
+    op.state = Op::State::Done;
+  } else if ((st == UCS_OK || st == UCS_ERR_MESSAGE_TRUNCATED) &&
+             op.info.length != op.expect_bytes) {
     op.size_mismatch = true;
     op.state = Op::State::Failed;
   } else if (st == UCS_OK) {
@@ -352,11 +360,11 @@ std::string Context::peer_error(int world_rank) {
 
 std::string Context::wait_for(std::span<Op* const> ops, std::chrono::milliseconds timeout) {
   // A message is often a few hundred ns away: the first polls read no clock (the deadline
-  // counts from the first read, a few µs late at most).
-  for (int i = 0; i < 64; ++i) {
-    if (test(ops)) return "";
-    if (yield_when_polling_) sched_yield();
-  }
+  // counts from the first read, a few µs late at most). Not when polls yield the core: a yield
+  // can last a scheduler time slice, and the deadline must count from the start.
+  if (!yield_when_polling_)
+    for (int i = 0; i < 64; ++i)
+      if (test(ops)) return "";
   const auto now = Clock::now();
   return wait_from(ops, now, now + timeout);
 }
@@ -371,11 +379,9 @@ std::string Context::wait_from(std::span<Op* const> ops, Clock::time_point start
   bool blocking = false;
   for (unsigned idle = 0;; ++idle) {
     if (test(ops)) return "";
-    // While spinning the clock is read on every 8th poll; once blocking, on every pass.
-    if (!blocking && (idle & 7) != 7) {
-      if (yield_when_polling_) sched_yield();
-      continue;
-    }
+    // While spinning the clock is read on every 8th poll (on every one when polls yield);
+    // once blocking, on every pass.
+    if (!blocking && !yield_when_polling_ && (idle & 7) != 7) continue;
     const auto now = Clock::now();
     const bool spinning = now < spin_until;
     blocking = !spinning;

@@ -36,6 +36,7 @@ struct Op {
   bool is_send = false;
   bool variable = false;        ///< receive: sized by probing (collective headers)
   bool size_mismatch = false;   ///< a p2p receive of the wrong size (InvalidArgument)
+  bool up_to = false;           ///< receive: expect_bytes is a capacity, a shorter message is whole
   std::uint8_t elem_bytes = 1;  ///< element size, for messages in elements
   // send: contiguous memory (UCX's zero-copy rendezvous, cma between processes of a machine)
   const void* send_data = nullptr;

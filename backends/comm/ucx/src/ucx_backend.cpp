@@ -133,10 +133,23 @@ void UcxBackend::fail_wait(const std::string& why, const std::string& what,
   throw BackendError("ucx", 5, msg);
 }
 
+namespace {
+/// The largest message of a round: a header and a packed payload.
+constexpr std::size_t kMessageCap = sizeof(Header) + kPackBytes;
+}  // namespace
+
+char* UcxBackend::rx_buffer(std::size_t i) {
+  while (rx_.size() <= i) rx_.push_back(std::make_unique_for_overwrite<char[]>(kMessageCap));
+  return rx_[i].get();
+}
+char* UcxBackend::tx_buffer(std::size_t i) {
+  while (tx_.size() <= i) tx_.push_back(std::make_unique_for_overwrite<char[]>(kMessageCap));
+  return tx_[i].get();
+}
+
 void UcxBackend::exchange(const Header& h, const std::vector<Send>& sends,
                           std::vector<Recv>& recvs) {
   std::vector<Header> hdrs(sends.size(), h);
-  std::vector<std::vector<char>> packed(sends.size());
   // Stable addresses: at most two messages per peer and direction.
   std::vector<Op> ops(2 * (sends.size() + recvs.size()));
   std::size_t used = 0;
@@ -146,10 +159,14 @@ void UcxBackend::exchange(const Header& h, const std::vector<Send>& sends,
     Recv& rv = recvs[i];
     const int peer = members_[static_cast<std::size_t>(rv.peer)];
     if (!rv.dst) rv.data.resize(rv.bytes);
+    // Posted at once into a kept buffer that holds any message of a round, so a peer in another
+    // collective is received whole and named (and nothing waits in UCX's unexpected queue).
     Op& hop = ops[used++];
     hop.peer = peer;
     hop.tag = tag(true, h.seq, peer);
-    hop.variable = true;  // sized by the probe: a peer in another call is reported, not truncated
+    hop.dst = rx_buffer(i);
+    hop.expect_bytes = kMessageCap;
+    hop.up_to = true;
     hop.what_peer = rv.peer;
     first.push_back(head[i] = &hop);
     if (rv.bytes > kPackBytes) {
@@ -184,11 +201,11 @@ void UcxBackend::exchange(const Header& h, const std::vector<Send>& sends,
       first.push_back(&hop);
       first.push_back(&pop);
     } else {
-      packed[i].resize(sizeof(Header) + sd.bytes);
-      std::memcpy(packed[i].data(), &hdrs[i], sizeof(Header));
-      if (sd.bytes) std::memcpy(packed[i].data() + sizeof(Header), sd.data, sd.bytes);
-      hop.send_data = packed[i].data();
-      hop.send_bytes = packed[i].size();
+      char* packed = tx_buffer(i);
+      std::memcpy(packed, &hdrs[i], sizeof(Header));
+      if (sd.bytes) std::memcpy(packed + sizeof(Header), sd.data, sd.bytes);
+      hop.send_data = packed;
+      hop.send_bytes = sizeof(Header) + sd.bytes;
       first.push_back(&hop);
     }
   }
@@ -214,7 +231,7 @@ void UcxBackend::exchange(const Header& h, const std::vector<Send>& sends,
   // that will not come.
   wait_for(first);
   for (std::size_t i = 0; i < recvs.size(); ++i) {
-    const auto& st = head[i]->staging;
+    const std::span<const char> st(static_cast<const char*>(head[i]->dst), head[i]->got_bytes);
     Header in;
     if (st.size() < sizeof(Header)) {
       in.magic = 0;

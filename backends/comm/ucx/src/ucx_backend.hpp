@@ -22,11 +22,19 @@ struct Header {
   std::uint32_t step = 0;
   std::uint64_t count = 0;
   std::uint32_t seq = 0;
-  std::int32_t src = -1;             // group rank of the sender
+  std::int32_t src = -1;  // group rank of the sender
 };
 static_assert(sizeof(Header) == 32);
 
-enum class CollOp : std::uint8_t { AllReduce = 1, AllGather, ReduceScatter, Broadcast, AllToAll, Barrier, Split };
+enum class CollOp : std::uint8_t {
+  AllReduce = 1,
+  AllGather,
+  ReduceScatter,
+  Broadcast,
+  AllToAll,
+  Barrier,
+  Split
+};
 const char* coll_name(CollOp op);
 
 /// Payloads up to this size travel in one message behind their header (one copy, one message);
@@ -68,9 +76,10 @@ class UcxBackend final : public Backend {
     std::uint32_t step = 0;
   };
   struct Recv {
-    Recv(int p, std::size_t b, std::uint32_t s = 0, void* d = nullptr) : peer(p), bytes(b), step(s), dst(d) {}
-    int peer;                ///< group rank
-    std::size_t bytes;       ///< payload bytes expected (header not counted)
+    Recv(int p, std::size_t b, std::uint32_t s = 0, void* d = nullptr)
+        : peer(p), bytes(b), step(s), dst(d) {}
+    int peer;           ///< group rank
+    std::size_t bytes;  ///< payload bytes expected (header not counted)
     std::uint32_t step = 0;
     void* dst = nullptr;     ///< where the payload lands; null: in `data`
     std::vector<char> data;  ///< the payload when dst is null
@@ -85,7 +94,8 @@ class UcxBackend final : public Backend {
   std::uint64_t tag(bool collective, std::uint32_t x, int src_world) const;
   void check_host(const BufferView& b, const char* op) const;
   void check_reducible(core::DType t, const char* op) const;
-  [[noreturn]] void fail_wait(const std::string& why, const std::string& what, const std::vector<Op*>& ops,
+  [[noreturn]] void fail_wait(const std::string& why, const std::string& what,
+                              const std::vector<Op*>& ops,
                               const std::vector<std::string>& waiting_for);
   void all_reduce_ring(BufferView buf, ReduceOp op, const Header& h);
 
@@ -96,8 +106,13 @@ class UcxBackend final : public Backend {
   std::chrono::milliseconds timeout_;
   std::uint32_t seq_ = 0;
   std::uint32_t splits_ = 0;
-  std::string failed_;  // set when a collective failed: the group is unusable
+  std::string failed_;         // set when a collective failed: the group is unusable
   std::vector<char> scratch_;  // ring steps receive here (kept: no page faults per call)
+  // Kept message buffers of the exchange round: headers (with a packed payload) received, one
+  // per peer of a round, and packed messages sent.
+  std::vector<std::unique_ptr<char[]>> rx_, tx_;
+  char* rx_buffer(std::size_t i);
+  char* tx_buffer(std::size_t i);
 };
 
 /// The factory behind the plugin: options.rendezvous must offer a store.
