@@ -222,7 +222,7 @@ TEST_CASE("same inputs give the same bits, reduced in rank order", "[comm][local
   REQUIRE(differs > 0);
 }
 
-TEST_CASE("a failing rank's root cause is rethrown; the others see who failed", "[comm][local]") {
+TEST_CASE("a failing rank's root cause is rethrown, the others see who failed", "[comm][local]") {
   struct Boom : std::runtime_error {
     using std::runtime_error::runtime_error;
   };

@@ -66,7 +66,7 @@ TEST_CASE("load_plugins scans folders and reports every plugin", "[comm][plugin]
   REQUIRE(!reg.capabilities("selftest").all_to_all);
 }
 
-TEST_CASE("a loaded plugin works through the registry; errors cross the ABI as statuses", "[comm][plugin]") {
+TEST_CASE("a loaded plugin works through the registry, errors cross the ABI as statuses", "[comm][plugin]") {
   comm::Registry reg;
   REQUIRE(comm::load_plugin(lib("selftest"), &reg).loaded);
   comm::BackendOptions o;

@@ -104,7 +104,7 @@ TEST_CASE("store: a wrong token is refused with a message", "[comm][store]") {
   REQUIRE(ok.get("x", 1s) == "y");
 }
 
-TEST_CASE("store: garbage on the port is dropped and logged; the store survives", "[comm][store]") {
+TEST_CASE("store: garbage on the port is dropped and logged, the store survives", "[comm][store]") {
   Logged log;
   comm::TcpStoreServer server({"127.0.0.1", 0, "tok", -1, log.fn()});
   comm::TcpStoreClient c(client_opts(server.port(), 0));
@@ -215,7 +215,7 @@ TEST_CASE("env rendezvous: torchrun, Open MPI and Slurm variables", "[comm][stor
   REQUIRE(missing_from(msg, "rank 3 of a job of 2") == "");
 }
 
-TEST_CASE("env rendezvous: ranks in processes join; a missing rank is named at the deadline",
+TEST_CASE("env rendezvous: ranks in processes join, a missing rank is named at the deadline",
           "[comm][store]") {
   // Find a free port (tiny race, acceptable on loopback in tests).
   int port = 0;

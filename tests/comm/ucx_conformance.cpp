@@ -19,7 +19,7 @@ ConformanceTarget ucx_target() {
 
 TESSERA_COMM_CONFORMANCE(::tessera::test::conformance::ucx_target(), "ucx", "[ucx]")
 
-TEST_CASE("ucx: 4 KiB all_reduce latency (printed; fails only past 2 ms, i.e. a missed wake-up)", "[ucx][perf]") {
+TEST_CASE("ucx: 4 KiB all_reduce latency (printed, fails only past 2 ms, i.e. a missed wake-up)", "[ucx][perf]") {
   using namespace tessera;
   for (int size : {2, 4}) {
     const std::string err = test::conformance::run_ranks(

@@ -229,7 +229,7 @@ int thread_count() {
   return n;
 }
 
-TEST_CASE("one thread starts no threads; n threads start n - 1 workers", "[compute][conv]") {
+TEST_CASE("one thread starts no threads, n threads start n - 1 workers", "[compute][conv]") {
   if (!std::filesystem::exists("/proc/self/task")) return;  // not Linux: nothing to count
   const ref::Conv2d c = determinism_cases()[2];
   const ConvData d = make_data(c, DType::F32, 4);

@@ -160,7 +160,7 @@ TEST_CASE("channel-narrowed views as inputs and outputs", "[compute][conv]") {
   }
 }
 
-TEST_CASE("accumulate adds to the outputs; db may be null", "[compute][conv]") {
+TEST_CASE("accumulate adds to the outputs, db may be null", "[compute][conv]") {
   const DType dtype = GENERATE(DType::F32, DType::F64);
   const double rtol = dtype == DType::F32 ? 1e-5 : 1e-12;
   for (const ref::Conv2d& c : {ref::Conv2d{2, 4, 11, 13, 4, 5, 5, 2, 2, 2, 2, 1, 1, 4},

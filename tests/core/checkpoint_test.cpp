@@ -226,7 +226,7 @@ TEST_CASE("checkpoint: restore into another model is refused and changes nothing
   REQUIRE(test::to_doubles(tb) == test::to_doubles(b));
 }
 
-TEST_CASE("checkpoint: failed saves leave the old file; meta and odd tensors refused", "[checkpoint]") {
+TEST_CASE("checkpoint: failed saves leave the old file, meta and odd tensors refused", "[checkpoint]") {
   TempDir dir;
   const std::string path = dir.file("keep.ckpt");
   const Tensor w = test::random_tensor({3}, DType::F32, 9);

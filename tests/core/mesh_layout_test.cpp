@@ -81,7 +81,7 @@ TEST_CASE("layout local shapes and offsets on a 2-d mesh", "[core][layout]") {
   REQUIRE(total == 2 * 8 * 9 * 20);
 }
 
-TEST_CASE("nested sharding splits in mesh order; replicate and partial keep the shape", "[core][layout]") {
+TEST_CASE("nested sharding splits in mesh order, replicate and partial keep the shape", "[core][layout]") {
   const DeviceMesh m({2, 2}, {"a", "b"});
   const Layout nested(m, {1, 1, 1, 10}, {core::Shard(3), core::Shard(3)});
   // a splits [0,10) into [0,5) [5,10); b splits each again: [0,3) [3,5) [5,8) [8,10).

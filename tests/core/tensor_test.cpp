@@ -54,7 +54,7 @@ TEST_CASE("copy_from, add_from and fill through strided views", "[core][tensor]"
   REQUIRE_THROWS_AS(b.copy_from(a), InvalidArgument);
 }
 
-TEST_CASE("reshape needs contiguity; from_blob borrows memory", "[core][tensor]") {
+TEST_CASE("reshape needs contiguity, from_blob borrows memory", "[core][tensor]") {
   Tensor t = Tensor::zeros({4, 6});
   REQUIRE(t.reshape({2, 12}).shape() == core::Shape{2, 12});
   REQUIRE_THROWS_AS(t.reshape({5, 5}), InvalidArgument);

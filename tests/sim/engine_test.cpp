@@ -80,7 +80,7 @@ TEST_CASE("serial kernels take the sum of their times", "[sim][engine]") {
   REQUIRE(r.trace.size() == 6);  // three kernels, three memory counters
 }
 
-TEST_CASE("a waited all-reduce adds its time; an unwaited one overlaps", "[sim][engine]") {
+TEST_CASE("a waited all-reduce adds its time, an unwaited one overlaps", "[sim][engine]") {
   const sim::Topology topo = simtest::star(2, 100e9, 2'000'000);
   const sim::DeviceCatalog cat;
   const sim::DeviceSpec& dev = cat.get("a100-80gb");
@@ -150,7 +150,7 @@ TEST_CASE("mismatched programs are reported, not hung", "[sim][engine]") {
                          {"deadlock", "rank 0", "all_reduce"}) == "");
 }
 
-TEST_CASE("a replayed training step simulates deterministically; overlap helps", "[sim][engine]") {
+TEST_CASE("a replayed training step simulates deterministically, overlap helps", "[sim][engine]") {
   nn::TrainOptions o;
   o.model.family = "convnext";
   o.model.depths = {1, 1, 2, 1};

@@ -127,7 +127,7 @@ TEST_CASE("three flows with different bottlenecks get the max-min allocation", "
   REQUIRE(net.finish_time(f2) == 1'250'000'000);
 }
 
-TEST_CASE("latency passes before data moves; empty and self transfers", "[sim]") {
+TEST_CASE("latency passes before data moves, empty and self transfers", "[sim]") {
   const Topology t = star(2, 1e9, 10'000);
   FlowNetwork net(t);
   const int f = net.start(1, 2, 1000);

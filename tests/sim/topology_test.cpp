@@ -131,7 +131,7 @@ TEST_CASE("routes prefer lower latency, then fewer hops, then smaller vertex ids
   }
 }
 
-TEST_CASE("routes never relay through a GPU; unreachable pairs name both nodes", "[sim]") {
+TEST_CASE("routes never relay through a GPU, unreachable pairs name both nodes", "[sim]") {
   Topology t;
   t.name = "line";
   const int g0 = t.add_node({"g0", NodeKind::Gpu, "a100-80gb", 0});
