@@ -27,7 +27,7 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
     { echo "error: CMake did not find NCCL in $build (see the configure summary)"; exit 2; }
   targets="tessera tessera_comm_nccl tessera_tests_nccl"
   # The ucx half where UCX was found (Debian: libucx-dev).
-  if cmake --build "$build" --target help | grep -q tessera_tests_ucx_cuda; then
+  if cmake --build "$build" --target help | grep tessera_tests_ucx_cuda >/dev/null; then  # no -q: no SIGPIPE under pipefail
     targets="$targets tessera_comm_ucx tessera_tests_ucx_cuda"
   else
     echo "note: UCX not found in $build: the ucx CUDA-staging tests are not built"
