@@ -1,5 +1,5 @@
 // The UCX context: init, address exchange through the store, endpoints with peer-failure
-// handling, probe-based receive matching, and the yield-then-block wait loop.
+// handling, posted receives, and the yield-then-block wait loop.
 #include "context.hpp"
 
 #include <sched.h>
@@ -193,9 +193,6 @@ void Context::shutdown() noexcept {
     ucp_request_free(r);
   }
   if (epfd_ >= 0) ::close(epfd_);
-  for (auto& [tag, q] : queued_)
-    for (Op* op : q) op->state = Op::State::Failed;
-  queued_.clear();
   if (worker_) ucp_worker_destroy(worker_);
   if (context_) ucp_cleanup(context_);
   worker_ = nullptr;
@@ -207,12 +204,7 @@ void Context::post(std::span<Op* const> ops) {
   std::lock_guard lock(mu_);
   for (Op* op : ops) {
     if (!op->is_send) {
-      if (op->variable) {
-        queued_[op->tag].push_back(op);
-        op->state = Op::State::Queued;
-      } else {
-        post_recv_locked(*op);
-      }
+      post_recv_locked(*op);
       continue;
     }
     ucp_request_param_t p;
@@ -271,36 +263,9 @@ void Context::finish_recv_locked(Op& op, ucs_status_t st) {
   }
 }
 
-void Context::start_recv_locked(Op& op, ucp_tag_message_h msg, const ucp_tag_recv_info_t& info) {
-  void* dst = op.dst;
-  op.got_bytes = info.length;
-  if (op.variable) {
-    op.staging.resize(info.length);
-    dst = op.staging.data();
-  } else if (info.length != op.expect_bytes) {
-    op.size_mismatch = true;
-    op.staging.resize(info.length);  // consume the message, then fail
-    dst = op.staging.data();
-  }
-  ucp_request_param_t p{};
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
-  p.datatype = ucp_dt_make_contig(1);
-  void* r = ucp_tag_msg_recv_nbx(worker_, dst, info.length, msg, &p);
-  if (r == nullptr) {
-    op.state = Op::State::Done;
-  } else if (UCS_PTR_IS_ERR(r)) {
-    op.state = Op::State::Failed;
-    op.error = detail::cat(op.describe(), " failed: ", ucs_status_string(UCS_PTR_STATUS(r)));
-  } else {
-    op.req = r;
-    op.state = Op::State::Active;
-  }
-  if (op.size_mismatch && op.state == Op::State::Done) op.state = Op::State::Failed;
-}
-
 void Context::update_locked(Op& op) {
   if (op.state != Op::State::Active) return;
-  if (!op.is_send && !op.variable && !op.size_mismatch) {  // a posted receive: its length too
+  if (!op.is_send) {  // a posted receive: its status and the message's length
     const ucs_status_t st = ucp_tag_recv_request_test(op.req, &op.info);
     if (st == UCS_INPROGRESS) return;
     ucp_request_free(op.req);
@@ -311,29 +276,12 @@ void Context::update_locked(Op& op) {
   if (st == UCS_INPROGRESS) return;
   ucp_request_free(op.req);
   op.req = nullptr;
-  if (st == UCS_OK && !op.size_mismatch) {
-    op.state = Op::State::Done;
-  } else {
-    op.state = Op::State::Failed;
-    if (!op.size_mismatch)
-      op.error = detail::cat(op.describe(), " failed: ", ucs_status_string(st));
-  }
+  op.state = st == UCS_OK ? Op::State::Done : Op::State::Failed;
+  if (st != UCS_OK) op.error = detail::cat(op.describe(), " failed: ", ucs_status_string(st));
 }
 
 void Context::progress_locked() {
   while (ucp_worker_progress(worker_) != 0) {
-  }
-  for (auto it = queued_.begin(); it != queued_.end();) {
-    auto& q = it->second;
-    while (!q.empty()) {
-      ucp_tag_recv_info_t info{};
-      ucp_tag_message_h msg = ucp_tag_probe_nb(worker_, it->first, ~std::uint64_t{0}, 1, &info);
-      if (!msg) break;
-      Op* op = q.front();
-      q.pop_front();
-      start_recv_locked(*op, msg, info);
-    }
-    it = q.empty() ? queued_.erase(it) : std::next(it);
   }
 }
 
@@ -419,17 +367,7 @@ void Context::cancel(std::span<Op* const> ops) noexcept {
   std::lock_guard lock(mu_);
   failed_ = true;
   for (Op* op : ops) {
-    if (op->state == Op::State::Queued) {
-      auto it = queued_.find(op->tag);
-      if (it != queued_.end()) {
-        auto& q = it->second;
-        for (auto qi = q.begin(); qi != q.end(); ++qi)
-          if (*qi == op) {
-            q.erase(qi);
-            break;
-          }
-        if (q.empty()) queued_.erase(it);
-      }
+    if (op->state == Op::State::Queued) {  // never posted
       op->state = Op::State::Failed;
     } else if (op->state == Op::State::Active) {
       ucp_request_cancel(worker_, op->req);

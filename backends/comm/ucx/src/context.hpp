@@ -9,9 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -34,20 +32,18 @@ struct Op {
   int peer = -1;  ///< world rank
   State state = State::Queued;
   bool is_send = false;
-  bool variable = false;        ///< receive: sized by probing (collective headers)
   bool size_mismatch = false;   ///< a p2p receive of the wrong size (InvalidArgument)
   bool up_to = false;           ///< receive: expect_bytes is a capacity, a shorter message is whole
   std::uint8_t elem_bytes = 1;  ///< element size, for messages in elements
   // send: contiguous memory (UCX's zero-copy rendezvous, cma between processes of a machine)
   const void* send_data = nullptr;
   std::size_t send_bytes = 0;
-  // receive: a fixed destination, or (variable) a staging buffer sized by the probed message
+  // receive: the destination and its size (or, with up_to, its capacity)
   void* dst = nullptr;
   std::size_t expect_bytes = 0;
   std::size_t got_bytes = 0;
   ucp_tag_recv_info_t info{};  ///< a posted receive's completion (length = the sender's bytes)
   void* req = nullptr;
-  std::vector<char> staging;
   std::string error;   ///< why it failed
   int what_peer = -1;  ///< the group rank and (batch_p2p) user tag, formatted only on failure
   std::int64_t what_tag = -1;
@@ -88,8 +84,8 @@ class Context {
   int size() const { return size_; }
   Store& store() { return store_; }
 
-  /// Posts receives and sends (receives of a fixed size go to UCX at once; variable ones are
-  /// queued and matched by probing, in posting order per tag).
+  /// Posts receives, then sends, to UCX at once (its expected queue matches receives in
+  /// posting order per tag).
   void post(std::span<Op* const> ops);
   /// Progresses until every op is Done or Failed, the deadline passes, or the job is aborted.
   /// Returns "" when all completed; otherwise fills `pending` with the ops still open and
@@ -99,7 +95,7 @@ class Context {
   std::string wait_for(std::span<Op* const> ops, std::chrono::milliseconds timeout);
   /// Non-blocking: progresses once; true when all ops are Done or Failed.
   bool test(std::span<Op* const> ops);
-  /// Withdraws ops that have not completed (receives cancelled, queued ones dequeued). noexcept.
+  /// Withdraws ops that have not completed (requests cancelled). noexcept.
   void cancel(std::span<Op* const> ops) noexcept;
   /// The job's abort reason, or "" (checks the store's fd without blocking).
   std::string abort_reason();
@@ -112,7 +108,6 @@ class Context {
                         Clock::time_point deadline);
   void progress_locked();
   void update_locked(Op& op);
-  void start_recv_locked(Op& op, ucp_tag_message_h msg, const ucp_tag_recv_info_t& info);
   void post_recv_locked(Op& op);
   void finish_recv_locked(Op& op, ucs_status_t st);
 
@@ -132,7 +127,6 @@ class Context {
   };
   std::vector<std::unique_ptr<PeerErr>> err_args_;
   std::vector<std::string> peer_errors_;
-  std::map<std::uint64_t, std::deque<Op*>> queued_;  // receives not yet matched, per tag
   int epfd_ = -1;
   int efd_ = -1;
   int abort_fd_ = -1;
