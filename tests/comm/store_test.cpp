@@ -248,7 +248,9 @@ TEST_CASE("env rendezvous: ranks in processes join, a missing rank is named at t
   const auto t0 = std::chrono::steady_clock::now();
   try {
     comm::EnvRendezvous rv(info, std::chrono::milliseconds(300));
-  } catch (const TimeoutError& e) {
+  } catch (const Error& e) {
+    // Rank 0's own timeout, or (on a loaded machine rank 1's deadline can pass first) rank 1's
+    // abort, which carries the same diagnosis.
     msg = e.what();
   }
   for (pid_t k : kids) {
