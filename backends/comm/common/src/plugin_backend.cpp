@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "tessera/comm/plugin_export.hpp"
+#include "tessera/comm/recycled.hpp"
 #include "tessera/core/error.hpp"
 
 namespace tessera::comm {
@@ -52,7 +53,7 @@ struct StoreBridge {
   }
 };
 
-class PluginWork final : public Work {
+class PluginWork final : public Work, public Recycled<PluginWork> {
  public:
   // `keep` holds the library, so the table and its name outlive the work.
   PluginWork(std::shared_ptr<void> keep, const tessera_comm_plugin_v1_t* t, void* ctx, void* req)

@@ -28,7 +28,7 @@ WorkPtr UcxBackend::all_reduce(BufferView buf, ReduceOp op) {
     if (op == ReduceOp::Avg && n > 1) finish_avg(buf.data, buf.count, buf.dtype, n);
     return std::make_unique<CompletedWork>();
   }
-  if (buf.bytes() > kDirectBytes || buf.count < static_cast<std::size_t>(n) * 0) {
+  if (buf.bytes() > kDirectBytes) {
     all_reduce_ring(buf, op, h);
     return std::make_unique<CompletedWork>();
   }

@@ -118,9 +118,8 @@ class Context {
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   std::vector<ucp_ep_h> eps_;
-  std::vector<bool> peer_mode_;
-  bool yield_when_polling_ = false;  // more ranks on this machine than cores  // per world rank:
-                                     // the endpoint has UCP_ERR_HANDLING_MODE_PEER
+  std::vector<bool> peer_mode_;      // per world rank: the endpoint has UCP_ERR_HANDLING_MODE_PEER
+  bool yield_when_polling_ = false;  // more ranks on this machine than cores
   struct PeerErr {
     Context* self;
     int rank;

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "tessera/comm/plugin_export.hpp"
+#include "tessera/comm/recycled.hpp"
 #if TESSERA_UCX_CUDA_STAGING
 #include "tessera/comm/cuda_staging.hpp"
 #endif
@@ -289,7 +290,7 @@ std::string where_text(int rank, int world_rank, bool is_world) {
   return detail::cat("rank ", rank, " (world rank ", world_rank, ")");
 }
 
-class P2PWork final : public Work {
+class P2PWork final : public Work, public Recycled<P2PWork> {
  public:
   P2PWork(std::shared_ptr<Context> ctx, int rank, int world_rank, bool is_world,
           std::chrono::milliseconds timeout, std::size_t n)
