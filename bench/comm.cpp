@@ -3,7 +3,10 @@
 //   - all-reduce of 4 KiB … 64 MiB float32: time, algbw and busbw (nccl-tests definitions:
 //     algbw = bytes / time, busbw = algbw · 2(p−1)/p; GB = 1e9 bytes), the slowest rank's time;
 //   - halo exchange (batch_p2p: each rank sends n bytes to its neighbour and receives n) for
-//     ConvNeXt halo sizes: latency and bandwidth per direction;
+//     ConvNeXt halo sizes: latency and bandwidth per direction; a ping-pong (half the round
+//     trip); for the 64 B exchange and the ping-pong also the 50th percentile of single
+//     messages, timed one by one as ucx_perftest times its own (the ratios to tag_lat use these);
+//     and an empty batch_p2p (the call's own cost);
 //   - OpenMPI's MPI_Allreduce at the same sizes (`mpirun -np P bench_comm_mpi`, when built);
 //   - ucx_perftest's tag latency and bandwidth on loopback (Debian's ucx-utils, when installed);
 //   - single-thread memcpy bandwidth, the physical limit of a copy through memory;
@@ -12,7 +15,8 @@
 //     and the pinned cudaMemcpy bandwidth each way, the limit of staging.
 // Every figure is the median over --rounds × --reps repetitions, with [min-max].
 //   bench_comm [--json] [--reps N] [--nproc P] [--backend ucx] [--max-mib 64] [--cuda]
-//              [--only allreduce|halo] [--rounds R]
+//              [--only allreduce|halo|latency] [--rounds R]
+// (--only latency: the ping-pong and the 64 B halo exchange alone, for profiling that path)
 // Rounds (default 3) alternate the ranks, OpenMPI and ucx_perftest, so that a slow spell of a
 // shared machine falls on every side; each figure pools the repetitions of all rounds.
 // The ranks are this program started again with --worker and the env:// variables; the store
@@ -53,7 +57,7 @@ struct Options {
   int max_mib = 64;
   int rounds = 3;
   bool cuda = false;
-  std::string only;  // "", "allreduce" or "halo": run only that part (profiling one path)
+  std::string only;  // "", "allreduce", "halo" or "latency": run only that part (profiling one path)
 };
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -93,6 +97,27 @@ int worker(const Options& o) {
     }
     return per_rep;
   };
+  // As timed, but each iteration is timed alone: the slowest rank's 50th percentile of single
+  // iterations, one figure per repetition (ucx_perftest's "typical" latency, measured the same way).
+  auto typical = [&](int iters, const std::function<void()>& op) {
+    std::vector<double> per_rep, each(static_cast<std::size_t>(iters));
+    op();
+    for (int r = 0; r < o.reps; ++r) {
+      world->barrier();
+      double t0 = now_s();
+      for (int i = 0; i < iters; ++i) {
+        op();
+        const double t1 = now_s();
+        each[static_cast<std::size_t>(i)] = t1 - t0;
+        t0 = t1;
+      }
+      std::nth_element(each.begin(), each.begin() + iters / 2, each.end());
+      double t = each[static_cast<std::size_t>(iters / 2)];
+      world->all_reduce({&t, 1, core::DType::F64}, comm::ReduceOp::Max)->wait();
+      per_rep.push_back(t * 1e6);
+    }
+    return per_rep;
+  };
   auto emit = [&](const char* kind, std::size_t bytes, const std::vector<double>& us) {
     if (me != 0) return;
     std::printf("%s %zu", kind, bytes);
@@ -100,7 +125,10 @@ int worker(const Options& o) {
     std::printf("\n");
     std::fflush(stdout);
   };
-  const bool do_ar = o.only.empty() || o.only == "allreduce", do_halo = o.only.empty() || o.only == "halo";
+  const bool do_ar = o.only.empty() || o.only == "allreduce",
+             do_halo = o.only.empty() || o.only == "halo" || o.only == "latency";
+  const std::vector<std::size_t> halo_sizes =
+      !do_halo ? std::vector<std::size_t>{} : o.only == "latency" ? std::vector<std::size_t>{64} : kHaloSizes;
   for (std::size_t bytes : do_ar ? allreduce_sizes(o.max_mib) : std::vector<std::size_t>{}) {
     std::vector<float> buf(bytes / 4, 1.0f);
     emit("allreduce", bytes, timed(iters_for(bytes), [&] {
@@ -117,7 +145,7 @@ int worker(const Options& o) {
     const int other = me == 0 ? 1 : 0;
     const std::vector<comm::P2POp> send = {{comm::P2POp::Kind::Send, w, other, 1}},
                                    recv = {{comm::P2POp::Kind::Recv, w, other, 1}};
-    const auto pp = timed(20000, [&] {
+    const std::function<void()> round_trip = [&] {
       if (me == 0) {
         world->batch_p2p(send)->wait();
         world->batch_p2p(recv)->wait();
@@ -126,18 +154,26 @@ int worker(const Options& o) {
         ++word;
         world->batch_p2p(send)->wait();
       }
-    });
+    };
+    const auto pp = timed(20000, round_trip);
+    auto pp_typical = typical(20000, round_trip);
+    for (double& x : pp_typical) x /= 2;
+    emit("pingpong_p50", 8, pp_typical);
+    // The call's own cost: a batch with nothing in it (creating, waiting for and freeing it).
+    emit("empty", 0, timed(20000, [&] { world->batch_p2p({})->wait(); }));
     std::vector<double> half(pp.size());
     for (std::size_t i = 0; i < pp.size(); ++i) half[i] = pp[i] / 2;
     emit("pingpong", 8, half);
   }
-  for (std::size_t bytes : do_halo ? kHaloSizes : std::vector<std::size_t>{}) {
+  for (std::size_t bytes : halo_sizes) {
     std::vector<float> send(bytes / 4, float(me)), recv(bytes / 4);
     // The batch is built once, as a training step's halo plan is: the loop times the backend.
     const std::vector<comm::P2POp> ops = {
         {comm::P2POp::Kind::Send, {send.data(), send.size(), core::DType::F32}, right, 0},
         {comm::P2POp::Kind::Recv, {recv.data(), recv.size(), core::DType::F32}, left, 0}};
-    emit("halo", bytes, timed(iters_for(bytes), [&] { world->batch_p2p(ops)->wait(); }));
+    const std::function<void()> exchange = [&] { world->batch_p2p(ops)->wait(); };
+    emit("halo", bytes, timed(iters_for(bytes), exchange));
+    if (bytes == 64) emit("halo_p50", bytes, typical(20000, exchange));
     if (recv[0] != float(left)) {
       std::fprintf(stderr, "bench_comm: rank %d received %g from rank %d, expected %d\n", me, recv[0], left, left);
       return 1;
@@ -153,7 +189,7 @@ int worker(const Options& o) {
            world->all_reduce(cuda_view(buf), comm::ReduceOp::Sum)->wait();
          }));
   }
-  for (std::size_t bytes : do_halo ? kHaloSizes : std::vector<std::size_t>{}) {
+  for (std::size_t bytes : halo_sizes) {
     bench::CudaFloats send(bytes / 4, float(me)), recv(bytes / 4, -1.0f);
     emit("halo_cuda", bytes, timed(iters_for(bytes), [&] {
            world->batch_p2p({{comm::P2POp::Kind::Send, cuda_view(send), right, 0},
@@ -296,9 +332,12 @@ std::string run_ranks(const Options& o, std::string& note) {
 
 /// ucx_perftest on loopback: a server and a client; the Final line's typical (50th percentile)
 /// latency in µs, or the bandwidth in MB/s. -1 when it is not installed or fails.
-double ucx_perftest(const std::string& test, std::size_t bytes, int iters, int column) {
+// The numbers after "Final:" (empty when ucx_perftest is missing or failed): iterations,
+// latency 50th percentile, average, overall average (us), bandwidth average, overall (MB/s),
+// message rate average, overall.
+std::vector<double> ucx_perftest(const std::string& test, std::size_t bytes, int iters) {
   const std::string bin = which("ucx_perftest");
-  if (bin.empty()) return -1;
+  if (bin.empty()) return {};
   const int port = 13000 + int(::getpid() % 20000);
   const pid_t server = ::fork();
   if (server == 0) {
@@ -318,13 +357,11 @@ double ucx_perftest(const std::string& test, std::size_t bytes, int iters, int c
   ::kill(server, SIGTERM);
   ::waitpid(server, nullptr, 0);
   const auto at = out.find("Final:");
-  if (at == std::string::npos) return -1;
+  if (at == std::string::npos) return {};
   std::istringstream in(out.substr(at + 6));
   std::vector<double> f;
   for (double x; in >> x;) f.push_back(x);
-  // Columns after "Final:": iterations, latency 50%ile, avg, overall, bw avg, overall (MB/s),
-  // msgrate avg, overall.
-  return int(f.size()) > column ? f[std::size_t(column)] : -1;
+  return f;
 }
 
 double memcpy_gbps(int reps) {
@@ -346,27 +383,33 @@ int parent(const Options& o) {
   std::string rank_note, mpi_note;
   // Rounds alternate tessera, OpenMPI and ucx_perftest, so a slow spell of this shared machine
   // falls on all of them; every figure pools the repetitions of all rounds.
-  Samples ar_s, halo_s, mpi_s, ar_cuda_s, halo_cuda_s, pingpong_s;
-  std::vector<double> perf_lat, perf_bw;
+  Samples ar_s, halo_s, mpi_s, ar_cuda_s, halo_cuda_s, pingpong_s, empty_s, pp_p50_s, halo_p50_s;
+  std::vector<double> perf_lat, perf_lat_avg, perf_bw;
   // Ratios of medians measured in the same round (back to back), one per round.
   Samples ar_ratio;                              // OpenMPI time / tessera time, per size
-  std::vector<double> pingpong_ratio, halo_ratio;  // tessera / ucx_perftest tag_lat
+  std::vector<double> pingpong_ratio, halo_ratio;  // tessera / ucx_perftest tag_lat, 50th percentiles
   const std::string mpi_bin = self_dir() + "/bench_comm_mpi", mpirun = which("mpirun");
   for (int round = 0; round < o.rounds; ++round) {
     const std::string ranks_out = run_ranks(o, rank_note);
-    Samples r_ar, r_mpi, r_halo, r_pp;
+    Samples r_ar, r_mpi, r_halo, r_pp, r_empty, r_pp50, r_halo50;
     parse_lines(ranks_out, "allreduce", r_ar);
     parse_lines(ranks_out, "halo", r_halo);
     parse_lines(ranks_out, "pingpong", r_pp);
-    for (const auto* part : {&r_ar, &r_halo, &r_pp})
+    parse_lines(ranks_out, "empty", r_empty);
+    parse_lines(ranks_out, "pingpong_p50", r_pp50);
+    parse_lines(ranks_out, "halo_p50", r_halo50);
+    const std::vector<std::pair<Samples*, Samples*>> parts = {{&r_ar, &ar_s},      {&r_halo, &halo_s},
+                                                              {&r_pp, &pingpong_s}, {&r_empty, &empty_s},
+                                                              {&r_pp50, &pp_p50_s}, {&r_halo50, &halo_p50_s}};
+    for (const auto& [part, into_all] : parts)
       for (const auto& [bytes, us] : *part) {
-        Samples& into = part == &r_ar ? ar_s : part == &r_halo ? halo_s : pingpong_s;
+        Samples& into = *into_all;
         into[bytes].insert(into[bytes].end(), us.begin(), us.end());
       }
     parse_lines(ranks_out, "allreduce_cuda", ar_cuda_s);
     parse_lines(ranks_out, "halo_cuda", halo_cuda_s);
-    if (o.only == "halo") {
-      mpi_note = "not run (--only halo)";
+    if (o.only == "halo" || o.only == "latency") {
+      mpi_note = "not run (--only " + o.only + ")";
     } else if (executable(mpi_bin) && !mpirun.empty()) {
       std::vector<std::string> argv = {mpirun, "-np", std::to_string(o.nproc), "--oversubscribe", "--bind-to", "none"};
       if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
@@ -380,16 +423,25 @@ int parent(const Options& o) {
       mpi_note = executable(mpi_bin) ? "mpirun not found (Debian: openmpi-bin)" : "bench_comm_mpi not built (Debian: libopenmpi-dev)";
     }
     if (o.only != "allreduce") {
-      const double lat = ucx_perftest("tag_lat", 8, 20000, 1);
+      // The ratios compare 50th percentiles of single messages, timed alike on both sides
+      // (ucx_perftest's "typical" latency); its average is printed beside it.
+      const std::vector<double> f = ucx_perftest("tag_lat", 8, 20000);
+      const double lat = f.size() > 1 ? f[1] : -1;
       perf_lat.push_back(lat);
-      perf_bw.push_back(ucx_perftest("tag_bw", 147456, 2000, 4));
-      if (lat > 0 && r_pp.count(8)) pingpong_ratio.push_back(median_of(r_pp.at(8)) / lat);
-      if (lat > 0 && r_halo.count(64)) halo_ratio.push_back(median_of(r_halo.at(64)) / lat);
+      perf_lat_avg.push_back(f.size() > 3 ? f[3] : -1);
+      if (o.only != "latency") {
+        const std::vector<double> b = ucx_perftest("tag_bw", 147456, 2000);
+        perf_bw.push_back(b.size() > 4 ? b[4] : -1);
+      }
+      if (lat > 0 && r_pp50.count(8)) pingpong_ratio.push_back(median_of(r_pp50.at(8)) / lat);
+      if (lat > 0 && r_halo50.count(64)) halo_ratio.push_back(median_of(r_halo50.at(64)) / lat);
     }
   }
   const Series ar = stats_of(ar_s), halo = stats_of(halo_s), mpi = stats_of(mpi_s), ar_cuda = stats_of(ar_cuda_s),
-               halo_cuda = stats_of(halo_cuda_s), pingpong = stats_of(pingpong_s), ratio = stats_of(ar_ratio);
-  const double perf_lat_us = median_of(perf_lat), perf_bw_mbps = median_of(perf_bw);
+               halo_cuda = stats_of(halo_cuda_s), pingpong = stats_of(pingpong_s), ratio = stats_of(ar_ratio), empty = stats_of(empty_s),
+               pp_p50 = stats_of(pp_p50_s), halo_p50 = stats_of(halo_p50_s);
+  const double perf_lat_us = median_of(perf_lat), perf_lat_avg_us = median_of(perf_lat_avg),
+               perf_bw_mbps = median_of(perf_bw);
   const bench::PinnedCopy pinned = o.cuda ? bench::pinned_copy_gbps(o.reps) : bench::PinnedCopy{};
   // CUDA rows: time, and time over the host buffers' (the cost of staging).
   auto cuda_rows = [](const Series& cuda, const Series& host, double factor) {
@@ -427,7 +479,11 @@ int parent(const Options& o) {
     bench::Json top;
     top.str("backend", o.backend).num("ranks", o.nproc).num("reps", o.reps).num("rounds", o.rounds).raw("all_reduce", bench::json_array(rows))
         .raw("halo_exchange", bench::json_array(halos)).num("ucx_perftest_tag_lat_us", perf_lat_us)
+        .num("ucx_perftest_tag_lat_avg_us", perf_lat_avg_us)
         .num("pingpong_half_rtt_us", pingpong.count(8) ? pingpong.at(8).median : -1)
+        .num("pingpong_half_rtt_p50_us", pp_p50.count(8) ? pp_p50.at(8).median : -1)
+        .num("halo_64B_p50_us", halo_p50.count(64) ? halo_p50.at(64).median : -1)
+        .num("empty_batch_us", empty.count(0) ? empty.at(0).median : -1)
         .num("pingpong_vs_perftest", median_of(pingpong_ratio)).num("halo_64B_vs_perftest", median_of(halo_ratio))
         .num("ucx_perftest_tag_bw_GBps", perf_bw_mbps > 0 ? perf_bw_mbps * 1.048576e-3 : -1)
         .num("memcpy_GBps", copy_gbps).str("ranks_note", rank_note).str("mpi_note", mpi_note);
@@ -444,9 +500,11 @@ int parent(const Options& o) {
               "rank's time\n",
               o.backend.c_str(), o.nproc, o.rounds, o.reps);
   if (!rank_note.empty()) std::printf("  ranks: %s\n", rank_note.c_str());
-  std::printf("\nall_reduce float32 sum (busbw = algbw · 2(p-1)/p, GB = 1e9 bytes)\n");
-  std::printf("  %-8s %26s %9s %9s  %22s %9s %17s\n", "size", "time us", "algbw", "busbw", "OpenMPI time us", "busbw",
-              "ratio");
+  const bool show_ar = o.only.empty() || o.only == "allreduce", show_halo = o.only != "allreduce";
+  if (show_ar) std::printf("\nall_reduce float32 sum (busbw = algbw · 2(p-1)/p, GB = 1e9 bytes)\n");
+  if (show_ar)
+    std::printf("  %-8s %26s %9s %9s  %22s %9s %17s\n", "size", "time us", "algbw", "busbw", "OpenMPI time us", "busbw",
+                "ratio");
   for (const auto& [bytes, s] : ar) {
     const double alg = bytes / (s.median * 1e-6) / 1e9;
     std::printf("  %-8s %9.1f [%6.1f-%7.1f] %9.3f %9.3f", fmt_bytes(bytes).c_str(), s.median, s.min, s.max, alg, alg * bus);
@@ -458,11 +516,14 @@ int parent(const Options& o) {
     }
     std::printf("\n");
   }
-  if (!mpi_note.empty()) std::printf("  OpenMPI: %s\n", mpi_note.c_str());
-  std::printf("  (ratio = tessera busbw / OpenMPI busbw, the median [min-max] over rounds of the ratio of the two\n"
-              "   medians measured back to back in a round; target >= 0.9 from 1 MiB up)\n");
-  std::printf("\nhalo exchange (batch_p2p: send n bytes to the next rank, receive n from the previous)\n");
-  std::printf("  %-10s %28s %14s\n", "size", "time us", "GB/s each way");
+  if (show_ar && !mpi_note.empty()) std::printf("  OpenMPI: %s\n", mpi_note.c_str());
+  if (show_ar)
+    std::printf("  (ratio = tessera busbw / OpenMPI busbw, the median [min-max] over rounds of the ratio of the two\n"
+                "   medians measured back to back in a round; target >= 0.9 from 1 MiB up)\n");
+  if (show_halo) {
+    std::printf("\nhalo exchange (batch_p2p: send n bytes to the next rank, receive n from the previous)\n");
+    std::printf("  %-10s %28s %14s\n", "size", "time us", "GB/s each way");
+  }
   for (const auto& [bytes, s] : halo)
     std::printf("  %-10s %9.2f [%7.2f-%8.2f] %14.3f\n", fmt_bytes(bytes).c_str(), s.median, s.min, s.max,
                 bytes / (s.median * 1e-6) / 1e9);
@@ -471,11 +532,22 @@ int parent(const Options& o) {
     std::printf("  ping-pong 8 B, half round trip (batch_p2p send, then receive): %.2f us [%.2f-%.2f]\n", pp.median,
                 pp.min, pp.max);
   }
+  // Single messages timed one by one, as ucx_perftest times its own.
+  if (pp_p50.count(8) && halo_p50.count(64))
+    std::printf("  50th percentile of single messages: ping-pong half round trip %.2f us [%.2f-%.2f],\n"
+                "  64 B halo exchange %.2f us [%.2f-%.2f]\n",
+                pp_p50.at(8).median, pp_p50.at(8).min, pp_p50.at(8).max, halo_p50.at(64).median, halo_p50.at(64).min,
+                halo_p50.at(64).max);
+  if (empty.count(0)) {
+    const Stats& e = empty.at(0);
+    std::printf("  batch_p2p with no operations (the call's own cost): %.2f us [%.2f-%.2f]\n", e.median, e.min, e.max);
+  }
   if (perf_lat_us > 0)
-    std::printf("  ucx_perftest tag_lat 8 B: %.2f us typical (median of rounds); per round, back to back: ping-pong /\n"
-                "  tag_lat %.1fx, halo 64 B / tag_lat %.1fx (median over rounds; target <= 2x)\n",
-                perf_lat_us, median_of(pingpong_ratio), median_of(halo_ratio));
-  else
+    std::printf("  ucx_perftest tag_lat 8 B: %.2f us typical (its 50th percentile), %.2f us average (medians of\n"
+                "  rounds). 50th percentiles over tag_lat's (target <= 2x): ping-pong %.1fx, halo 64 B %.1fx\n"
+                "  (per round, back to back; median over rounds)\n",
+                perf_lat_us, perf_lat_avg_us, median_of(pingpong_ratio), median_of(halo_ratio));
+  else if (o.only != "allreduce")
     std::printf("  ucx_perftest: not installed or failed (Debian: ucx-utils)\n");
   if (perf_bw_mbps > 0) std::printf("  ucx_perftest tag_bw 144 KiB: %.3f GB/s\n", perf_bw_mbps * 1.048576e-3);
   std::printf("\nmemcpy, one thread, 64 MiB: %.2f GB/s (the physical limit of a copy through memory)\n", copy_gbps);
@@ -520,13 +592,13 @@ int main(int argc, char** argv) {
     else if (a == "--only") o.only = next();
     else if (a == "--rounds") o.rounds = std::atoi(next().c_str());
     else {
-      std::fprintf(stderr, "usage: bench_comm [--json] [--reps N] [--nproc P] [--backend ucx] [--max-mib 64] [--cuda] [--only allreduce|halo]\n"
+      std::fprintf(stderr, "usage: bench_comm [--json] [--reps N] [--nproc P] [--backend ucx] [--max-mib 64] [--cuda] [--only allreduce|halo|latency]\n"
                    "                  [--rounds R]\n");
       return 2;
     }
   }
-  if (!o.only.empty() && o.only != "allreduce" && o.only != "halo") {
-    std::fprintf(stderr, "bench_comm: --only takes allreduce or halo, not '%s'\n", o.only.c_str());
+  if (!o.only.empty() && o.only != "allreduce" && o.only != "halo" && o.only != "latency") {
+    std::fprintf(stderr, "bench_comm: --only takes allreduce, halo or latency, not '%s'\n", o.only.c_str());
     return 2;
   }
   if (o.reps < 1 || o.nproc < 2 || o.max_mib < 1 || o.rounds < 1) {
