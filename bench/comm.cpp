@@ -9,6 +9,8 @@
 //     and an empty batch_p2p (the call's own cost);
 //   - OpenMPI's MPI_Allreduce at the same sizes (`mpirun -np P bench_comm_mpi`, when built);
 //   - ucx_perftest's tag latency and bandwidth on loopback (Debian's ucx-utils, when installed);
+//   - bench_ucp_exchange (built with UCX): the ping-pong and the 64 B exchange with UCP alone, the
+//     floor under the ucx backend's latency;
 //   - single-thread memcpy bandwidth, the physical limit of a copy through memory;
 //   - with --cuda (a GPU machine): the same all-reduce and halo exchange on CUDA buffers (the
 //     ucx plugin stages them through pinned host memory), their time over the host buffers',
@@ -388,6 +390,10 @@ int parent(const Options& o) {
   // Ratios of medians measured in the same round (back to back), one per round.
   Samples ar_ratio;                              // OpenMPI time / tessera time, per size
   std::vector<double> pingpong_ratio, halo_ratio;  // tessera / ucx_perftest tag_lat, 50th percentiles
+  Samples ucp_s;  // bench_ucp_exchange: the same ping-pong (8) and exchange (64) with UCP alone
+  std::vector<double> pingpong_ucp_ratio, halo_ucp_ratio;
+  std::string ucp_note;
+  const std::string ucp_bin = self_dir() + "/bench_ucp_exchange";
   const std::string mpi_bin = self_dir() + "/bench_comm_mpi", mpirun = which("mpirun");
   for (int round = 0; round < o.rounds; ++round) {
     const std::string ranks_out = run_ranks(o, rank_note);
@@ -433,13 +439,23 @@ int parent(const Options& o) {
         const std::vector<double> b = ucx_perftest("tag_bw", 147456, 2000);
         perf_bw.push_back(b.size() > 4 ? b[4] : -1);
       }
+      if (executable(ucp_bin) && o.backend == "ucx") {
+        Samples r_ucp;
+        const std::string out = capture({ucp_bin, "20000", std::to_string(o.reps)}, {}, ucp_note);
+        parse_lines(out, "ucp_pingpong", r_ucp);
+        parse_lines(out, "ucp_exchange", r_ucp);
+        for (const auto& [bytes, us] : r_ucp) ucp_s[bytes].insert(ucp_s[bytes].end(), us.begin(), us.end());
+        if (r_ucp.count(8) && r_pp50.count(8)) pingpong_ucp_ratio.push_back(median_of(r_pp50.at(8)) / median_of(r_ucp.at(8)));
+        if (r_ucp.count(64) && r_halo50.count(64))
+          halo_ucp_ratio.push_back(median_of(r_halo50.at(64)) / median_of(r_ucp.at(64)));
+      }
       if (lat > 0 && r_pp50.count(8)) pingpong_ratio.push_back(median_of(r_pp50.at(8)) / lat);
       if (lat > 0 && r_halo50.count(64)) halo_ratio.push_back(median_of(r_halo50.at(64)) / lat);
     }
   }
   const Series ar = stats_of(ar_s), halo = stats_of(halo_s), mpi = stats_of(mpi_s), ar_cuda = stats_of(ar_cuda_s),
                halo_cuda = stats_of(halo_cuda_s), pingpong = stats_of(pingpong_s), ratio = stats_of(ar_ratio), empty = stats_of(empty_s),
-               pp_p50 = stats_of(pp_p50_s), halo_p50 = stats_of(halo_p50_s);
+               pp_p50 = stats_of(pp_p50_s), halo_p50 = stats_of(halo_p50_s), ucp = stats_of(ucp_s);
   const double perf_lat_us = median_of(perf_lat), perf_lat_avg_us = median_of(perf_lat_avg),
                perf_bw_mbps = median_of(perf_bw);
   const bench::PinnedCopy pinned = o.cuda ? bench::pinned_copy_gbps(o.reps) : bench::PinnedCopy{};
@@ -483,6 +499,9 @@ int parent(const Options& o) {
         .num("pingpong_half_rtt_us", pingpong.count(8) ? pingpong.at(8).median : -1)
         .num("pingpong_half_rtt_p50_us", pp_p50.count(8) ? pp_p50.at(8).median : -1)
         .num("halo_64B_p50_us", halo_p50.count(64) ? halo_p50.at(64).median : -1)
+        .num("ucp_pingpong_p50_us", ucp.count(8) ? ucp.at(8).median : -1)
+        .num("ucp_exchange_64B_p50_us", ucp.count(64) ? ucp.at(64).median : -1)
+        .num("pingpong_vs_ucp", median_of(pingpong_ucp_ratio)).num("halo_64B_vs_ucp", median_of(halo_ucp_ratio))
         .num("empty_batch_us", empty.count(0) ? empty.at(0).median : -1)
         .num("pingpong_vs_perftest", median_of(pingpong_ratio)).num("halo_64B_vs_perftest", median_of(halo_ratio))
         .num("ucx_perftest_tag_bw_GBps", perf_bw_mbps > 0 ? perf_bw_mbps * 1.048576e-3 : -1)
@@ -549,6 +568,13 @@ int parent(const Options& o) {
                 perf_lat_us, perf_lat_avg_us, median_of(pingpong_ratio), median_of(halo_ratio));
   else if (o.only != "allreduce")
     std::printf("  ucx_perftest: not installed or failed (Debian: ucx-utils)\n");
+  if (ucp.count(8) && ucp.count(64))
+    std::printf("  UCP alone (bench_ucp_exchange, the ucx backend's UCP settings; 50th percentiles): ping-pong\n"
+                "  %.2f us, 64 B exchange %.2f us; tessera over them: %.1fx, %.1fx (the cost of the call chain)\n",
+                ucp.at(8).median, ucp.at(64).median, median_of(pingpong_ucp_ratio), median_of(halo_ucp_ratio));
+  else if (show_halo && o.backend == "ucx")
+    std::printf("  UCP alone: %s\n", executable(ucp_bin) ? ("bench_ucp_exchange failed: " + ucp_note).c_str()
+                                                         : "bench_ucp_exchange not built (needs UCX)");
   if (perf_bw_mbps > 0) std::printf("  ucx_perftest tag_bw 144 KiB: %.3f GB/s\n", perf_bw_mbps * 1.048576e-3);
   std::printf("\nmemcpy, one thread, 64 MiB: %.2f GB/s (the physical limit of a copy through memory)\n", copy_gbps);
   if (o.cuda) {
