@@ -177,7 +177,7 @@ inline constexpr comm::ReduceOp kAllOps[] = {comm::ReduceOp::Sum, comm::ReduceOp
                                              comm::ReduceOp::Max, comm::ReduceOp::Min};
 /// Element counts checked everywhere (kLargeCount additionally for a few cases).
 inline constexpr std::size_t kCounts[] = {0, 1, 7, 1024};
-inline constexpr std::size_t kLargeCount = std::size_t{1} << 18;
+inline constexpr std::size_t kLargeCount = (std::size_t{1} << 18) + 3;  // uneven blocks at 2, 3, 4 ranks
 
 // The checks. Each runs `size` ranks of `target` and REQUIREs success.
 void check_all_reduce(const ConformanceTarget& target, int size);

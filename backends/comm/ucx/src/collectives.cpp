@@ -1,6 +1,8 @@
 // The collectives over UcxBackend::exchange. Small payloads: one direct round (every rank sends
 // to every other) and reductions in rank order, so results equal the local backend's bit for bit.
-// Large payloads: rings (reduce-scatter then all-gather), n-1 steps each.
+// Large payloads: rings (reduce-scatter then all-gather), n-1 steps each; an all_reduce over a
+// power-of-two group of 4 or more halves and doubles instead (log2 n steps each, the same bytes).
+#include <algorithm>
 #include <cstring>
 
 #include "reduce.hpp"
@@ -28,8 +30,12 @@ WorkPtr UcxBackend::all_reduce(BufferView buf, ReduceOp op) {
     if (op == ReduceOp::Avg && n > 1) finish_avg(buf.data, buf.count, buf.dtype, n);
     return std::make_unique<CompletedWork>();
   }
-  if (buf.bytes() > kDirectBytes) {
-    all_reduce_ring(buf, op, h);
+  const bool pow2 = n >= 4 && (n & (n - 1)) == 0;
+  if (buf.bytes() > kDirectBytes || (pow2 && buf.bytes() > 8192)) {
+    if (pow2)
+      all_reduce_halving(buf, op, h);
+    else
+      all_reduce_ring(buf, op, h);
     return std::make_unique<CompletedWork>();
   }
   std::vector<Send> sends;
@@ -73,6 +79,48 @@ void UcxBackend::all_reduce_ring(BufferView buf, ReduceOp op, const Header& h) {
     const auto step = static_cast<std::uint32_t>(n + s);
     std::vector<Recv> recvs{{prev, rl * es, step, at(buf.data, ro * es)}};
     exchange(h, {{next, at(buf.data, so * es), sl * es, step}}, recvs);
+  }
+  if (op == ReduceOp::Avg) finish_avg(buf.data, buf.count, buf.dtype, n);
+}
+
+// Power-of-two groups: recursive halving (Rabenseifner's reduce-scatter: at mask m = n/2 … 1 the
+// partner is rank ^ m; the pair splits its range of blocks, each keeps one half and reduces the
+// partner's copy of it into its own), which leaves rank r with block r fully reduced; then
+// recursive doubling (m = 1 … n/2) gathers the blocks back. 2·log2(n) steps against the ring's
+// 2(n−1), each rank sending and receiving the same 2(n−1)/n of the buffer; with more ranks than
+// cores, every step waits for one partner only, not for the whole ring to be scheduled. Each
+// block is reduced by one rank only, so every rank ends with the same bits.
+void UcxBackend::all_reduce_halving(BufferView buf, ReduceOp op, const Header& h) {
+  const int n = size();
+  const std::size_t es = core::dtype_size(buf.dtype);
+  // Elements [offset, offset + length) of the blocks [lo, hi).
+  auto span_of = [&](int lo, int hi) {
+    const std::size_t first = block(buf.count, n, lo).first;
+    const std::size_t end = hi == n ? buf.count : block(buf.count, n, hi).first;
+    return std::pair<std::size_t, std::size_t>{first, end - first};
+  };
+  scratch_.resize(span_of(0, n / 2).second * es);  // the largest half kept (earlier blocks are longer)
+  int lo = 0, hi = n;
+  std::uint32_t step = 0;
+  for (int m = n / 2; m >= 1; m /= 2, ++step) {
+    const int partner = rank_ ^ m, mid = lo + (hi - lo) / 2;
+    const bool upper = (rank_ & m) != 0;
+    const auto [ko, kl] = upper ? span_of(mid, hi) : span_of(lo, mid);  // kept and reduced here
+    const auto [so, sl] = upper ? span_of(lo, mid) : span_of(mid, hi);  // reduced by the partner
+    std::vector<Recv> recvs{{partner, kl * es, step, scratch_.data()}};
+    exchange(h, {{partner, at(buf.data, so * es), sl * es, step}}, recvs);
+    reduce_into(at(buf.data, ko * es), scratch_.data(), kl, buf.dtype, op);
+    (upper ? lo : hi) = mid;
+  }
+  // Here [lo, hi) is block rank_; the partner at mask m holds the aligned range next to ours.
+  for (int m = 1; m < n; m *= 2, ++step) {
+    const int partner = rank_ ^ m, plo = lo ^ m;
+    const auto [mo, ml] = span_of(lo, hi);
+    const auto [po, pl] = span_of(plo, plo + m);
+    std::vector<Recv> recvs{{partner, pl * es, step, at(buf.data, po * es)}};
+    exchange(h, {{partner, at(buf.data, mo * es), ml * es, step}}, recvs);
+    lo = std::min(lo, plo);
+    hi = lo + 2 * m;
   }
   if (op == ReduceOp::Avg) finish_avg(buf.data, buf.count, buf.dtype, n);
 }

@@ -98,6 +98,7 @@ class UcxBackend final : public Backend {
                               const std::vector<Op*>& ops,
                               const std::vector<std::string>& waiting_for);
   void all_reduce_ring(BufferView buf, ReduceOp op, const Header& h);
+  void all_reduce_halving(BufferView buf, ReduceOp op, const Header& h);
 
   std::shared_ptr<Context> ctx_;
   std::vector<int> members_;  // world rank of each group rank
