@@ -73,14 +73,16 @@ void Context::on_ep_error(void* arg, ucp_ep_h, ucs_status_t status) {
       detail::cat("the connection to rank ", a->rank, " failed (", ucs_status_string(status), ")");
 }
 
-// Messages below 1 MiB + 1 go eager (copied through the shared-memory FIFO, or TCP's segments);
+// Messages up to 256 KiB go eager (copied through the shared-memory FIFO, or TCP's segments);
 // larger ones by rendezvous (zero-copy: cma between processes of a host). UCX's automatic
-// threshold is a few KiB here, and a rendezvous costs a handshake that needs the sender to run
-// again: on this 2-core VM eager was faster up to 1 MiB (bench_comm, 2 processes: 64 KiB
-// all_reduce 25 -> 13 us, 256 KiB 58 -> 40 us, 1 MiB 175 -> 150 us, 36 KiB halo 8.7 -> 5.9 us;
-// 4 processes on 2 cores, 64 KiB all_reduce 120 -> 60 us). UCX_RNDV_THRESH in the environment
-// still decides.
-const char* const kRndvThresh = "1048577";
+// threshold is a few KiB here, and a rendezvous is a handshake that needs the sender to run
+// again. bench_comm on this 2-core VM, 2 processes: 64 KiB all_reduce 25 -> 13 us, 256 KiB
+// 58 -> 41 us, 36 KiB halo 8.7 -> 5.8 us, 144 KiB 23 -> 19.5 us; 4 processes on the 2 cores:
+// 64 KiB 140 -> 55 us. Eager up to 1 MiB was faster still at 1 MiB with 2 processes (150 us
+// against 171) but slower with 4 on 2 cores (a FIFO of 8 KiB segments needs the receiver to run
+// while the sender fills it: 4 MiB 4.6 -> 6.4 ms), so 256 KiB. UCX_RNDV_THRESH in the
+// environment still decides.
+const char* const kRndvThresh = "262145";
 
 Context::Context(std::shared_ptr<Rendezvous> rdzv, int rank, int size,
                  std::chrono::milliseconds timeout)
