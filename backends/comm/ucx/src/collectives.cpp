@@ -31,7 +31,7 @@ WorkPtr UcxBackend::all_reduce(BufferView buf, ReduceOp op) {
     return std::make_unique<CompletedWork>();
   }
   const bool pow2 = n >= 4 && (n & (n - 1)) == 0;
-  if (buf.bytes() > kDirectBytes || (pow2 && buf.bytes() > 8192)) {
+  if (buf.bytes() > kDirectBytes || (pow2 && buf.bytes() > kHalvingBytes)) {
     if (pow2)
       all_reduce_halving(buf, op, h);
     else

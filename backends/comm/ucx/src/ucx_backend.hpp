@@ -47,6 +47,10 @@ inline constexpr std::uint32_t kPayloadBit = 0x80000000u;
 /// Per-rank payload bytes up to which collectives exchange directly (one round, rank-order
 /// reductions); above it they use rings.
 inline constexpr std::size_t kDirectBytes = 32 * 1024;
+/// An all_reduce over a power-of-two group of 4 or more ranks halves and doubles (instead of a
+/// direct round or a ring) above this many bytes: with 4 processes on 2 cores, 16 KiB took 82 µs
+/// in one direct round and 33 µs in four halving/doubling steps.
+inline constexpr std::size_t kHalvingBytes = 8 * 1024;
 
 class UcxBackend final : public Backend {
  public:
