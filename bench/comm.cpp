@@ -85,41 +85,35 @@ int worker(const Options& o) {
   WorldBackend job = make_world_backend(o.backend, std::chrono::milliseconds(120000));
   comm::Backend* world = job.world.get();
   const int p = world->size(), me = world->rank();
-  // The slowest rank's seconds per iteration, one figure per repetition.
-  auto timed = [&](int iters, const std::function<void()>& op) {
-    std::vector<double> per_rep;
+  // The slowest rank's µs per iteration, one figure per repetition: the loop's mean, or with
+  // `each` the 50th percentile of single iterations, each timed alone (ucx_perftest's "typical"
+  // latency, measured the same way).
+  auto measure = [&](int iters, const std::function<void()>& op, bool each) {
+    std::vector<double> per_rep, times(each ? static_cast<std::size_t>(iters) : 0);
     op();  // warm-up (registration, connection setup)
     for (int r = 0; r < o.reps; ++r) {
       world->barrier();
-      const double t0 = now_s();
-      for (int i = 0; i < iters; ++i) op();
-      double t = (now_s() - t0) / iters;
-      world->all_reduce({&t, 1, core::DType::F64}, comm::ReduceOp::Max)->wait();
-      per_rep.push_back(t * 1e6);  // µs
-    }
-    return per_rep;
-  };
-  // As timed, but each iteration is timed alone: the slowest rank's 50th percentile of single
-  // iterations, one figure per repetition (ucx_perftest's "typical" latency, measured the same way).
-  auto typical = [&](int iters, const std::function<void()>& op) {
-    std::vector<double> per_rep, each(static_cast<std::size_t>(iters));
-    op();
-    for (int r = 0; r < o.reps; ++r) {
-      world->barrier();
-      double t0 = now_s();
+      const double start = now_s();
+      double t0 = start;
       for (int i = 0; i < iters; ++i) {
         op();
+        if (!each) continue;
         const double t1 = now_s();
-        each[static_cast<std::size_t>(i)] = t1 - t0;
+        times[static_cast<std::size_t>(i)] = t1 - t0;
         t0 = t1;
       }
-      std::nth_element(each.begin(), each.begin() + iters / 2, each.end());
-      double t = each[static_cast<std::size_t>(iters / 2)];
+      double t = (now_s() - start) / iters;
+      if (each) {
+        std::nth_element(times.begin(), times.begin() + iters / 2, times.end());
+        t = times[static_cast<std::size_t>(iters / 2)];
+      }
       world->all_reduce({&t, 1, core::DType::F64}, comm::ReduceOp::Max)->wait();
       per_rep.push_back(t * 1e6);
     }
     return per_rep;
   };
+  auto timed = [&](int iters, const std::function<void()>& op) { return measure(iters, op, false); };
+  auto typical = [&](int iters, const std::function<void()>& op) { return measure(iters, op, true); };
   auto emit = [&](const char* kind, std::size_t bytes, const std::vector<double>& us) {
     if (me != 0) return;
     std::printf("%s %zu", kind, bytes);
@@ -332,11 +326,9 @@ std::string run_ranks(const Options& o, std::string& note) {
   return out;
 }
 
-/// ucx_perftest on loopback: a server and a client; the Final line's typical (50th percentile)
-/// latency in µs, or the bandwidth in MB/s. -1 when it is not installed or fails.
-// The numbers after "Final:" (empty when ucx_perftest is missing or failed): iterations,
-// latency 50th percentile, average, overall average (us), bandwidth average, overall (MB/s),
-// message rate average, overall.
+/// ucx_perftest on loopback (a server and a client): the numbers after its "Final:" (none when
+/// it is not installed or fails): iterations, latency 50th percentile, average, overall average
+/// (µs), bandwidth average, overall (MB/s), message rate average, overall.
 std::vector<double> ucx_perftest(const std::string& test, std::size_t bytes, int iters) {
   const std::string bin = which("ucx_perftest");
   if (bin.empty()) return {};
