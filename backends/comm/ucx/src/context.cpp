@@ -298,20 +298,20 @@ void Context::update_locked(Op& op) {
   if (st != UCS_OK) op.error = detail::cat(op.describe(), " failed: ", ucs_status_string(st));
 }
 
-void Context::progress_locked() {
-  while (ucp_worker_progress(worker_) != 0) {
-  }
-}
-
+// Progresses until the ops are complete or the worker has nothing more to do. The ops are
+// checked after every progress call: when a message completes them, no further (empty) call is
+// made (that call was ~0.03 us of a 64 B exchange's critical path).
 bool Context::test(std::span<Op* const> ops) {
   std::lock_guard lock(mu_);
-  progress_locked();
-  bool all = true;
-  for (Op* op : ops) {
-    update_locked(*op);
-    if (op->state == Op::State::Queued || op->state == Op::State::Active) all = false;
+  for (;;) {
+    const unsigned events = ucp_worker_progress(worker_);
+    bool all = true;
+    for (Op* op : ops) {
+      update_locked(*op);
+      if (op->state == Op::State::Queued || op->state == Op::State::Active) all = false;
+    }
+    if (all || events == 0) return all;
   }
-  return all;
 }
 
 std::string Context::abort_reason() {
