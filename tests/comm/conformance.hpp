@@ -192,6 +192,7 @@ void check_p2p_neighbours(const ConformanceTarget& target, int size);
 void check_p2p_self(const ConformanceTarget& target, int size);
 void check_p2p_tags(const ConformanceTarget& target, int size);
 void check_p2p_order_across_batches(const ConformanceTarget& target, int size);
+void check_p2p_prepared(const ConformanceTarget& target, int size);
 void check_p2p_is_completed(const ConformanceTarget& target);
 void check_p2p_size_mismatch(const ConformanceTarget& target);
 void check_split_subgroups(const ConformanceTarget& target, int size);
@@ -231,6 +232,9 @@ void check_invalid_arguments(const ConformanceTarget& target, int size);
   TESSERA_CONFORMANCE_SIZES_(p2p_order_across_batches,                                             \
                              "batch_p2p matches receives in posting order across batches", target, \
                              backend, tags)                                                        \
+  TESSERA_CONFORMANCE_SIZES_(p2p_prepared,                                                         \
+                             "prepare_p2p runs one batch many times, each start with its wait",    \
+                             target, backend, tags)                                                \
   TESSERA_CONFORMANCE_SIZES_(split_subgroups, "split sub-groups run collectives and p2p", target,  \
                              backend, tags)                                                        \
   TESSERA_CONFORMANCE_SIZES_(rank_failure, "a failing rank releases the others", target, backend,  \

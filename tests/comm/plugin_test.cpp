@@ -56,6 +56,7 @@ TEST_CASE("load_plugins scans folders and reports every plugin", "[comm][plugin]
   REQUIRE(by.count("selftest"));
   REQUIRE(by["selftest"].loaded);
   REQUIRE(by["selftest"].description == "one rank, for tests");
+  REQUIRE(by["selftest"].prepared_p2p);
   REQUIRE(!by["badver"].loaded);
   REQUIRE(!by["nosym"].loaded);
   REQUIRE(!by["v2only"].loaded);
@@ -97,6 +98,16 @@ TEST_CASE("a loaded plugin works through the registry, errors cross the ABI as s
   msg.clear();
   try {
     b->batch_p2p({});
+  } catch (const TimeoutError& e) {
+    msg = e.what();
+  }
+  REQUIRE(msg == "selftest: rank 0: batch_p2p timed out (a test of the status mapping)");
+  // A prepared batch crosses the ABI as a plan (the plugin's p2p_prepare and p2p_start).
+  auto plan = b->prepare_p2p({});
+  REQUIRE(plan->is_completed());
+  msg.clear();
+  try {
+    plan->start();
   } catch (const TimeoutError& e) {
     msg = e.what();
   }

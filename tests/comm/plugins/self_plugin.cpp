@@ -55,3 +55,11 @@ extern "C" __attribute__((visibility("default"))) const tessera_comm_plugin_v1_t
                                                            comm::Capabilities{false, false, true, false});
   return &t;
 }
+
+// Prepared batches through the ABI: SelfBackend keeps Backend::prepare_p2p's default, so a start
+// runs its batch_p2p and the timeout crosses the ABI from p2p_start.
+extern "C" __attribute__((visibility("default"))) const tessera_comm_plugin_v1_plans_t* tessera_comm_plugin_v1_plans(
+    void) {
+  static const auto p = comm::plugin::make_plans_table();
+  return &p;
+}

@@ -192,6 +192,13 @@ class CudaStagedBackend final : public Backend {
     }
     return c.start(inner_->batch_p2p(host));
   }
+  /// Host buffers only: the inner backend's own plan. CUDA buffers are staged at every start.
+  P2PPlanPtr prepare_p2p(const std::vector<P2POp>& ops) override {
+    if (std::none_of(ops.begin(), ops.end(),
+                     [](const P2POp& o) { return o.buf.space == MemorySpace::Cuda; }))
+      return inner_->prepare_p2p(ops);
+    return Backend::prepare_p2p(ops);
+  }
   void barrier() override { inner_->barrier(); }
   std::unique_ptr<Backend> split(const std::vector<int>& ranks) override {
     auto sub = inner_->split(ranks);

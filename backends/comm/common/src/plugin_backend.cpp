@@ -86,6 +86,44 @@ class PluginWork final : public Work, public Recycled<PluginWork> {
   bool done_ = false;
 };
 
+/// A plan prepared by the plugin (its table's p2p_prepare); test, wait and free as a request.
+class PluginPlan final : public P2PPlan {
+ public:
+  PluginPlan(std::shared_ptr<void> keep, const tessera_comm_plugin_v1_t* t, const tessera_comm_plugin_v1_plans_t* p,
+             void* ctx, void* plan)
+      : keep_(std::move(keep)), t_(t), p_(p), ctx_(ctx), plan_(plan) {}
+  ~PluginPlan() override { t_->free_request(ctx_, plan_); }
+  PluginPlan(const PluginPlan&) = delete;
+  PluginPlan& operator=(const PluginPlan&) = delete;
+  void start() override {
+    tessera_error_t err;  // filled only on failure (1 KiB: not zeroed per call)
+    err.message[0] = '\0';
+    const auto st = p_->p2p_start(ctx_, plan_, &err);
+    if (st != TESSERA_OK) plugin::throw_status(st, t_->name, err.message);
+  }
+  bool is_completed() override {
+    tessera_error_t err;
+    err.message[0] = '\0';
+    int done = 0;
+    const auto st = t_->test(ctx_, plan_, &done, &err);
+    if (st != TESSERA_OK) plugin::throw_status(st, t_->name, err.message);
+    return done != 0;
+  }
+  void wait() override {
+    tessera_error_t err;
+    err.message[0] = '\0';
+    const auto st = t_->wait(ctx_, plan_, &err);
+    if (st != TESSERA_OK) plugin::throw_status(st, t_->name, err.message);
+  }
+
+ private:
+  std::shared_ptr<void> keep_;
+  const tessera_comm_plugin_v1_t* t_;
+  const tessera_comm_plugin_v1_plans_t* p_;
+  void* ctx_;
+  void* plan_;
+};
+
 tessera_buffer_t to_c(const BufferView& b) {
   return {b.data, b.count, static_cast<int>(b.dtype), b.space == MemorySpace::Cuda ? 1 : 0};
 }
@@ -93,8 +131,8 @@ tessera_buffer_t to_c(const BufferView& b) {
 class PluginBackend final : public Backend {
  public:
   PluginBackend(std::shared_ptr<void> lib, std::shared_ptr<StoreBridge> bridge, const tessera_comm_plugin_v1_t* t,
-                void* ctx, std::chrono::milliseconds timeout)
-      : lib_(std::move(lib)), bridge_(std::move(bridge)), t_(t), ctx_(ctx), timeout_(timeout),
+                const tessera_comm_plugin_v1_plans_t* plans, void* ctx, std::chrono::milliseconds timeout)
+      : lib_(std::move(lib)), bridge_(std::move(bridge)), t_(t), plans_(plans), ctx_(ctx), timeout_(timeout),
         name_(t->name), rank_(t->rank(ctx)), size_(t->size(ctx)) {}
   ~PluginBackend() override { t_->destroy(ctx_); }
 
@@ -130,6 +168,18 @@ class PluginBackend final : public Backend {
       p2p_[i] = {ops[i].kind == P2POp::Kind::Recv ? 1 : 0, to_c(ops[i].buf), ops[i].peer, ops[i].tag};
     return start([&](void** req, tessera_error_t* e) { return t_->batch_p2p(ctx_, p2p_.data(), p2p_.size(), req, e); });
   }
+  P2PPlanPtr prepare_p2p(const std::vector<P2POp>& ops) override {
+    if (!plans_) return Backend::prepare_p2p(ops);
+    std::vector<tessera_p2p_op_t> c(ops.size());
+    for (std::size_t i = 0; i < ops.size(); ++i)
+      c[i] = {ops[i].kind == P2POp::Kind::Recv ? 1 : 0, to_c(ops[i].buf), ops[i].peer, ops[i].tag};
+    tessera_error_t err;
+    err.message[0] = '\0';
+    void* plan = nullptr;
+    const auto st = plans_->p2p_prepare(ctx_, c.data(), c.size(), &plan, &err);
+    if (st != TESSERA_OK) plugin::throw_status(st, name_, err.message);
+    return std::make_unique<PluginPlan>(lib_, t_, plans_, ctx_, plan);
+  }
   void barrier() override {
     tessera_error_t err;  // filled only on failure (1 KiB: not zeroed per call)
     err.message[0] = '\0';
@@ -144,7 +194,7 @@ class PluginBackend final : public Backend {
     const auto st = t_->split(ctx_, ranks.data(), ranks.size(), &sub, &err);
     if (st != TESSERA_OK) plugin::throw_status(st, name_, err.message);
     if (!sub) return nullptr;
-    return std::make_unique<PluginBackend>(lib_, bridge_, t_, sub, timeout_);
+    return std::make_unique<PluginBackend>(lib_, bridge_, t_, plans_, sub, timeout_);
   }
 
  private:
@@ -161,6 +211,7 @@ class PluginBackend final : public Backend {
   std::shared_ptr<void> lib_;
   std::shared_ptr<StoreBridge> bridge_;
   const tessera_comm_plugin_v1_t* t_;
+  const tessera_comm_plugin_v1_plans_t* plans_;  // optional
   void* ctx_;
   std::chrono::milliseconds timeout_;
   std::string name_;
@@ -171,6 +222,7 @@ class PluginBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_plugin_backend(std::shared_ptr<void> lib, const tessera_comm_plugin_v1_t* table,
+                                             const tessera_comm_plugin_v1_plans_t* plans,
                                              const BackendOptions& options) {
   TESSERA_CHECK(options.rendezvous && options.rendezvous->store(), "comm backend '", table->name,
                 "' needs a rendezvous with a key-value store (env://, e.g. through tessera launch); got ",
@@ -187,7 +239,7 @@ std::unique_ptr<Backend> make_plugin_backend(std::shared_ptr<void> lib, const te
     err.message[0] = '\0';
   const auto st = table->create(&init, &ctx, &err);
   if (st != TESSERA_OK) plugin::throw_status(st, table->name, err.message);
-  return std::make_unique<PluginBackend>(std::move(lib), std::move(bridge), table, ctx, options.timeout);
+  return std::make_unique<PluginBackend>(std::move(lib), std::move(bridge), table, plans, ctx, options.timeout);
 }
 
 }  // namespace tessera::comm

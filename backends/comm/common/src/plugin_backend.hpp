@@ -9,8 +9,10 @@
 namespace tessera::comm {
 
 /// Creates the world group of a loaded plugin. `lib` keeps the library loaded while any backend
-/// of it lives. The options' rendezvous must offer a store().
+/// of it lives. `plans` is the plugin's optional prepared-batch table, or nullptr (prepare_p2p
+/// then runs batch_p2p at every start). The options' rendezvous must offer a store().
 std::unique_ptr<Backend> make_plugin_backend(std::shared_ptr<void> lib, const tessera_comm_plugin_v1_t* table,
+                                             const tessera_comm_plugin_v1_plans_t* plans,
                                              const BackendOptions& options);
 
 }  // namespace tessera::comm

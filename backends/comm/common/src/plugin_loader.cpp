@@ -111,12 +111,24 @@ PluginStatus load_plugin(const std::string& path, Registry* registry) {
       const char* why_not = probe();
       return why_not ? why_not : "";
     };
+  const tessera_comm_plugin_v1_plans_t* plans = nullptr;
+  if (auto* get_plans = reinterpret_cast<tessera_comm_plugin_v1_plans_fn>(
+          ::dlsym(handle, TESSERA_COMM_PLUGIN_V1_PLANS_SYMBOL))) {
+    plans = get_plans();
+    if (!plans || !plans->p2p_prepare || !plans->p2p_start) {
+      st.why = detail::cat(path, ": ", TESSERA_COMM_PLUGIN_V1_PLANS_SYMBOL,
+                           "() returned NULL or a table without p2p_prepare and p2p_start");
+      return st;
+    }
+  }
+  st.prepared_p2p = plans != nullptr;
   if (registry) {
     if (registry->contains(st.name)) {
       st.why = detail::cat("a backend named '", st.name, "' is already registered; ", path, " ignored");
       return st;
     }
-    registry->add(st.name, [lib, table](const BackendOptions& o) { return make_plugin_backend(lib, table, o); },
+    registry->add(st.name,
+                  [lib, table, plans](const BackendOptions& o) { return make_plugin_backend(lib, table, plans, o); },
                   st.caps);
   }
   st.loaded = true;

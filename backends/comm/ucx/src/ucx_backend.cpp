@@ -290,7 +290,9 @@ std::string where_text(int rank, int world_rank, bool is_world) {
   return detail::cat("rank ", rank, " (world rank ", world_rank, ")");
 }
 
-class P2PWork final : public Work, public Recycled<P2PWork> {
+/// One batch_p2p: started at once by batch_p2p, or kept by prepare_p2p and started again and
+/// again (the ops are built once; a start rearms and posts them).
+class P2PWork final : public P2PPlan, public Recycled<P2PWork> {
  public:
   P2PWork(std::shared_ptr<Context> ctx, int rank, int world_rank, bool is_world,
           std::chrono::milliseconds timeout, std::size_t n)
@@ -318,13 +320,23 @@ class P2PWork final : public Work, public Recycled<P2PWork> {
   P2PWork(const P2PWork&) = delete;
   P2PWork& operator=(const P2PWork&) = delete;
   Op& op(std::size_t i) { return ops_[i]; }
-  /// Posts receives, then sends.
-  void post() {
+  /// Orders the filled ops for posting: receives, then sends.
+  void order() {
     std::size_t k = 0;
     for (std::size_t i = 0; i < n_; ++i)
       if (!ops_[i].is_send) ptrs_[k++] = &ops_[i];
     for (std::size_t i = 0; i < n_; ++i)
       if (ops_[i].is_send) ptrs_[k++] = &ops_[i];
+  }
+  void start() override {
+    if (running_)
+      throw InvalidArgument(detail::cat("ucx: ", where_text(rank_, world_rank_, is_world_),
+                                        ": a prepared batch_p2p was started again before wait() "
+                                        "ended its last start; every start needs its wait"));
+    if (runs_++ > 0)
+      for (Op* op : ptrs_) op->rearm();
+    running_ = true;
+    done_ = false;
     ctx_->post(ptrs_);
   }
   bool is_completed() override {
@@ -334,6 +346,7 @@ class P2PWork final : public Work, public Recycled<P2PWork> {
     return true;
   }
   void wait() override {
+    running_ = false;  // a wait ends the run, returning or throwing
     if (done_) return;
     const std::string why = ctx_->wait_for(ptrs_, timeout_);
     if (why.empty()) return finish();
@@ -384,12 +397,14 @@ class P2PWork final : public Work, public Recycled<P2PWork> {
   std::vector<Op*> heap_ptrs_;
   Op* ops_ = nullptr;
   std::span<Op*> ptrs_;  // receives first, then sends
-  bool done_ = false;
+  bool done_ = true;      // nothing in flight (before the first start, or completed)
+  bool running_ = false;  // started and not yet waited for
+  std::uint64_t runs_ = 0;
 };
 
 }  // namespace
 
-WorkPtr UcxBackend::batch_p2p(const std::vector<P2POp>& ops) {
+P2PPlanPtr UcxBackend::make_p2p(const std::vector<P2POp>& ops) {
   for (const auto& o : ops) {
     TESSERA_CHECK(o.peer >= 0 && o.peer < size(), "ucx: ", where(), ": batch_p2p to/from rank ",
                   o.peer, " outside this group of ", size(), " ranks");
@@ -417,9 +432,17 @@ WorkPtr UcxBackend::batch_p2p(const std::vector<P2POp>& ops) {
       op.expect_bytes = o.buf.bytes();
     }
   }
-  work->post();
+  work->order();
   return work;
 }
+
+WorkPtr UcxBackend::batch_p2p(const std::vector<P2POp>& ops) {
+  P2PPlanPtr work = make_p2p(ops);
+  work->start();
+  return work;
+}
+
+P2PPlanPtr UcxBackend::prepare_p2p(const std::vector<P2POp>& ops) { return make_p2p(ops); }
 
 // --- split ------------------------------------------------------------------------------------
 
@@ -509,4 +532,11 @@ tessera_comm_plugin_v1(void) {
           tessera::comm::ucx::capabilities());
 #endif
   return &table;
+}
+
+// Prepared batches (Backend::prepare_p2p) across the ABI.
+extern "C" __attribute__((visibility("default"))) const tessera_comm_plugin_v1_plans_t*
+tessera_comm_plugin_v1_plans(void) {
+  static const tessera_comm_plugin_v1_plans_t plans = tessera::comm::plugin::make_plans_table();
+  return &plans;
 }

@@ -68,6 +68,8 @@ class UcxBackend final : public Backend {
   WorkPtr reduce_scatter(BufferView send, BufferView recv, ReduceOp op) override;
   WorkPtr broadcast(BufferView buf, int root) override;
   WorkPtr batch_p2p(const std::vector<P2POp>& ops) override;
+  /// Checks the operations and builds their messages once; each start posts them.
+  P2PPlanPtr prepare_p2p(const std::vector<P2POp>& ops) override;
   void barrier() override;
   WorkPtr all_to_all(BufferView send, BufferView recv) override;
   std::unique_ptr<Backend> split(const std::vector<int>& ranks) override;
@@ -97,6 +99,8 @@ class UcxBackend final : public Backend {
  private:
   std::uint64_t tag(bool collective, std::uint32_t x, int src_world) const;
   void check_host(const BufferView& b, const char* op) const;
+  /// batch_p2p's operations checked and built, not started (batch_p2p and prepare_p2p).
+  P2PPlanPtr make_p2p(const std::vector<P2POp>& ops);
   void check_reducible(core::DType t, const char* op) const;
   [[noreturn]] void fail_wait(const std::string& why, const std::string& what,
                               const std::vector<Op*>& ops,

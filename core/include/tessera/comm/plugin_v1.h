@@ -133,6 +133,21 @@ typedef const tessera_comm_plugin_v1_t* (*tessera_comm_plugin_v1_fn)(void);
 typedef const char* (*tessera_comm_plugin_v1_probe_fn)(void);
 #define TESSERA_COMM_PLUGIN_V1_PROBE_SYMBOL "tessera_comm_plugin_v1_probe"
 
+/* Optional third symbol: prepared batches (Backend::prepare_p2p, MPI's persistent requests).
+ * Without it the host prepares a batch itself and calls batch_p2p at every start.
+ * A plan is a request: test, wait and free_request take it. It is idle until p2p_start posts
+ * its operations; every start is ended by a wait (test reporting done does not end it), after
+ * which it may start again. */
+typedef struct {
+  /* Checks ops (batch_p2p's rules) and prepares them; *plan receives the idle plan. */
+  tessera_status_t (*p2p_prepare)(void* ctx, const tessera_p2p_op_t* ops, size_t n, void** plan,
+                                  tessera_error_t* err);
+  /* Posts the plan's operations (TESSERA_ERR_INVALID when its last start was not waited for). */
+  tessera_status_t (*p2p_start)(void* ctx, void* plan, tessera_error_t* err);
+} tessera_comm_plugin_v1_plans_t;
+typedef const tessera_comm_plugin_v1_plans_t* (*tessera_comm_plugin_v1_plans_fn)(void);
+#define TESSERA_COMM_PLUGIN_V1_PLANS_SYMBOL "tessera_comm_plugin_v1_plans"
+
 #ifdef __cplusplus
 }
 #endif

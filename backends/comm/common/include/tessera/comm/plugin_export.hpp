@@ -1,9 +1,10 @@
 // For plugin authors writing in C++: turns a comm::Backend factory into the C plugin table
 // (plugin_v1.h). Exceptions become status codes plus a message; nothing crosses the ABI as C++.
 //   extern "C" const tessera_comm_plugin_v1_t* tessera_comm_plugin_v1(void) {
-//     static const auto table = tessera::comm::plugin::make_table("ucx", "...", caps, &create);
+//     static const auto table = tessera::comm::plugin::make_table<&create>("ucx", "...", caps);
 //     return &table;
 //   }
+// (and, optionally, make_plans_table() for prepared batches).
 #pragma once
 
 #include <cstdlib>
@@ -153,6 +154,35 @@ inline Capabilities caps_from_c(const tessera_capabilities_t& c) {
   return r;
 }
 
+/// batch_p2p's C operations as P2POps, in the ctx's reused vector.
+inline const std::vector<P2POp>& to_ops(void* ctx, const tessera_p2p_op_t* ops, std::size_t n) {
+  std::vector<P2POp>& v = static_cast<Ctx*>(ctx)->p2p;
+  v.resize(n);
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = {ops[i].kind ? P2POp::Kind::Recv : P2POp::Kind::Send, to_view(ops[i].buf), ops[i].peer, ops[i].tag};
+  return v;
+}
+
+/// The optional prepared-batch table (plugin_v1.h), for any backend: a plan crosses the ABI as
+/// the Work* of its P2PPlan, so test, wait and free_request take it like any request.
+///   extern "C" const tessera_comm_plugin_v1_plans_t* tessera_comm_plugin_v1_plans(void) {
+///     static const auto plans = tessera::comm::plugin::make_plans_table();
+///     return &plans;
+///   }
+inline tessera_comm_plugin_v1_plans_t make_plans_table() {
+  tessera_comm_plugin_v1_plans_t t{};
+  t.p2p_prepare = [](void* ctx, const tessera_p2p_op_t* ops, std::size_t n, void** plan, tessera_error_t* err) {
+    return guard(err, [&] {
+      Work* w = static_cast<Ctx*>(ctx)->backend->prepare_p2p(to_ops(ctx, ops, n)).release();
+      *plan = w;
+    });
+  };
+  t.p2p_start = [](void*, void* plan, tessera_error_t* err) {
+    return guard(err, [&] { static_cast<P2PPlan*>(static_cast<Work*>(plan))->start(); });
+  };
+  return t;
+}
+
 using Factory = std::unique_ptr<Backend> (*)(const BackendOptions&);
 
 /// The table for a backend made by `Create` (a function template argument, so the table's
@@ -201,13 +231,7 @@ tessera_comm_plugin_v1_t make_table(const char* name, const char* description, C
     return guard(err, [&] { *req = static_cast<Ctx*>(ctx)->backend->all_to_all(to_view(s), to_view(r)).release(); });
   };
   t.batch_p2p = [](void* ctx, const tessera_p2p_op_t* ops, std::size_t n, void** req, tessera_error_t* err) {
-    return guard(err, [&] {
-      auto* c = static_cast<Ctx*>(ctx);
-      c->p2p.resize(n);
-      for (std::size_t i = 0; i < n; ++i)
-        c->p2p[i] = {ops[i].kind ? P2POp::Kind::Recv : P2POp::Kind::Send, to_view(ops[i].buf), ops[i].peer, ops[i].tag};
-      *req = c->backend->batch_p2p(c->p2p).release();
-    });
+    return guard(err, [&] { *req = static_cast<Ctx*>(ctx)->backend->batch_p2p(to_ops(ctx, ops, n)).release(); });
   };
   t.barrier = [](void* ctx, tessera_error_t* err) {
     return guard(err, [&] { static_cast<Ctx*>(ctx)->backend->barrier(); });

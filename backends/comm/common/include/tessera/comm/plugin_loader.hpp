@@ -24,6 +24,9 @@ struct PluginStatus {
   std::function<std::string()> probe;
   std::string description;
   Capabilities caps;
+  /// The plugin exports the optional prepared-batch table (Backend::prepare_p2p done by the
+  /// plugin; without it the host runs batch_p2p at every start).
+  bool prepared_p2p = false;
 };
 
 /// Folders searched, in order: each entry of TESSERA_PLUGIN_PATH (':'-separated), the install's
