@@ -2,6 +2,7 @@
 // to every other) and reductions in rank order, so results equal the local backend's bit for bit.
 // Large payloads: rings (reduce-scatter then all-gather), n-1 steps each; an all_reduce over a
 // power-of-two group of 4 or more halves and doubles instead (log2 n steps each, the same bytes).
+// A reduce step moves its block in chunks of kReduceChunkBytes, each reduced as it arrives.
 #include <algorithm>
 #include <cstring>
 
@@ -58,25 +59,40 @@ WorkPtr UcxBackend::all_reduce(BufferView buf, ReduceOp op) {
   return std::make_unique<CompletedWork>();
 }
 
+void UcxBackend::exchange_reduce(const Header& h, int to, const void* send, std::size_t send_count, int from,
+                                 void* dst, std::size_t recv_count, std::size_t max_count, core::DType dt,
+                                 ReduceOp op, std::uint32_t& step) {
+  const std::size_t es = core::dtype_size(dt);
+  const std::size_t per = std::max<std::size_t>(1, kReduceChunkBytes / es);  // elements per chunk
+  const std::size_t chunks = std::max<std::size_t>(1, (max_count + per - 1) / per);
+  scratch_.resize(std::max(scratch_.size(), std::min(per, max_count) * es));
+  for (std::size_t c = 0; c < chunks; ++c, ++step) {
+    const std::size_t s0 = std::min(send_count, c * per), s1 = std::min(send_count, (c + 1) * per);
+    const std::size_t r0 = std::min(recv_count, c * per), r1 = std::min(recv_count, (c + 1) * per);
+    std::vector<Recv> recvs{{from, (r1 - r0) * es, step, scratch_.data()}};
+    exchange(h, {{to, at(const_cast<void*>(send), s0 * es), (s1 - s0) * es, step}}, recvs);
+    reduce_into(at(dst, r0 * es), scratch_.data(), r1 - r0, dt, op);
+  }
+}
+
 void UcxBackend::all_reduce_ring(BufferView buf, ReduceOp op, const Header& h) {
   const int n = size();
   const std::size_t es = core::dtype_size(buf.dtype);
   const int next = (rank_ + 1) % n, prev = (rank_ + n - 1) % n;
   auto mod = [n](int x) { return ((x % n) + n) % n; };
-  scratch_.resize(block(buf.count, n, 0).second * es);
+  const std::size_t longest = block(buf.count, n, 0).second;  // earlier blocks are the longer
+  std::uint32_t step = 0;
   // Reduce-scatter: after n-1 steps this rank holds the full reduction of its own block.
   for (int s = 0; s < n - 1; ++s) {
     const auto [so, sl] = block(buf.count, n, mod(rank_ - s - 1));
     const auto [ro, rl] = block(buf.count, n, mod(rank_ - s - 2));
-    std::vector<Recv> recvs{{prev, rl * es, static_cast<std::uint32_t>(s), scratch_.data()}};
-    exchange(h, {{next, at(buf.data, so * es), sl * es, static_cast<std::uint32_t>(s)}}, recvs);
-    reduce_into(at(buf.data, ro * es), scratch_.data(), rl, buf.dtype, op);
+    exchange_reduce(h, next, at(buf.data, so * es), sl, prev, at(buf.data, ro * es), rl, longest, buf.dtype, op,
+                    step);
   }
-  // All-gather of the reduced blocks.
-  for (int s = 0; s < n - 1; ++s) {
+  // All-gather of the reduced blocks, straight into place (one message per block).
+  for (int s = 0; s < n - 1; ++s, ++step) {
     const auto [so, sl] = block(buf.count, n, mod(rank_ - s));
     const auto [ro, rl] = block(buf.count, n, mod(rank_ - s - 1));
-    const auto step = static_cast<std::uint32_t>(n + s);
     std::vector<Recv> recvs{{prev, rl * es, step, at(buf.data, ro * es)}};
     exchange(h, {{next, at(buf.data, so * es), sl * es, step}}, recvs);
   }
@@ -99,17 +115,16 @@ void UcxBackend::all_reduce_halving(BufferView buf, ReduceOp op, const Header& h
     const std::size_t end = hi == n ? buf.count : block(buf.count, n, hi).first;
     return std::pair<std::size_t, std::size_t>{first, end - first};
   };
-  scratch_.resize(span_of(0, n / 2).second * es);  // the largest half kept (earlier blocks are longer)
   int lo = 0, hi = n;
   std::uint32_t step = 0;
-  for (int m = n / 2; m >= 1; m /= 2, ++step) {
+  for (int m = n / 2; m >= 1; m /= 2) {
     const int partner = rank_ ^ m, mid = lo + (hi - lo) / 2;
     const bool upper = (rank_ & m) != 0;
     const auto [ko, kl] = upper ? span_of(mid, hi) : span_of(lo, mid);  // kept and reduced here
     const auto [so, sl] = upper ? span_of(lo, mid) : span_of(mid, hi);  // reduced by the partner
-    std::vector<Recv> recvs{{partner, kl * es, step, scratch_.data()}};
-    exchange(h, {{partner, at(buf.data, so * es), sl * es, step}}, recvs);
-    reduce_into(at(buf.data, ko * es), scratch_.data(), kl, buf.dtype, op);
+    // Every rank's halves here are m blocks; the first m blocks are the longest such span.
+    exchange_reduce(h, partner, at(buf.data, so * es), sl, partner, at(buf.data, ko * es), kl,
+                    span_of(0, m).second, buf.dtype, op, step);
     (upper ? lo : hi) = mid;
   }
   // Here [lo, hi) is block rank_; the partner at mask m holds the aligned range next to ours.
@@ -194,12 +209,11 @@ WorkPtr UcxBackend::reduce_scatter(BufferView send, BufferView recv, ReduceOp op
     std::vector<char> work(static_cast<const char*>(send.data), static_cast<const char*>(send.data) + send.bytes());
     const int next = (rank_ + 1) % n, prev = (rank_ + n - 1) % n;
     auto mod = [n](int x) { return ((x % n) + n) % n; };
+    std::uint32_t step = 0;
     for (int s = 0; s < n - 1; ++s) {
       const auto sb = static_cast<std::size_t>(mod(rank_ - s - 1)), rb = static_cast<std::size_t>(mod(rank_ - s - 2));
-      scratch_.resize(bytes);
-      std::vector<Recv> recvs{{prev, bytes, static_cast<std::uint32_t>(s), scratch_.data()}};
-      exchange(h, {{next, work.data() + sb * bytes, bytes, static_cast<std::uint32_t>(s)}}, recvs);
-      reduce_into(work.data() + rb * bytes, scratch_.data(), recv.count, recv.dtype, op);
+      exchange_reduce(h, next, work.data() + sb * bytes, recv.count, prev, work.data() + rb * bytes, recv.count,
+                      recv.count, recv.dtype, op, step);
     }
     std::memcpy(recv.data, work.data() + static_cast<std::size_t>(rank_) * bytes, bytes);
   }
