@@ -128,6 +128,13 @@ tessera_buffer_t to_c(const BufferView& b) {
   return {b.data, b.count, static_cast<int>(b.dtype), b.space == MemorySpace::Cuda ? 1 : 0};
 }
 
+/// batch_p2p's operations as the C array (into `out`, kept by the caller between calls).
+void to_c(const std::vector<P2POp>& ops, std::vector<tessera_p2p_op_t>& out) {
+  out.resize(ops.size());
+  for (std::size_t i = 0; i < ops.size(); ++i)
+    out[i] = {ops[i].kind == P2POp::Kind::Recv ? 1 : 0, to_c(ops[i].buf), ops[i].peer, ops[i].tag};
+}
+
 class PluginBackend final : public Backend {
  public:
   PluginBackend(std::shared_ptr<void> lib, std::shared_ptr<StoreBridge> bridge, const tessera_comm_plugin_v1_t* t,
@@ -163,16 +170,13 @@ class PluginBackend final : public Backend {
     return start([&](void** req, tessera_error_t* e) { return t_->all_to_all(ctx_, to_c(s), to_c(r), req, e); });
   }
   WorkPtr batch_p2p(const std::vector<P2POp>& ops) override {
-    p2p_.resize(ops.size());  // kept between calls: a halo exchange allocates nothing here
-    for (std::size_t i = 0; i < ops.size(); ++i)
-      p2p_[i] = {ops[i].kind == P2POp::Kind::Recv ? 1 : 0, to_c(ops[i].buf), ops[i].peer, ops[i].tag};
+    to_c(ops, p2p_);  // kept between calls: a halo exchange allocates nothing here
     return start([&](void** req, tessera_error_t* e) { return t_->batch_p2p(ctx_, p2p_.data(), p2p_.size(), req, e); });
   }
   P2PPlanPtr prepare_p2p(const std::vector<P2POp>& ops) override {
     if (!plans_) return Backend::prepare_p2p(ops);
-    std::vector<tessera_p2p_op_t> c(ops.size());
-    for (std::size_t i = 0; i < ops.size(); ++i)
-      c[i] = {ops[i].kind == P2POp::Kind::Recv ? 1 : 0, to_c(ops[i].buf), ops[i].peer, ops[i].tag};
+    std::vector<tessera_p2p_op_t> c;
+    to_c(ops, c);
     tessera_error_t err;
     err.message[0] = '\0';
     void* plan = nullptr;

@@ -20,6 +20,7 @@ std::pair<std::size_t, std::size_t> block(std::size_t count, int n, int b) {
   return {ub * base + std::min(ub, rem), base + (ub < rem ? 1 : 0)};
 }
 char* at(void* p, std::size_t bytes) { return static_cast<char*>(p) + bytes; }
+const char* at(const void* p, std::size_t bytes) { return static_cast<const char*>(p) + bytes; }
 }  // namespace
 
 WorkPtr UcxBackend::all_reduce(BufferView buf, ReduceOp op) {
@@ -70,7 +71,7 @@ void UcxBackend::exchange_reduce(const Header& h, int to, const void* send, std:
     const std::size_t s0 = std::min(send_count, c * per), s1 = std::min(send_count, (c + 1) * per);
     const std::size_t r0 = std::min(recv_count, c * per), r1 = std::min(recv_count, (c + 1) * per);
     std::vector<Recv> recvs{{from, (r1 - r0) * es, step, scratch_.data()}};
-    exchange(h, {{to, at(const_cast<void*>(send), s0 * es), (s1 - s0) * es, step}}, recvs);
+    exchange(h, {{to, at(send, s0 * es), (s1 - s0) * es, step}}, recvs);
     reduce_into(at(dst, r0 * es), scratch_.data(), r1 - r0, dt, op);
   }
 }
