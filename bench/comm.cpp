@@ -141,36 +141,36 @@ int worker(const Options& o) {
     const int other = me == 0 ? 1 : 0;
     const std::vector<comm::P2POp> send = {{comm::P2POp::Kind::Send, w, other, 1}},
                                    recv = {{comm::P2POp::Kind::Recv, w, other, 1}};
-    const std::function<void()> round_trip = [&] {
-      if (me == 0) {
-        world->batch_p2p(send)->wait();
-        world->batch_p2p(recv)->wait();
-      } else if (me == 1) {
-        world->batch_p2p(recv)->wait();
-        ++word;
-        world->batch_p2p(send)->wait();
-      }
+    // One round trip, each message sent and received by the given calls.
+    auto round_trip_of = [&](std::function<void()> send_one, std::function<void()> recv_one) {
+      return std::function<void()>([&me, &word, send_one, recv_one] {
+        if (me == 0) {
+          send_one();
+          recv_one();
+        } else if (me == 1) {
+          recv_one();
+          ++word;
+          send_one();
+        }
+      });
     };
+    const std::function<void()> round_trip =
+        round_trip_of([&] { world->batch_p2p(send)->wait(); }, [&] { world->batch_p2p(recv)->wait(); });
     const auto pp = timed(20000, round_trip);
     auto pp_typical = typical(20000, round_trip);
     for (double& x : pp_typical) x /= 2;
     emit("pingpong_p50", 8, pp_typical);
     // The same ping-pong on prepared batches (prepare_p2p once; start and wait per message).
     const comm::P2PPlanPtr send_plan = world->prepare_p2p(send), recv_plan = world->prepare_p2p(recv);
-    auto run = [](comm::P2PPlan& plan) {
-      plan.start();
-      plan.wait();
-    };
-    auto pp_plan = typical(20000, [&] {
-      if (me == 0) {
-        run(*send_plan);
-        run(*recv_plan);
-      } else if (me == 1) {
-        run(*recv_plan);
-        ++word;
-        run(*send_plan);
-      }
-    });
+    auto pp_plan = typical(20000, round_trip_of(
+                                      [&] {
+                                        send_plan->start();
+                                        send_plan->wait();
+                                      },
+                                      [&] {
+                                        recv_plan->start();
+                                        recv_plan->wait();
+                                      }));
     for (double& x : pp_plan) x /= 2;
     emit("pingpong_plan_p50", 8, pp_plan);
     // The call's own cost: a batch with nothing in it (creating, waiting for and freeing it).
