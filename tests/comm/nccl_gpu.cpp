@@ -3,7 +3,7 @@
 // (rank r on device r % count); NCCL refuses two ranks on one GPU, so a one-GPU machine runs
 // one rank, where collectives are local copies and the halo exchange sends to itself. The checks
 // themselves (comm/cuda_checks.cpp) are shared with the ucx staging tests. Where no GPU is visible
-// every test prints why it skips and passes.
+// every test reports ctest's skip status with the reason.
 #include <algorithm>
 #include <cstring>
 #include <thread>
@@ -137,11 +137,8 @@ TEST_CASE("nccl (GPU): a receive nobody sends ends at the deadline with ncclComm
 TEST_CASE("nccl (GPU): a rank that skips a collective makes the others time out naming the op",
           "[nccl][gpu]") {
   TESSERA_NCCL_REQUIRE_GPU(devices);
-  if (devices.count < 2) {
-    WARN("SKIPPED: needs 2 GPUs (NCCL refuses two ranks on one device); " << devices.count
-                                                                          << " visible");
-    return;
-  }
+  if (devices.count < 2)
+    TESSERA_SKIP("needs 2 GPUs (NCCL refuses two ranks on one device); " << devices.count << " visible");
   std::string msg;
   try {
     run(

@@ -90,12 +90,10 @@ class DeviceBuffer {
 
 }  // namespace tessera::test::nccl
 
-/// First statement of every gpu-labelled test: prints why it skips where no GPU is visible.
-#define TESSERA_NCCL_REQUIRE_GPU(devices_var)                                                         \
-  const ::tessera::test::nccl::Devices devices_var = ::tessera::test::nccl::probe_devices();          \
-  if (devices_var.count == 0) {                                                                      \
-    WARN("SKIPPED (no GPU): no CUDA device visible (" << devices_var.why_none                        \
-                                                       << "); run tests/gpu/run_gpu_checks.sh on a " \
-                                                          "machine with a GPU");                     \
-    return;                                                                                          \
-  }
+/// First statement of every gpu-labelled test: skips it (ctest's skip status) with the reason
+/// where no GPU is visible.
+#define TESSERA_NCCL_REQUIRE_GPU(devices_var)                                                      \
+  const ::tessera::test::nccl::Devices devices_var = ::tessera::test::nccl::probe_devices();       \
+  if (devices_var.count == 0)                                                                     \
+  TESSERA_SKIP("no GPU: no CUDA device visible ("                                                 \
+               << devices_var.why_none << "); run tests/gpu/run_gpu_checks.sh on a machine with a GPU")

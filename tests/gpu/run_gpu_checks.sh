@@ -39,5 +39,6 @@ fi
 tessera=$(find "$build" -type f -name tessera -perm -u+x | head -n1)
 "$tessera" backends || true
 
-# Every gpu-labelled test and every nccl test; skips print "SKIPPED" lines.
+# Every gpu-labelled test and every nccl test; a test that cannot run here ends skipped (ctest
+# counts it so, with the reason it printed: TESSERA_TEST_SKIPPED).
 ctest --test-dir "$build" -L 'gpu|nccl' --output-on-failure --verbose --timeout 600

@@ -260,8 +260,8 @@ std::string percent(double x) {
 // that rank count are made (while the test has run for less than kExtraBudgetS) and the median
 // is taken over all of them: a burst of load from elsewhere spoils a minority of attempts, a
 // wrong model spoils all. On a machine too busy for
-// any attempt to count, the figures are printed and the comparison is reported (a Catch warning)
-// as not made. The test runs alone (RUN_SERIAL, label timing).
+// any attempt to count, the figures are printed and the test ends with ctest's skip status,
+// naming the configurations not compared. The test runs alone (RUN_SERIAL, label timing).
 TEST_CASE("the calibrated simulation predicts the measured step time within 15%", "[sim][calibration][timing]") {
   const sim::ComputeFactory make_compute = [](int threads) { return std::make_unique<compute::cpu::CpuBackend>(threads); };
   const sim::WorldRunner run_world = [](int size, const std::function<void(comm::Backend&)>& fn) {
@@ -307,6 +307,8 @@ TEST_CASE("the calibrated simulation predicts the measured step time within 15%"
       if (ranks == 1 || a < kAttemptsTwoRanks) attempt(ranks);
   for (int ranks : {1, 2})
     for (int extra = 0; extra < kExtraAttempts && off(ranks) && elapsed_s() < kExtraBudgetS; ++extra) attempt(ranks);
+  std::string not_compared;   // configurations no attempt could measure cleanly
+  bool compared_ok = true;    // every configuration that was compared is within 15%
   for (std::size_t c = 0; c < configs.size(); ++c) {
     const Config& cfg = configs[c];
     std::printf("calibrated time: %s 16-32-48-64 depths 1-1-2-1, 3x64x256, batch 2, AdamW, sp=%d, 1 thread per "
@@ -323,9 +325,7 @@ TEST_CASE("the calibrated simulation predicts the measured step time within 15%"
     const std::vector<const Outcome*> n = counted(c);
     if (n.empty()) {
       print_breakdown(outcomes[c].back());
-      WARN(cfg.family << " sp=" << cfg.sp << ": not compared: in no attempt did " << kMinCleanSteps
-                      << " steps run without waiting for a core that another process held (the machine is busy); "
-                         "run again on an idle machine");
+      not_compared += (not_compared.empty() ? "" : ", ") + cfg.family + " sp=" + std::to_string(cfg.sp);
       continue;
     }
     const Outcome& mid = *n[n.size() / 2];
@@ -334,6 +334,14 @@ TEST_CASE("the calibrated simulation predicts the measured step time within 15%"
                 mid.real.clean_step_s() * 1e3, mid.simulated_s * 1e3, 100 * mid.clean_error());
     INFO(cfg.family << " sp=" << cfg.sp << ": measured " << mid.real.clean_step_s() << " s, simulated "
                     << mid.simulated_s << " s (median of " << n.size() << " attempts)");
-    CHECK(std::abs(mid.clean_error()) <= 0.15);
+    const bool within = std::abs(mid.clean_error()) <= 0.15;
+    compared_ok = compared_ok && within;
+    CHECK(within);
   }
+  // A configuration that could not be measured is a check not made: the test reports ctest's skip
+  // status, unless a configuration that was compared failed (a failure must stay a failure).
+  if (!not_compared.empty() && compared_ok)
+    TESSERA_SKIP("not compared: " << not_compared << ": in no attempt did " << kMinCleanSteps
+                                  << " steps run without waiting for a core that another process held "
+                                     "(the machine is busy); run again on an idle machine");
 }
