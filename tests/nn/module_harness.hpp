@@ -4,6 +4,8 @@
 // float64 references. Shape-generic: outputs of any rank (N,C,H,W or N,C) are gathered.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -128,6 +130,35 @@ inline ModuleRun run_module(const std::function<nn::ModulePtr()>& make, const co
   for (int q = 1; q < P; ++q)
     if (grads[q] != grads[0]) r.grads_agree = false;
   return r;
+}
+
+/// The float32 rule for one forward and backward (train_equivalence.hpp gives it for whole
+/// training runs): y, dx and every gradient of `run` (float32, sharded) are within kFp32Factor
+/// times as far from the float64 one-rank run `one64` as the float32 one-rank run `one32` is,
+/// with a floor of 2 float32 roundoffs of the tensor's largest magnitude (where `one32` happens
+/// to be exact). Replicated gradients must agree on every rank.
+inline void require_fp32_same(const ModuleRun& run, const ModuleRun& one32, const ModuleRun& one64) {
+  const auto check = [](const char* what, const std::vector<double>& a, const std::vector<double>& r32,
+                        const std::vector<double>& r64) {
+    double e = 0, scale = 0;
+    for (std::size_t i = 0; i < r64.size() && i < r32.size(); ++i) {
+      e = std::max(e, std::abs(r32[i] - r64[i]));
+      scale = std::max(scale, std::abs(r64[i]));
+    }
+    const double allowed = kFp32Factor * std::max(e, 2 * std::ldexp(scale, -24));
+    INFO(what << ": the float32 one-rank run is " << e << " from float64 (scale " << scale << "), allowed "
+              << allowed);
+    REQUIRE_WITHIN(a, r64, std::vector<double>(r64.size(), allowed));
+  };
+  REQUIRE(run.y_shape == one64.y_shape);
+  check("output", run.y, one32.y, one64.y);
+  check("input gradient", run.dx, one32.dx, one64.dx);
+  REQUIRE(run.grads_agree);
+  REQUIRE(run.grads.size() == one64.grads.size());
+  for (std::size_t i = 0; i < run.grads.size(); ++i) {
+    INFO("gradient of " << one64.param_names[i]);
+    check("gradient", run.grads[i], one32.grads[i], one64.grads[i]);
+  }
 }
 
 /// A one-rank layout of `shape` (the unsharded run).

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <vector>
 
+#include "nn/faulty_comm.hpp"
 #include "support/reference/conv2d_ref.hpp"
 #include "support/test_utils.hpp"
 #include "tessera/comm/local.hpp"
@@ -55,11 +56,12 @@ inline void place_global(std::vector<double>& g, const core::Shape& gshape, cons
 
 /// Runs spec on x (global) sharded per `mc`, with output gradient dy (global), over
 /// mc.mesh.size() local ranks; weight gradients are all-reduced over the input-sharding dims.
+/// `fault` breaks the communication on purpose (faulty_comm.hpp), to show a check catches it.
 inline ShardedResult run_sharded_conv(const nn::ConvSpec& spec, const core::Shape& xshape,
                                       const std::vector<double>& x, const std::vector<double>& w,
                                       const std::vector<double>& b, const std::vector<double>& dy,
                                       const MeshCase& mc, core::DType dtype, bool overlap = true,
-                                      nn::HaloOptions halo = {}) {
+                                      nn::HaloOptions halo = {}, Fault fault = Fault::None) {
   const core::Layout in(mc.mesh, xshape, mc.placements);
   const core::Layout out = nn::conv_output_layout(spec, in);
   const core::Shape yshape = out.global_shape();
@@ -68,8 +70,11 @@ inline ShardedResult run_sharded_conv(const nn::ConvSpec& spec, const core::Shap
   r.dx.assign(x.size(), 0.0);
   std::vector<std::vector<double>> dws(mc.mesh.size()), dbs(mc.mesh.size());
   std::mutex mu;
-  comm::local::run(mc.mesh.size(), [&](comm::Backend& world) {
-    const int rank = world.rank();
+  comm::local::run(mc.mesh.size(), [&](comm::Backend& local_world) {
+    const int rank = local_world.rank();
+    auto state = std::make_shared<FaultState>();
+    state->fault = fault;
+    FaultyComm world(local_world, state);
     comm::MeshComm meshc(mc.mesh, world);
     auto alloc = std::make_shared<core::Allocator>("rank" + std::to_string(rank));
     compute::cpu::CpuBackend cpu(1);

@@ -1,13 +1,16 @@
 // Runs the Trainer over in-process ranks and collects what the training tests compare: the
 // per-step losses and gradient norms, the final parameters (replicated: rank 0's copy, checked
-// equal on every rank) and each rank's memory figures.
+// equal on every rank) and each rank's memory figures. A Fault (faulty_comm.hpp) breaks the run on
+// purpose, for the tests that show the tolerance catches a broken one.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "nn/faulty_comm.hpp"
 #include "support/test_utils.hpp"
 #include "tessera/comm/local.hpp"
 #include "tessera/comm/mesh_comm.hpp"
@@ -22,6 +25,7 @@ struct TrainRun {
   std::vector<std::vector<double>> params;  ///< final values, rank 0
   bool replicas_agree = true;               ///< every rank ends with the same parameters
   std::vector<core::MemStats> memory;       ///< per rank, over the whole run
+  long faults_injected = 0;                 ///< operations a Fault broke, over all ranks
 };
 
 /// The synthetic dataset matching `o` (same channels, size, classes, seed).
@@ -39,21 +43,27 @@ inline std::shared_ptr<const data::Dataset> dataset_for(const nn::TrainOptions& 
 
 /// Trains `o.steps` steps on `mesh` (one compute thread per rank). `before` runs on every rank
 /// after construction (e.g. to load a checkpoint), `after` after the last step (e.g. to save).
+/// `fault` breaks the communication on purpose (Fault::None: a correct run).
 inline TrainRun train(const nn::TrainOptions& o, const core::DeviceMesh& mesh,
                       const std::function<void(nn::Trainer&)>& before = {},
-                      const std::function<void(nn::Trainer&)>& after = {}) {
+                      const std::function<void(nn::Trainer&)>& after = {}, Fault fault = Fault::None) {
   const int P = mesh.size();
   auto ds = dataset_for(o);
   TrainRun r;
   r.memory.resize(P);
   std::vector<std::vector<std::vector<double>>> finals(P);
   std::mutex mu;
-  comm::local::run(P, [&](comm::Backend& world) {
-    const int rank = world.rank();
+  std::atomic<long> injected{0};
+  comm::local::run(P, [&](comm::Backend& local_world) {
+    const int rank = local_world.rank();
+    auto state = std::make_shared<FaultState>();
+    state->fault = fault;
+    FaultyComm world(local_world, state);
     comm::MeshComm mc(mesh, world);
     auto alloc = std::make_shared<core::Allocator>("rank " + std::to_string(rank));
     compute::cpu::CpuBackend cpu(1);
     nn::Trainer t(o, &mc, cpu, alloc, ds);
+    state->scope = t.context().scope;
     if (before) before(t);
     while (t.next_step() < o.steps) {
       const nn::StepStats s = t.step();
@@ -69,10 +79,12 @@ inline TrainRun train(const nn::TrainOptions& o, const core::DeviceMesh& mesh,
     std::lock_guard<std::mutex> lock(mu);
     finals[rank] = std::move(ps);
     r.memory[rank] = alloc->stats();
+    injected += state->injected;
     if (rank == 0)
       for (nn::Parameter* p : t.parameters()) r.names.push_back(p->name);
   });
   r.params = finals[0];
+  r.faults_injected = injected;
   for (int q = 1; q < P; ++q)
     if (finals[q] != finals[0]) r.replicas_agree = false;
   return r;

@@ -81,6 +81,44 @@ Closeness compare(const std::vector<double>& actual, const std::vector<double>& 
   return c;
 }
 
+double gamma_bound(core::DType dtype, std::int64_t m) {
+  const double u = std::ldexp(1.0, dtype == core::DType::F64 ? -53 : -24);
+  const double mu = double(m) * u;
+  REQUIRE(mu < 0.5);
+  return mu / (1 - mu);
+}
+
+Closeness compare_within(const std::vector<double>& actual, const std::vector<double>& ref,
+                         const std::vector<double>& bound) {
+  Closeness c;
+  std::ostringstream os;
+  if (actual.size() != ref.size() || bound.size() != ref.size()) {
+    c.ok = false;
+    os << "size mismatch: actual " << actual.size() << ", reference " << ref.size() << ", bound " << bound.size();
+    c.report = os.str();
+    return c;
+  }
+  double worst_share = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double e = std::abs(actual[i] - ref[i]);
+    const double share = e == 0 ? 0.0 : (bound[i] > 0 ? e / bound[i] : INFINITY);
+    if (!(share <= worst_share)) {  // also catches NaN
+      worst_share = std::isnan(share) ? INFINITY : share;
+      c.worst = static_cast<std::int64_t>(i);
+      c.max_abs_err = e;
+    }
+  }
+  c.ok = worst_share <= 1;
+  c.rel_err = worst_share;
+  os.precision(6);
+  os << (c.ok ? "within" : "NOT within") << " the bound: " << ref.size() << " elements";
+  if (c.worst >= 0)
+    os << ", worst at index " << c.worst << " (actual " << actual[c.worst] << ", reference " << ref[c.worst]
+       << ", |err| " << c.max_abs_err << " = " << 100 * worst_share << "% of its bound " << bound[c.worst] << ")";
+  c.report = os.str();
+  return c;
+}
+
 double dot(const std::vector<double>& a, const std::vector<double>& b) {
   REQUIRE(a.size() == b.size());
   double s = 0;

@@ -36,6 +36,21 @@ struct Closeness {
 /// is what an fp32 dot product of bounded length guarantees.
 Closeness compare(const std::vector<double>& actual, const std::vector<double>& ref, double rtol);
 
+/// How much further from float64 than the float32 one-rank computation a float32 sharded one may
+/// be (the float32 rule: tests/nn/train_equivalence.hpp says why and what was measured).
+inline constexpr double kFp32Factor = 16;
+
+/// γ_m = m·u/(1 − m·u) with the unit roundoff u of `dtype` (2^-24 for f32, 2^-53 for f64): the
+/// relative error bound of m roundings (Higham, Accuracy and Stability of Numerical Algorithms,
+/// §3.1). A sum of m products computed in any order, blocking, vector width, with or without FMA,
+/// is within γ_{m+1}·Σ|products| of the exact sum.
+double gamma_bound(core::DType dtype, std::int64_t m);
+
+/// Element-wise: |a_i − r_i| ≤ bound_i for every i. The report names the element with the largest
+/// share of its bound.
+Closeness compare_within(const std::vector<double>& actual, const std::vector<double>& ref,
+                         const std::vector<double>& bound);
+
 /// Σ a_i·b_i in float64.
 double dot(const std::vector<double>& a, const std::vector<double>& b);
 
@@ -47,4 +62,12 @@ double dot(const std::vector<double>& a, const std::vector<double>& b);
     const auto tessera_close_ = ::tessera::test::compare((actual), (ref), (rtol)); \
     INFO(tessera_close_.report);                                               \
     REQUIRE(tessera_close_.ok);                                                \
+  } while (0)
+
+/// REQUIRE that every element of `actual` is within `bound` (a vector) of `ref`.
+#define REQUIRE_WITHIN(actual, ref, bound)                                         \
+  do {                                                                             \
+    const auto tessera_within_ = ::tessera::test::compare_within((actual), (ref), (bound)); \
+    INFO(tessera_within_.report);                                                  \
+    REQUIRE(tessera_within_.ok);                                                   \
   } while (0)

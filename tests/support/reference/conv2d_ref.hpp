@@ -78,4 +78,39 @@ inline Conv2dGrads conv2d_backward(const Conv2d& c, const std::vector<double>& x
   return g;
 }
 
+/// How far a floating-point convolution may be from the exact one, element by element: a sum of
+/// m terms computed in any order is within γ·Σ|terms| of the exact sum, where Σ|terms| is this
+/// convolution run on |x|, |w|, |b| and |dy|, and γ = gamma(m) is the relative bound the caller
+/// gives for m-term sums (its type's γ_{m+2}, +2 for rounding the inputs to that type, plus this
+/// float64 reference's own γ_m).
+struct Conv2dBounds {
+  std::vector<double> y, dx, dw, db;
+};
+
+template <class Gamma>
+Conv2dBounds conv2d_bounds(const Conv2d& c, const std::vector<double>& x, const std::vector<double>& wt,
+                           const std::vector<double>& b, const std::vector<double>& dy, Gamma gamma) {
+  auto abs_of = [](std::vector<double> v) {
+    for (double& e : v) e = e < 0 ? -e : e;
+    return v;
+  };
+  const std::vector<double> ax = abs_of(x), aw = abs_of(wt), ab = abs_of(b), ady = abs_of(dy);
+  Conv2dBounds r;
+  r.y = conv2d_forward(c, ax, aw, ab);
+  Conv2dGrads g = conv2d_backward(c, ax, aw, ady);
+  r.dx = std::move(g.dx);
+  r.dw = std::move(g.dw);
+  r.db = std::move(g.db);
+  // Terms per sum: y sums (Cin/g)·kh·kw products and the bias; dx at most (Cout/g)·kh·kw; dw and
+  // db one per output position of the batch.
+  const std::int64_t m_y = std::int64_t(c.cin / c.groups) * c.kh * c.kw + 1;
+  const std::int64_t m_dx = std::int64_t(c.cout / c.groups) * c.kh * c.kw;
+  const std::int64_t m_dw = std::int64_t(c.n) * c.ho() * c.wo();
+  for (double& e : r.y) e *= gamma(m_y);
+  for (double& e : r.dx) e *= gamma(m_dx);
+  for (double& e : r.dw) e *= gamma(m_dw);
+  for (double& e : r.db) e *= gamma(m_dw);
+  return r;
+}
+
 }  // namespace tessera::test::ref
