@@ -79,8 +79,16 @@ int run_halo(const HaloArgs& a) {
 
 void add_halo_command(CLI::App& app, Action& action) {
   auto args = std::make_shared<HaloArgs>();
-  CLI::App* c = app.add_subcommand("halo", "Print the halo plan of a depthwise convolution over a mesh");
-  c->add_option("--input", args->input, "Input shape NxCxHxW")->capture_default_str();
+  CLI::App* c = app.add_subcommand(
+      "halo", "Print the halo plan of one convolution over a mesh: who sends which rows or columns to whom");
+  c->footer(
+      "Any square kernel, stride, padding and dilation, sharded along W, H or both (2-D tiles over a\n"
+      "2-D mesh). The plan depends only on that geometry and the input's layout (every input channel\n"
+      "travels), so it is the same for dense, grouped and depthwise convolutions; it is printed as\n"
+      "the depthwise one (\"g96 96->96\" for C = 96). A halo wider than a neighbour's shard is served\n"
+      "by every rank that owns part of it; --strict refuses it instead.");
+  c->add_option("--input", args->input, "Input shape NxCxHxW (C scales the element counts only)")
+      ->capture_default_str();
   c->add_option("-k,--kernel", args->kernel, "Kernel size")->capture_default_str();
   c->add_option("-s,--stride", args->stride, "Stride")->capture_default_str();
   c->add_option("-p,--pad", args->pad, "Padding (default: same-size, d*(k-1)/2)");
