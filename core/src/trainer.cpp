@@ -15,6 +15,8 @@ namespace tessera::nn {
 using core::MemCategory;
 using core::Tensor;
 
+std::vector<core::DType> training_dtypes() { return {core::DType::F32, core::DType::F64}; }
+
 core::Layout input_layout(const core::DeviceMesh& mesh, const std::string& shard, int batch,
                           const core::Shape& image, int total_stride) {
   TESSERA_CHECK(image.size() == 3, "input ", core::shape_str(image), ": expected C x H x W");
@@ -179,6 +181,13 @@ StepStats Trainer::step() {
 
   Tensor h = batch.images;
   batch.images = Tensor();
+  const std::vector<core::DType> trainable = training_dtypes();
+  if (std::find(trainable.begin(), trainable.end(), opt_.dtype) == trainable.end()) {
+    std::string list;
+    for (core::DType t : trainable) list += (list.empty() ? "" : ", ") + std::string(core::dtype_name(t));
+    throw Unsupported(detail::cat("trainer: TrainOptions::dtype ", core::dtype_name(opt_.dtype),
+                                  " cannot be trained in yet; use one of ", list));
+  }
   if (h.dtype() != opt_.dtype) {
     // The loaders produce float32; a float64 run (used to tell rounding from bugs) widens it.
     TESSERA_CHECK(h.dtype() == core::DType::F32 && opt_.dtype == core::DType::F64, "training in ",

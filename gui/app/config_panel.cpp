@@ -1,4 +1,5 @@
-// ConfigPanel: a form over StudioConfig; presets come from core (models) and sim (topologies).
+// ConfigPanel: a form over StudioConfig; presets come from core (models, dtypes) and sim
+// (topologies); a topology with fewer devices than the mesh has ranks is disabled.
 #include "config_panel.hpp"
 
 #include <QCheckBox>
@@ -10,6 +11,7 @@
 #include <QLineEdit>
 #include <QPushButton>
 #include <QSpinBox>
+#include <QStandardItemModel>
 #include <QVBoxLayout>
 
 #include "tessera/nn/models.hpp"
@@ -58,8 +60,10 @@ ConfigPanel::ConfigPanel(QWidget* parent) : QWidget(parent) {
     if (n.find('N') == std::string::npos) topos << QString::fromStdString(n);
   topos << "dgx-a100:2" << "dgx-h100:2";
   topology_ = combo(topos, true);
+  for (const QString& t : topos) topologyDevices_ << presetDevices(t);
   topology_->setToolTip(QStringLiteral("A topology preset, or the path of a topology JSON file"));
-  dtype_ = combo({"f32", "bf16", "f16"}, false);
+  dtype_ = combo(trainableDtypes(), false);
+  dtype_->setToolTip(QStringLiteral("The dtypes the trainer trains in (core's nn::training_dtypes)"));
   overlap_ = new QCheckBox(QStringLiteral("overlap halo exchange and all-reduce"));
   calibration_ = new QLineEdit;
   calibration_->setPlaceholderText(QStringLiteral("none (built-in figures)"));
@@ -104,10 +108,21 @@ ConfigPanel::ConfigPanel(QWidget* parent) : QWidget(parent) {
   v->addStretch(1);
   setConfig(StudioConfig{});
 
+  // The JSON field each widget edits names it (the tests find the knobs by these names).
+  const std::pair<QWidget*, const char*> names[] = {
+      {model_, "model"},       {input_, "input"},         {batch_, "batch"},
+      {mesh_, "mesh"},         {shard_, "shard"},         {checkpointing_, "checkpointing"},
+      {optimizer_, "optimizer"}, {topology_, "topology"}, {dtype_, "dtype"},
+      {overlap_, "overlap"},   {calibration_, "calibration"}};
+  for (const auto& [w, n] : names) w->setObjectName(QString::fromLatin1(n));
+
   connect(model_, &QComboBox::currentTextChanged, this, [this] { emitChanged(); });
   connect(input_, &QLineEdit::editingFinished, this, [this] { emitChanged(); });
   connect(batch_, &QSpinBox::valueChanged, this, [this] { emitChanged(); });
-  connect(mesh_, &QLineEdit::editingFinished, this, [this] { emitChanged(); });
+  connect(mesh_, &QLineEdit::editingFinished, this, [this] {
+    enableTopologies();
+    emitChanged();
+  });
   for (QComboBox* c : {shard_, checkpointing_, optimizer_, topology_, dtype_})
     connect(c, &QComboBox::currentTextChanged, this, [this] { emitChanged(); });
   connect(overlap_, &QCheckBox::toggled, this, [this] { emitChanged(); });
@@ -158,7 +173,23 @@ void ConfigPanel::setConfig(const StudioConfig& c) {
   setComboText(dtype_, c.dtype);
   overlap_->setChecked(c.overlap);
   calibration_->setText(c.calibration);
+  enableTopologies();
   quiet_ = false;
+}
+
+void ConfigPanel::enableTopologies() {
+  auto* items = qobject_cast<QStandardItemModel*>(topology_->model());
+  const QString mesh = mesh_->text().trimmed();
+  const int ranks = meshRanks(mesh);
+  for (int i = 0; i < topology_->count(); ++i) {
+    QStandardItem* item = items->item(i);
+    const int devices = topologyDevices_.value(i);
+    const bool fits = ranks == 0 || devices == 0 || devices >= ranks;
+    item->setEnabled(fits);
+    item->setToolTip(fits ? QString()
+                          : QStringLiteral("%1 has %2 device(s) but the mesh %3 needs %4; choose a smaller mesh")
+                                .arg(item->text()).arg(devices).arg(mesh).arg(ranks));
+  }
 }
 
 void ConfigPanel::setStatus(const QString& text, bool error) {

@@ -1,8 +1,9 @@
-// The Configuration panel: model, input, batch, mesh, shard, checkpointing, topology, dtype,
-// calibration file. Every
-// edit emits configChanged (the main window re-simulates in the background).
+// The Configuration panel: model, input, batch, mesh, shard, checkpointing, optimizer, topology,
+// dtype, overlap, calibration file. It offers only values that can run; every edit emits
+// configChanged (the main window re-simulates in the background).
 #pragma once
 
+#include <QList>
 #include <QWidget>
 
 #include "studio_config.hpp"
@@ -32,6 +33,8 @@ class ConfigPanel : public QWidget {
 
  private:
   void emitChanged();
+  /// Disables the topology presets with fewer devices than the mesh has ranks (tooltip: why).
+  void enableTopologies();
   QComboBox* model_;
   QLineEdit* input_;
   QSpinBox* batch_;
@@ -44,6 +47,7 @@ class ConfigPanel : public QWidget {
   QCheckBox* overlap_;
   QLineEdit* calibration_;
   QLabel* status_;
+  QList<int> topologyDevices_;  ///< devices of each topology item (presetDevices)
   bool quiet_ = false;
 };
 

@@ -58,12 +58,16 @@ void PlannerView::setPlan(const sim::PlanResult& r, double wallS) {
   status_->setStyleSheet(QString());
   status_->setText(t);
   if (r.best_fit() >= 0) table_->selectRow(r.best_fit());
+  error_.clear();
+  emit planned();
 }
 
 void PlannerView::setError(const QString& e) {
   model_->setResult({});
   status_->setStyleSheet(QStringLiteral("color: #b41e1e;"));
   status_->setText(QStringLiteral("Cannot plan: ") + e.toHtmlEscaped());
+  error_ = e;
+  emit planned();
 }
 
 }  // namespace tessera::studio

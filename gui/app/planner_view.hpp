@@ -24,9 +24,13 @@ class PlannerView : public QWidget {
   void setPlan(const sim::PlanResult& r, double wallS);
   void setError(const QString& e);
   PlanTableModel* model() { return model_; }
+  /// The last plan's error (empty after a plan that succeeded).
+  QString error() const { return error_; }
 
  signals:
   void applyConfig(const tessera::studio::StudioConfig& c);
+  /// A plan (or its error) is shown.
+  void planned();
 
  private:
   StudioConfig config_;
@@ -34,6 +38,7 @@ class PlannerView : public QWidget {
   QTableView* table_;
   QLabel* status_;
   QPushButton* run_;
+  QString error_;
   LatestWinsWorker worker_;
 };
 

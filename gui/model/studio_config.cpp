@@ -25,7 +25,39 @@ QString stringField(const QJsonObject& o, const QString& key, const QString& fal
   return o.value(key).toString();
 }
 
+/// The trainable dtype named `name`; throws InvalidArgument naming `where` and the dtypes that work.
+core::DType trainableDtype(const QString& name, const QString& where) {
+  for (core::DType t : nn::training_dtypes())
+    if (name == QLatin1String(core::dtype_name(t).data(), core::dtype_name(t).size())) return t;
+  throw InvalidArgument((where + QStringLiteral(" is \"%1\", which the trainer cannot train in (yet); use one of: %2")
+                                     .arg(name, trainableDtypes().join(", ")))
+                            .toStdString());
+}
+
 }  // namespace
+
+QStringList trainableDtypes() {
+  QStringList out;
+  for (core::DType t : nn::training_dtypes())
+    out << QString::fromLatin1(core::dtype_name(t).data(), core::dtype_name(t).size());
+  return out;
+}
+
+int presetDevices(const QString& topology) {
+  try {
+    return static_cast<int>(sim::Topology::preset(topology.toStdString()).devices().size());
+  } catch (const Error&) {
+    return 0;
+  }
+}
+
+int meshRanks(const QString& mesh) {
+  try {
+    return core::DeviceMesh::parse(mesh.toStdString()).size();
+  } catch (const Error&) {
+    return 0;
+  }
+}
 
 QJsonObject StudioConfig::toJson() const {
   QJsonObject o{{"model", model},         {"input", input},
@@ -52,6 +84,7 @@ StudioConfig StudioConfig::fromJson(const QJsonObject& o, const QString& origin)
   c.optimizer = stringField(o, "optimizer", c.optimizer, origin);
   c.topology = stringField(o, "topology", c.topology, origin);
   c.dtype = stringField(o, "dtype", c.dtype, origin);
+  trainableDtype(c.dtype, origin + QStringLiteral(": field \"dtype\""));
   c.calibration = stringField(o, "calibration", c.calibration, origin);
   if (o.contains("batch")) {
     const QJsonValue v = o.value("batch");
@@ -92,10 +125,7 @@ ResolvedConfig resolveConfig(const StudioConfig& c) {
   const tools::TrainRunConfig t = tools::make_train_config(a);
   tools::SimSetup setup = tools::make_sim_setup(c.topology.toStdString(), c.calibration.toStdString());
   ResolvedConfig r{t.train, t.mesh, std::move(setup.catalog), std::move(setup.options), std::move(setup.topology)};
-  if (c.dtype == "f32") r.train.dtype = core::DType::F32;
-  else if (c.dtype == "bf16") r.train.dtype = core::DType::BF16;
-  else if (c.dtype == "f16") r.train.dtype = core::DType::F16;
-  else throw InvalidArgument("dtype '" + c.dtype.toStdString() + "': expected f32, bf16 or f16");
+  r.train.dtype = trainableDtype(c.dtype, QStringLiteral("dtype"));
   const int have = static_cast<int>(r.topology.devices().size());
   TESSERA_CHECK(r.mesh.size() <= have, "mesh ", r.mesh.to_string(), " needs ", r.mesh.size(),
                 " devices but topology '", r.topology.name, "' has ", have,

@@ -4,6 +4,7 @@
 
 #include <QJsonObject>
 #include <QString>
+#include <QStringList>
 
 #include "tessera/core/mesh.hpp"
 #include "tessera/nn/trainer.hpp"
@@ -23,7 +24,7 @@ struct StudioConfig {
   QString checkpointing = QStringLiteral("none");  ///< none, block, stage
   QString optimizer = QStringLiteral("adamw");     ///< sgd, adamw
   QString topology = QStringLiteral("dgx-a100");   ///< preset or path to a topology JSON file
-  QString dtype = QStringLiteral("f32");           ///< f32, bf16, f16
+  QString dtype = QStringLiteral("f32");           ///< one of trainableDtypes()
   bool overlap = true;
   /// A `tessera calibrate` file applied as `tessera sim run --calibration` does (the measured
   /// cpu-host device, its shared-memory links and kernel rates); empty: the built-in figures.
@@ -38,6 +39,17 @@ struct StudioConfig {
   /// Parses JSON text (an object); throws InvalidArgument with the parser's message and offset.
   static StudioConfig fromJsonText(const QByteArray& text, const QString& origin = QStringLiteral("config"));
 };
+
+/// The dtypes the studio offers: the names of core's nn::training_dtypes() (what Trainer::step
+/// trains in), reference first. bf16/f16 appear here once core trains in them.
+QStringList trainableDtypes();
+
+/// Devices a topology preset has (sim::Topology::preset); 0 for a name that is not a preset (a
+/// topology JSON file, or a typo: resolveConfig reports those).
+int presetDevices(const QString& topology);
+
+/// Ranks a mesh such as "dp=2,sp=2" has (core::DeviceMesh::parse); 0 when it does not parse.
+int meshRanks(const QString& mesh);
 
 /// What core and sim need to run a configuration: the same conversion `tessera sim run` makes
 /// (tools' make_train_config and make_sim_setup), so that the studio and the CLI simulate exactly

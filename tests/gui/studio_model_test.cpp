@@ -35,7 +35,7 @@ TEST_CASE("studio config round-trips through JSON and rejects bad input with a m
   StudioConfig c = docsConfig();
   c.batch = 3;
   c.overlap = false;
-  c.dtype = "bf16";
+  c.dtype = "f64";
   const QByteArray text = QJsonDocument(c.toJson()).toJson();
   REQUIRE(StudioConfig::fromJsonText(text) == c);
   auto message = [](const QByteArray& t) {
@@ -51,6 +51,13 @@ TEST_CASE("studio config round-trips through JSON and rejects bad input with a m
   REQUIRE(message("{\"meshh\": \"sp=2\"}").find("unknown field \"meshh\"") != std::string::npos);
   REQUIRE(message("{\"batch\": 0}").find("\"batch\" must be a positive integer") != std::string::npos);
   REQUIRE(message("{\"mesh\": 4}").find("\"mesh\" must be a string") != std::string::npos);
+  // A dtype the trainer cannot train in: the field, the value and the dtypes that work.
+  const std::string bf16 = message("{\"dtype\": \"bf16\"}");
+  INFO(bf16);
+  REQUIRE(bf16.find("test.json: field \"dtype\" is \"bf16\"") != std::string::npos);
+  REQUIRE(bf16.find("use one of: " + trainableDtypes().join(", ").toStdString()) != std::string::npos);
+  REQUIRE(trainableDtypes().contains("f32"));
+  REQUIRE_FALSE(trainableDtypes().contains("bf16"));  // until core trains in it (nn::training_dtypes)
 }
 
 TEST_CASE("an impossible configuration gives a snapshot with the simulator's error", "[gui]") {

@@ -31,6 +31,11 @@ struct TrainOptions {
   core::DType dtype = core::DType::F32;
 };
 
+/// The dtypes a Trainer trains in (TrainOptions::dtype), reference first: f32, and f64, to which
+/// step() widens the loaders' float32 images (to tell rounding from bugs). Trainer::step refuses
+/// any other dtype with this list; front ends (the studio) offer exactly these.
+std::vector<core::DType> training_dtypes();
+
 /// The layout of the input batch (N,C,H,W) on `mesh`: a dim named "dp" shards the batch, "sp"
 /// shards W (or H with shard == "H"), "sp_h"/"sp_w" shard H/W (2-D tiles). Spatial shards are
 /// aligned to the model's total stride. Throws InvalidArgument for other names or a batch or
