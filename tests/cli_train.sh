@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End to end through the command line: `tessera train` writes metrics (JSON lines), a Chrome trace
 # and a checkpoint; resuming from the checkpoint continues with the same losses as one longer run;
-# bad options fail with a message and a non-zero exit, never a crash.
+# bad options fail with a message and a non-zero exit, never a crash; a diverged run stops with
+# an error, exit 1 and its --save file untouched.
 #   tests/cli_train.sh <tessera binary> <source dir>
 set -euo pipefail
 bin=$1
@@ -39,6 +40,64 @@ assert any(e.get("args", {}).get("bytes", 0) > 0 and "peer" in e.get("args", {})
 assert any("layer" in e.get("args", {}) for e in ops), "ops name their layer"
 print(f"cli_train: {len(full)} + {len(resumed)} metric lines, {len(events)} trace events, resume bit-identical")
 PY
+
+# A diverged run must not look like a finished one: the command of issue 15 (AdamW at lr 1e8, no
+# clipping, no warmup) stops at the first non-finite step with exit status 1, names the step and
+# a parameter, leaves an existing --save file byte-identical, keeps the metrics of the steps that
+# completed (valid JSON: no NaN line) and writes the trace up to the failure.
+cp "$tmp/ckpt" "$tmp/keep.ckpt"
+set +e
+"$bin" train --input 3x64x256 --steps 4 --mesh sp=2 --lr 1e8 --clip 0 --warmup 0 \
+  --save "$tmp/keep.ckpt" --metrics "$tmp/diverged.jsonl" --trace "$tmp/diverged.json" >"$tmp/diverged.out" 2>&1
+rc=$?
+set -e
+show() { echo "$1"; cat "$tmp/diverged.out"; exit 1; }
+[ $rc -eq 1 ] || show "diverging run: expected exit status 1, got $rc"
+grep -Eq "^tessera: error: training diverged at step [0-9]+/4 .*the gradient of '[^']+'" "$tmp/diverged.out" ||
+  show "diverging run: no error naming the step and a parameter"
+grep -q -- "--lr" "$tmp/diverged.out" && grep -q -- "--clip" "$tmp/diverged.out" || show "diverging run: no advice"
+grep -qi "nan" <(grep "^step " "$tmp/diverged.out") && show "diverging run: a step with a NaN loss was reported"
+! grep -q "summary:" "$tmp/diverged.out" || show "diverging run: printed a summary as if it had finished"
+cmp -s "$tmp/ckpt" "$tmp/keep.ckpt" || show "diverging run: the existing --save file was changed"
+python3 - "$tmp" <<'PY'
+import json, re, sys
+tmp = sys.argv[1]
+out = open(f"{tmp}/diverged.out").read()
+failed = int(re.search(r"diverged at step (\d+)/4", out).group(1))  # 1-based
+lines = [json.loads(l) for l in open(f"{tmp}/diverged.jsonl")]
+assert [m["step"] for m in lines] == list(range(failed - 1)), (failed, lines)
+for m in lines:
+    assert all(isinstance(m[k], (int, float)) and m[k] == m[k] and abs(m[k]) != float("inf") for k in ("loss", "grad_norm")), m
+trace = json.load(open(f"{tmp}/diverged.json"))
+events = trace["traceEvents"] if isinstance(trace, dict) else trace
+assert any(e.get("ph") == "X" for e in events), "the trace of the diverged run has no ops"
+print(f"cli_train: diverged at step {failed}/4 with exit 1; {len(lines)} metric line(s) kept, "
+      f"{len(events)} trace events, --save untouched")
+PY
+
+# The same divergence with one rank per process (where the ucx plugin loads): every rank prints
+# the same error and exits 1 by itself, the launcher names the failed ranks and exits 1, nothing
+# hangs (timeout), and the --save file is left as it was.
+if "$bin" backends 2>/dev/null | awk '$1 == "ucx" && $2 != "not" && $3 != "not" {found = 1} END {exit !found}'; then
+  set +e
+  UCX_WARN_UNUSED_ENV_VARS=n timeout 180 "$bin" launch --nproc 2 -- train "${common[@]}" --steps 4 --lr 1e8 --clip 0 \
+    --warmup 0 --backend ucx --save "$tmp/keep.ckpt" >"$tmp/launch.out" 2>&1
+  rc=$?
+  set -e
+  show() { echo "$1"; cat "$tmp/launch.out"; exit 1; }
+  [ $rc -eq 1 ] || show "diverging launch: expected exit status 1, got $rc (124: it hung)"
+  for r in 0 1; do
+    grep -Eq "^\[rank $r\] tessera: error: training diverged at step [0-9]+/4 .*the gradient of '[^']+'" "$tmp/launch.out" ||
+      show "diverging launch: rank $r did not report the divergence"
+  done
+  [ "$(grep -E '^\[rank [01]\] tessera: error:' "$tmp/launch.out" | sed 's/^\[rank [01]\] //' | sort -u | wc -l)" -eq 1 ] ||
+    show "diverging launch: the ranks' messages differ"
+  grep -Eq "^tessera launch: rank [01] failed \(exit code 1\)" "$tmp/launch.out" || show "diverging launch: the launcher did not report it"
+  cmp -s "$tmp/ckpt" "$tmp/keep.ckpt" || show "diverging launch: the existing --save file was changed"
+  echo "cli_train: a diverged ucx run stopped both ranks with the same error and exit 1"
+else
+  echo "cli_train: no ucx backend in this build; the multi-process divergence check did not run"
+fi
 
 # Bad input: a clear message, exit status 1 or 2, no core dump (expect_fail: cli_common.sh).
 expect_fail "convnext-atto" train --model no-such-model --steps 1

@@ -111,7 +111,9 @@ double clip_grad_norm(compute::Backend& b, const std::vector<Parameter*>& params
     else total += s.data<double>()[0];
   }
   const double norm = std::sqrt(total);
-  if (max_norm > 0 && (meta || norm > max_norm)) {  // a recording run counts the scaling
+  // A non-finite norm scales nothing (a factor of 0 or NaN would only hide which gradient blew
+  // up); the caller decides what to do with the run (the trainer stops it).
+  if (max_norm > 0 && (meta || (std::isfinite(norm) && norm > max_norm))) {  // a recording run counts the scaling
     const double f = max_norm / (norm + 1e-6);
     for (Parameter* p : params) {
       Tensor g = p->grad;

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <map>
+#include <sstream>
 
 #include "tessera/compute/ops.hpp"
 #include "tessera/core/error.hpp"
@@ -168,6 +170,51 @@ double Trainer::loss_and_grad(const Tensor& logits, const Tensor& labels, Tensor
   return loss.is_meta() ? 0.0 : loss.data<double>()[0] / count;
 }
 
+namespace {
+
+std::string number(double v) {
+  if (std::isnan(v)) return "nan";  // not "-nan": the sign of a NaN says nothing
+  std::ostringstream os;
+  os.precision(4);
+  os << v;
+  return os.str();
+}
+
+/// The error of a step whose loss or gradient norm is not finite. Names the first parameter whose
+/// gradient is not finite in the order backward produces gradients (the reverse of the model's
+/// parameter order: head first, stem last), found from each gradient's sum of squares. Built only
+/// from replicated values, so every rank words it identically.
+NonFiniteError non_finite_error(compute::Backend& compute, const std::vector<Parameter*>& params,
+                                const TrainOptions& o, const StepStats& st) {
+  std::string culprit, what;
+  Tensor s = Tensor::empty({1}, core::DType::F64, MemCategory::Workspace);
+  for (auto it = params.rbegin(); it != params.rend() && culprit.empty(); ++it) {
+    compute::sum_squares(compute, (*it)->grad, s);
+    const double ss = s.data<double>()[0];
+    if (std::isfinite(ss)) continue;
+    culprit = (*it)->name;
+    what = detail::cat("the gradient of '", culprit, "' is ", std::isnan(ss) ? "NaN" : "infinite",
+                       " (its sum of squares is ", number(ss), "), the first non-finite gradient in the order backward "
+                       "produces them (from the loss back to the stem)");
+  }
+  if (culprit.empty())
+    what = std::isfinite(st.loss) ? "every gradient is finite but their global norm overflows"
+                                  : "the loss is not finite although every gradient is";
+  std::string fix = detail::cat("lower the learning rate (--lr, now ", number(o.optimizer.lr), ")");
+  if (o.clip_norm > 0)
+    fix += detail::cat(" or clip harder (--clip, now ", number(o.clip_norm), ")");
+  else
+    fix += " or enable gradient clipping (--clip 1; now off)";
+  if (o.warmup_steps == 0) fix += ", or warm up (--warmup 5)";
+  return NonFiniteError(
+      detail::cat("training diverged at step ", st.step + 1, "/", o.steps, " (0-based step ", st.step, "): ", what,
+                  "; loss ", number(st.loss), ", gradient norm ", number(st.grad_norm), ", lr ", number(st.lr),
+                  ". Every rank stopped at this step and its update was not applied. To fix: ", fix, "."),
+      st.step, culprit);
+}
+
+}  // namespace
+
 StepStats Trainer::step() {
   const auto t0 = std::chrono::steady_clock::now();
   alloc_->reset_peaks();
@@ -238,6 +285,11 @@ StepStats Trainer::step() {
     ScopeGuard scope(ctx_, "optimizer");
     st.grad_norm = clip_grad_norm(compute_, params_, opt_.clip_norm);
     st.lr = warmup_cosine_lr(step_, opt_.optimizer.lr, opt_.warmup_steps, opt_.steps, opt_.final_lr_fraction);
+    // The loss is all-reduced and the norm is computed from the reduced, replicated gradients, so
+    // every rank holds the same bits of both and takes this branch at the same step: no extra
+    // communication. The culprit is looked for only here, after the run has already failed.
+    if (!std::isfinite(st.loss) || !std::isfinite(st.grad_norm))
+      throw non_finite_error(compute_, params_, opt_, st);
     optim_->step(compute_, st.lr);
   }
   ++step_;

@@ -37,3 +37,26 @@ def test_model_spec_and_callback_errors():
         tessera.train(model=again, input=(3, 32, 64), batch=1, steps=2, mesh="sp=2", callback=boom, threads=1)
     with pytest.raises(tessera.InvalidArgument):
         tessera.train(input=(3, 32, 64), batch=1, steps=1, mesh="sp=64")
+
+
+def test_diverged_run_raises_nonfinite_error_naming_step_and_parameter(tmp_path):
+    seen = []
+    trace = tmp_path / "diverged.json"
+    kw = dict(model="convnext-atto", input=(3, 64, 256), batch=2, mesh="sp=2", steps=4, lr=1e8, clip=0.0,
+              warmup=0, threads=1)
+    with pytest.raises(tessera.NonFiniteError) as info:
+        tessera.train(callback=seen.append, trace=str(trace), **kw)
+    e = info.value
+    assert isinstance(e, tessera.Error) and isinstance(e, FloatingPointError)
+    msg = str(e)
+    # The step (1-based in the message, 0-based on the exception), the parameter, the advice.
+    assert f"diverged at step {e.step + 1}/4" in msg, msg
+    assert e.parameter and f"'{e.parameter}'" in msg, msg
+    assert "--lr" in msg and "--clip" in msg, msg
+    # The callback saw exactly the steps that completed, all finite; the trace was written.
+    assert [s["step"] for s in seen] == list(range(e.step)), (seen, e.step)
+    assert all(np.isfinite(s["loss"]) and np.isfinite(s["grad_norm"]) for s in seen)
+    assert trace.stat().st_size > 0
+    # An lr that does not diverge still trains every step (the same run, clipped, at the default lr).
+    ok = tessera.train(**{**kw, "lr": 2e-3, "clip": 1.0})
+    assert [s["step"] for s in ok["steps"]] == [0, 1, 2, 3]

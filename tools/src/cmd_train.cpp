@@ -49,7 +49,20 @@ int run_train_command(TrainRunConfig cfg) {
               cfg.train.model.name.c_str(), core::shape_str(cfg.train.input).c_str(), cfg.train.batch,
               cfg.mesh.to_string().c_str(), cfg.train.shard.c_str(), cfg.backend.c_str(), cfg.train.steps,
               cfg.train.checkpointing.c_str(), cfg.train.optimizer.kind.c_str());
-  TrainRunResult res = run_training(cfg, [&](const std::vector<nn::StepStats>& ranks) { print_step(cfg, ranks, tty); });
+  TrainRunResult res;
+  try {
+    res = run_training(cfg, [&](const std::vector<nn::StepStats>& ranks) { print_step(cfg, ranks, tty); });
+  } catch (const NonFiniteError& e) {
+    // What the diverged run left behind; main then prints the error itself and exits 1.
+    if (tty) std::printf("\n");
+    std::printf("stopped at step %lld/%d, which diverged", static_cast<long long>(e.step()) + 1, cfg.train.steps);
+    if (!cfg.metrics.empty()) std::printf("; metrics of the steps that completed are in %s", cfg.metrics.c_str());
+    if (!cfg.trace.empty()) std::printf("; trace up to the failure written to %s", cfg.trace.c_str());
+    if (!cfg.save.empty()) std::printf("; checkpoint %s not written (an existing file is left as it was)", cfg.save.c_str());
+    std::printf("\n");
+    std::fflush(stdout);
+    throw;
+  }
   if (tty) std::printf("\n");
   std::printf("%s", training_summary(cfg, res).c_str());
   return 0;

@@ -225,7 +225,8 @@ void rank_loop(const TrainRunConfig& cfg, comm::Backend& world, const std::share
 constexpr std::size_t kStatDoubles = 7 + core::kNumMemCategories;
 
 /// One rank per process (ucx, ...): env:// rendezvous, the world backend from the registry,
-/// figures gathered with all_gather. A failure aborts the job so the other ranks stop at once.
+/// figures gathered with all_gather. A failure aborts the job so the other ranks stop at once
+/// (except a NonFiniteError, which every rank throws at the same step by itself).
 void run_distributed(const TrainRunConfig& cfg, const std::shared_ptr<const data::Dataset>& dataset,
                      compute::Registry& computes, core::TraceRecorder& recorder, TrainRunResult& res,
                      std::string& metrics_text, const std::function<void(const std::vector<nn::StepStats>&)>& on_step) {
@@ -264,6 +265,10 @@ void run_distributed(const TrainRunConfig& cfg, const std::shared_ptr<const data
     }
     rank_loop(cfg, *world, dataset, computes, recorder, res, metrics_text, gather, on_step);
     world->barrier();
+  } catch (const NonFiniteError&) {
+    // Every rank decided this from the same replicated loss and norm and stops at the same step
+    // by itself; aborting the job could only turn a peer's own message into "aborted".
+    throw;
   } catch (const std::exception& e) {
     job.rendezvous->store()->abort(detail::cat("rank ", info.rank, " failed: ", e.what()));
     throw;
@@ -282,38 +287,48 @@ TrainRunResult run_training(const TrainRunConfig& cfg,
   TrainRunResult res;
   std::string metrics_text;
   const auto t0 = std::chrono::steady_clock::now();
-  if (cfg.backend == "local") {
-    std::vector<nn::StepStats> current(static_cast<std::size_t>(n));
-    std::mutex mu;
-    comm::local::run(n, [&](comm::Backend& world) {
-      Gather gather = [&](const nn::StepStats& st) {
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          current[static_cast<std::size_t>(world.rank())] = st;
-        }
-        world.barrier();
-        std::vector<nn::StepStats> snap;
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          snap = current;
-        }
-        world.barrier();
-        return snap;
-      };
-      rank_loop(cfg, world, dataset, computes, recorder, res, metrics_text, gather, on_step);
-    });
-  } else {
-    run_distributed(cfg, dataset, computes, recorder, res, metrics_text, on_step);
-  }
-  res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!cfg.trace.empty()) {
+  auto write_trace = [&] {
+    if (cfg.trace.empty()) return;
     if (res.trace_path.empty()) res.trace_path = cfg.trace;
     std::ostringstream os;
     core::write_chrome_trace(os, recorder.events(), recorder.process_names(),
                              {{"model", cfg.train.model.name}, {"mesh", cfg.mesh.to_string()},
                               {"input", core::shape_str(cfg.train.input)}, {"source", "tessera train"}});
     core::write_file_atomic(res.trace_path, os.str());
+  };
+  try {
+    if (cfg.backend == "local") {
+      std::vector<nn::StepStats> current(static_cast<std::size_t>(n));
+      std::mutex mu;
+      comm::local::run(n, [&](comm::Backend& world) {
+        Gather gather = [&](const nn::StepStats& st) {
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            current[static_cast<std::size_t>(world.rank())] = st;
+          }
+          world.barrier();
+          std::vector<nn::StepStats> snap;
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            snap = current;
+          }
+          world.barrier();
+          return snap;
+        };
+        rank_loop(cfg, world, dataset, computes, recorder, res, metrics_text, gather, on_step);
+      });
+    } else {
+      run_distributed(cfg, dataset, computes, recorder, res, metrics_text, on_step);
+    }
+  } catch (const NonFiniteError&) {
+    // A diverged run stopped every rank at the same step: the metrics file already holds the
+    // steps that completed; the trace shows them and the failed step up to the check; the
+    // checkpoint (--save) is not written, so an existing file stays as it was.
+    write_trace();
+    throw;
   }
+  res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  write_trace();
   return res;
 }
 

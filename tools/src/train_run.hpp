@@ -70,7 +70,9 @@ struct TrainRunResult {
 
 /// Trains on mesh.size() in-process ranks; `on_step` runs on rank 0 after every step with every
 /// rank's figures. Writes the metrics file after every step and the trace and checkpoint at the
-/// end (all atomically).
+/// end (all atomically). A diverged run throws the trainer's NonFiniteError (every rank, same
+/// step): the metrics file keeps the steps that completed, the trace is written (those steps and
+/// the failed one up to the check), and no checkpoint is written (an existing --save file stays).
 TrainRunResult run_training(const TrainRunConfig& cfg,
                             const std::function<void(const std::vector<nn::StepStats>&)>& on_step);
 

@@ -1,6 +1,6 @@
 // tessera::Error and its subclasses as Python exceptions that also derive from the matching
-// built-in (InvalidArgument is a ValueError, Unsupported a NotImplementedError, ...), carrying
-// the C++ message unchanged.
+// built-in (InvalidArgument is a ValueError, Unsupported a NotImplementedError, NonFiniteError a
+// FloatingPointError, ...), carrying the C++ message unchanged.
 #include "common.hpp"
 #include "tessera/core/error.hpp"
 
@@ -18,7 +18,7 @@ PyObject* new_exception(py::module_& m, const char* name, py::tuple bases, const
 }
 
 struct ErrorClasses {
-  PyObject *error, *invalid, *unsupported, *backend, *timeout, *internal, *oom;
+  PyObject *error, *invalid, *unsupported, *backend, *timeout, *internal, *oom, *nonfinite;
 };
 ErrorClasses g_classes{};  // set once at import (the module is imported once per interpreter)
 
@@ -43,6 +43,10 @@ void bind_errors(py::module_& m) {
                              "A broken invariant inside tessera: a bug to report.");
   c.oom = new_exception(m, "OutOfMemory", py::make_tuple(err, b("MemoryError")),
                         "Memory requested beyond an allocator's configured capacity.");
+  c.nonfinite = new_exception(m, "NonFiniteError", py::make_tuple(err, b("FloatingPointError")),
+                              "Training diverged: a step's loss or gradient is not finite. `step` is the "
+                              "0-based step, `parameter` the first parameter (from the loss back) whose "
+                              "gradient is not finite ('' when only the loss or the norm is).");
   py::register_exception_translator([](std::exception_ptr p) {
     if (!p) return;
     const ErrorClasses& k = g_classes;
@@ -60,6 +64,18 @@ void bind_errors(py::module_& m) {
       PyErr_SetString(k.internal, e.what());
     } catch (const OutOfMemory& e) {
       PyErr_SetString(k.oom, e.what());
+    } catch (const NonFiniteError& e) {
+      // An instance carrying the step and the parameter as attributes, besides the message.
+      PyObject* inst = PyObject_CallFunction(k.nonfinite, "s", e.what());
+      if (!inst) return;  // the call set its own Python error
+      PyObject* step = PyLong_FromLongLong(e.step());
+      PyObject* param = PyUnicode_FromString(e.parameter().c_str());
+      if (step && param && PyObject_SetAttrString(inst, "step", step) == 0 &&
+          PyObject_SetAttrString(inst, "parameter", param) == 0)
+        PyErr_SetObject(k.nonfinite, inst);
+      Py_XDECREF(step);
+      Py_XDECREF(param);
+      Py_DECREF(inst);
     } catch (const Error& e) {
       PyErr_SetString(k.error, e.what());
     }

@@ -33,6 +33,7 @@ from ._tessera import (  # noqa: F401  (re-exported)
     InvalidArgument,
     Layout,
     ModelSpec,
+    NonFiniteError,
     OutOfMemory,
     Partial,
     Placement,
@@ -55,6 +56,6 @@ from .train import train  # noqa: E402,F401
 # otherwise shadow the built-in TimeoutError in the importing module.
 __all__ = [
     "BackendError", "ConvSpec", "DeviceMesh", "Error", "InternalError", "InvalidArgument", "Layout",
-    "ModelSpec", "OutOfMemory", "Partial", "Placement", "Replicate", "Shard", "Tensor", "Unsupported", "conv_output_layout", "distribute", "from_numpy", "functional", "gather", "halo_plan",
+    "ModelSpec", "NonFiniteError", "OutOfMemory", "Partial", "Placement", "Replicate", "Shard", "Tensor", "Unsupported", "conv_output_layout", "distribute", "from_numpy", "functional", "gather", "halo_plan",
     "model_preset", "model_presets", "sim", "train",
 ]

@@ -59,6 +59,13 @@ def train(
 
     Returns ``{"steps": [...], "wall_s", "parameters", "model", "mesh", "backend", "rank",
     "summary"}``.
+
+    A diverged run (a step's loss or gradient is not finite, e.g. at too high an ``lr`` without
+    ``clip``) raises :class:`tessera.NonFiniteError` (a ``FloatingPointError``) on every rank at
+    the same step, its update not applied: the message names the step, the first parameter whose
+    gradient is not finite from the loss back, and what to try; ``.step`` (0-based) and
+    ``.parameter`` carry the same. The callback has seen the steps that completed; ``trace`` is
+    written up to the failure.
     ``trace``: a path to write the run's Chrome trace to.
     """
     return _tessera._train(model, _input_text(input), batch, _mesh_text(mesh), shard, steps, optimizer,

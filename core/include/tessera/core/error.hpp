@@ -1,6 +1,7 @@
 // The tessera error hierarchy and the always-on argument checks.
 #pragma once
 
+#include <cstdint>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -57,6 +58,25 @@ class InternalError : public Error {
 class OutOfMemory : public Error {
  public:
   using Error::Error;
+};
+
+/// Training produced a non-finite loss or gradient (the run diverged). The message names the step,
+/// the parameter and what to try; every rank of the run throws it at the same step with the same
+/// message. Not the caller's fault in the InvalidArgument sense: the options were valid, the
+/// numbers blew up.
+class NonFiniteError : public Error {
+ public:
+  NonFiniteError(const std::string& msg, std::int64_t step, std::string parameter)
+      : Error(msg), step_(step), parameter_(std::move(parameter)) {}
+  /// 0-based index of the step that failed (as Trainer::next_step() and StepStats::step count).
+  std::int64_t step() const noexcept { return step_; }
+  /// The first parameter, in the order backward produces gradients (from the loss back), whose
+  /// gradient is not finite; empty when every gradient is finite and only the loss or the norm is not.
+  const std::string& parameter() const noexcept { return parameter_; }
+
+ private:
+  std::int64_t step_;
+  std::string parameter_;
 };
 
 namespace detail {

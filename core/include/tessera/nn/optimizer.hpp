@@ -46,7 +46,8 @@ double warmup_cosine_lr(std::int64_t step, double peak, std::int64_t warmup_step
                         std::int64_t total_steps, double final_fraction = 0.0);
 
 /// The global L2 norm of the (reduced, replicated) gradients; when `max_norm` > 0 and the norm
-/// exceeds it, scales every gradient by max_norm / norm. Returns the norm before clipping.
+/// exceeds it, scales every gradient by max_norm / norm. Returns the norm before clipping. A
+/// non-finite norm (a NaN or ±inf gradient) is returned as is and scales nothing.
 double clip_grad_norm(compute::Backend& backend, const std::vector<Parameter*>& params, double max_norm);
 
 }  // namespace tessera::nn

@@ -63,6 +63,14 @@ class Trainer {
           core::AllocatorPtr allocator, std::shared_ptr<const data::Dataset> dataset);
   ~Trainer();
 
+  /// One training step (collective). When the step's loss or global gradient norm is not finite,
+  /// throws NonFiniteError on every rank at the same step with the same message: the step, the
+  /// first parameter whose gradient is not finite in the order backward produces gradients (from
+  /// the loss back to the stem, i.e. the reverse of parameters()), and what to try. That step's
+  /// optimizer update is not applied and next_step() does not advance: parameters, optimizer
+  /// state and step are those before it (BatchNorm running statistics were updated by its
+  /// forward). The decision costs no communication: the loss is all-reduced and the norm is
+  /// computed from the reduced, replicated gradients.
   StepStats step();
   /// Index of the next step (0 for a fresh run).
   std::int64_t next_step() const noexcept { return step_; }
