@@ -92,6 +92,13 @@ Trainer::Trainer(TrainOptions options, comm::MeshComm* mesh, compute::Backend& c
   TESSERA_CHECK(opt_.batch > 0 && opt_.steps >= 0, "batch ", opt_.batch, " and steps ", opt_.steps,
                 " must be positive");
   TESSERA_CHECK(data_ != nullptr, "the trainer needs a dataset");
+  const std::vector<core::DType> trainable = training_dtypes();
+  if (std::find(trainable.begin(), trainable.end(), opt_.dtype) == trainable.end()) {
+    std::string list;
+    for (core::DType t : trainable) list += (list.empty() ? "" : ", ") + std::string(core::dtype_name(t));
+    throw Unsupported(detail::cat("trainer: TrainOptions::dtype ", core::dtype_name(opt_.dtype),
+                                  " cannot be trained in yet; use one of ", list));
+  }
   const core::Shape img = data_->image_shape();
   TESSERA_CHECK(img == opt_.input, "the dataset's images are ", core::shape_str(img), " but the run's input is ",
                 core::shape_str(opt_.input));
@@ -228,13 +235,6 @@ StepStats Trainer::step() {
 
   Tensor h = batch.images;
   batch.images = Tensor();
-  const std::vector<core::DType> trainable = training_dtypes();
-  if (std::find(trainable.begin(), trainable.end(), opt_.dtype) == trainable.end()) {
-    std::string list;
-    for (core::DType t : trainable) list += (list.empty() ? "" : ", ") + std::string(core::dtype_name(t));
-    throw Unsupported(detail::cat("trainer: TrainOptions::dtype ", core::dtype_name(opt_.dtype),
-                                  " cannot be trained in yet; use one of ", list));
-  }
   if (h.dtype() != opt_.dtype) {
     // The loaders produce float32; a float64 run (used to tell rounding from bugs) widens it.
     TESSERA_CHECK(h.dtype() == core::DType::F32 && opt_.dtype == core::DType::F64, "training in ",

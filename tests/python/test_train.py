@@ -19,7 +19,18 @@ def test_train_callback_and_sharded_loss_equals_unsharded():
     r1 = tessera.train(mesh="sp=1", **kw)
     l4 = [s["loss"] for s in r4["steps"]]
     l1 = [s["loss"] for s in r1["steps"]]
-    np.testing.assert_allclose(l4, l1, rtol=1e-4)
+    # In float64 sharding changes nothing but summation order; in float32 the sharded loss is
+    # within 16x as far from the float64 one as the unsharded float32 loss is, so far in the run
+    # (the float32 rule of tests/nn/train_equivalence.hpp), plus 2 float32 ulps.
+    e4 = [s["loss"] for s in tessera.train(mesh="sp=4", dtype="f64", **kw)["steps"]]
+    e1 = [s["loss"] for s in tessera.train(mesh="sp=1", dtype="f64", **kw)["steps"]]
+    np.testing.assert_allclose(e4, e1, rtol=1e-9)
+    nu = 0.0
+    for a, b, x in zip(l4, l1, e1):
+        nu = max(nu, abs(b - x) / abs(x))
+        assert abs(a - x) <= 16 * nu * abs(x) + 2 * abs(x) * 2.0**-23, (l4, l1, e1)
+    with pytest.raises(tessera.Error, match="--dtype 'bf16': the trainer trains in f32, f64"):
+        tessera.train(mesh="sp=1", dtype="bf16", **kw)
     assert r1["steps"][0]["peak_memory_bytes"][0]["halo_buffer"] == 0
     assert r4["parameters"] == r1["parameters"] > 0
 

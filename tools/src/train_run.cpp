@@ -48,6 +48,8 @@ void add_train_options(CLI::App& c, TrainArgs& a) {
   c.add_option("--threads", a.threads, "Compute threads per rank (0 = cores / ranks)")->capture_default_str();
   c.add_option("--timeout", a.timeout_s, "Deadline of every communication wait, seconds")->capture_default_str();
   c.add_flag("--no-overlap", a.no_overlap, "Do not overlap halo exchange and gradient all-reduce with compute");
+  c.add_option("--dtype", a.dtype, "Training dtype: f32, or f64 (float64: the exact answer a float32 run is "
+               "compared against)")->capture_default_str();
 }
 
 namespace {
@@ -100,6 +102,18 @@ TrainRunConfig make_train_config(const TrainArgs& a) {
   t.clip_norm = a.clip;
   t.seed = a.seed;
   t.overlap = !a.no_overlap;
+  {
+    std::string names;
+    bool found = false;
+    for (core::DType d : nn::training_dtypes()) {
+      names += (names.empty() ? "" : ", ") + std::string(core::dtype_name(d));
+      if (a.dtype == core::dtype_name(d)) {
+        t.dtype = d;
+        found = true;
+      }
+    }
+    TESSERA_CHECK(found, "--dtype '", a.dtype, "': the trainer trains in ", names);
+  }
   t.model.validate();
   c.mesh = core::DeviceMesh::parse(a.mesh);
   comm::Registry comms;

@@ -41,6 +41,7 @@ struct TrainArgs {
   int threads = 0;  ///< compute threads per rank; 0 = cores / ranks
   bool no_overlap = false;
   double timeout_s = 300;  ///< deadline of every communication wait
+  std::string dtype = "f32";  ///< one of nn::training_dtypes(): f32, or f64 (the exact reference)
 };
 
 /// Adds every `train` option to a CLI11 (sub)command.

@@ -64,7 +64,7 @@ void bind_models(py::module_& m) {
          const std::string& shard, int steps, const std::string& optimizer, double lr, double weight_decay,
          int warmup, double clip, unsigned long long seed, const std::string& task, int classes,
          const std::string& checkpointing, int threads, bool overlap, const std::string& trace,
-         double timeout_s, const py::object& callback, const std::string& backend) {
+         double timeout_s, const py::object& callback, const std::string& backend, const std::string& dtype) {
         tools::TrainArgs a;
         if (py::isinstance<py::str>(model)) a.model = model.cast<std::string>();
         a.input = input;
@@ -86,6 +86,7 @@ void bind_models(py::module_& m) {
         a.trace = trace;
         a.timeout_s = timeout_s;
         a.backend = backend;
+        a.dtype = dtype;
         tools::TrainRunConfig cfg = tools::make_train_config(a);
         if (!py::isinstance<py::str>(model)) {
           // A ModelSpec: the same adjustments make_train_config applies to a preset.
@@ -122,7 +123,8 @@ void bind_models(py::module_& m) {
       py::arg("model"), py::arg("input"), py::arg("batch"), py::arg("mesh"), py::arg("shard"), py::arg("steps"),
       py::arg("optimizer"), py::arg("lr"), py::arg("weight_decay"), py::arg("warmup"), py::arg("clip"),
       py::arg("seed"), py::arg("task"), py::arg("classes"), py::arg("checkpointing"), py::arg("threads"),
-      py::arg("overlap"), py::arg("trace"), py::arg("timeout_s"), py::arg("callback"), py::arg("backend") = "local");
+      py::arg("overlap"), py::arg("trace"), py::arg("timeout_s"), py::arg("callback"), py::arg("backend") = "local",
+      py::arg("dtype") = "f32");
 }
 
 }  // namespace tessera::python

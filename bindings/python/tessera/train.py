@@ -40,6 +40,7 @@ def train(
     timeout_s: float = 300.0,
     callback: Optional[Callable[[dict], None]] = None,
     backend: str = "local",
+    dtype: str = "f32",
 ) -> dict:
     """Trains ``model`` (a preset name, a model JSON file path, or a ModelSpec) on synthetic data
     over ``mesh`` in-process ranks, exactly as ``tessera train --backend local`` does.
@@ -67,7 +68,9 @@ def train(
     ``.parameter`` carry the same. The callback has seen the steps that completed; ``trace`` is
     written up to the failure.
     ``trace``: a path to write the run's Chrome trace to.
+    ``dtype``: ``"f32"``, or ``"f64"``: the exact answer a float32 run is compared against (the
+    dtypes the trainer can train in; others raise with the list).
     """
     return _tessera._train(model, _input_text(input), batch, _mesh_text(mesh), shard, steps, optimizer,
                            lr, weight_decay, warmup, clip, seed, task, classes, checkpointing, threads,
-                           overlap, trace, timeout_s, callback, backend)
+                           overlap, trace, timeout_s, callback, backend, dtype)
