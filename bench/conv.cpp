@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bench_util.hpp"
+#include "blas_probe.hpp"
 #include "tessera/comm/local.hpp"
 #include "tessera/comm/mesh_comm.hpp"
 #include "tessera/compute/cpu.hpp"
@@ -21,8 +22,7 @@
 #include "tessera/nn/conv2d.hpp"
 
 #ifdef TESSERA_BENCH_HAVE_TORCH
-#include <ATen/ATen.h>
-#include <ATen/Parallel.h>
+#include "torch_peer.hpp"
 #endif
 
 namespace tessera::bench {
@@ -71,6 +71,8 @@ struct Row {
   int threads;
   Stats ms;
   double gflops;
+  std::string path;      // libtorch: ATen's convolution backend per layer ("Mkldnn", "Slow2d")
+  int blas_threads = -1;  // libtorch: the BLAS's own thread count during the row (-1: unknown)
 };
 
 void fill_random(Tensor& t, unsigned seed) {
@@ -150,6 +152,17 @@ struct TorchChain {
     const Layer& l = ls[i];
     return at::conv2d(in, w[i], b[i], {1, 1}, {l.pad, l.pad}, {dil(l), dil(l)}, l.groups);
   }
+  /// ATen's choice of backend for each layer of the forward pass, as at::conv2d makes it now.
+  std::string paths() const {
+    std::vector<std::string> p;
+    at::Tensor h = x;
+    for (std::size_t i = 0; i < ls.size(); ++i) {
+      const Layer& l = ls[i];
+      p.push_back(conv2d_path(h, w[i], b[i], 1, l.pad, dil(l), l.groups));
+      h = conv(i, h);
+    }
+    return join_paths(p);
+  }
   void forward() {
     at::Tensor h = x;
     for (std::size_t i = 0; i < ls.size(); ++i) h = conv(i, h);
@@ -172,25 +185,33 @@ struct TorchChain {
 // Times every implementation of one case and pass with their repetitions interleaved (A B C A B
 // C ...), so that load from other processes on a shared machine hits all of them alike. A short
 // pause before each run lets OpenMP threads that spin after a parallel region go to sleep.
-void measure(const Options& o, const Case& c, int threads, std::vector<Row>& rows) {
+// `peer_problem` collects the first reason the libtorch peer is not run as its users run it.
+void measure(const Options& o, const Case& c, int threads, std::vector<Row>& rows,
+             std::string& peer_problem) {
   struct Impl {
     std::string name;
     std::function<void()> fwd, fwd_bwd;
+    std::string path;
   };
+  int blas_threads = -1;
   std::vector<Impl> impls;
   compute::cpu::CpuBackend be(threads);
   TesseraChain tc(c.chain);
-  impls.push_back({"tessera", [&] { tc.forward(be); }, [&] { tc.forward_backward(be); }});
+  impls.push_back({"tessera", [&] { tc.forward(be); }, [&] { tc.forward_backward(be); }, ""});
 #ifdef TESSERA_BENCH_HAVE_TORCH
   std::vector<std::unique_ptr<TorchChain>> torch;
   if (o.torch) {
+    // "libtorch on T threads" means T in all: ATen's OpenMP pool and the BLAS's own threads,
+    // which at::set_num_threads does not reach.
     at::set_num_threads(threads);
+    blas_threads = set_blas_threads(threads);
+    if (peer_problem.empty()) peer_problem = blas_peer_problem(probe_blas(), threads);
     const bool dnnl = threads == 1 && !o.torch_as_dispatched;
     for (bool cl : {false, true}) {
       torch.push_back(std::make_unique<TorchChain>(c.chain, cl, dnnl));
       TorchChain* t = torch.back().get();
-      impls.push_back(
-          {cl ? "torch_cl" : "torch_cf", [t] { t->forward(); }, [t] { t->forward_backward(); }});
+      impls.push_back({cl ? "torch_cl" : "torch_cf", [t] { t->forward(); },
+                       [t] { t->forward_backward(); }, t->paths()});
     }
   }
 #endif
@@ -210,8 +231,10 @@ void measure(const Options& o, const Case& c, int threads, std::vector<Row>& row
     const double flops = (pass == 0 ? 1 : 3) * c.fwd_flops();
     for (std::size_t i = 0; i < impls.size(); ++i) {
       const Stats s = stats_of(ms[i]);
+      const bool torch = !impls[i].path.empty();
       rows.push_back({c.name, impls[i].name, pass == 0 ? "fwd" : "fwd+bwd", threads, s,
-                      flops / (s.median * 1e-3) * 1e-9});
+                      flops / (s.median * 1e-3) * 1e-9, impls[i].path,
+                      torch ? blas_threads : -1});
     }
   }
 }
@@ -422,13 +445,22 @@ int run(int argc, char** argv) {
     for (int r = 0; r < 5; ++r) g.push_back(fma_peak_gflops(t));
     peak.emplace_back(t, stats_of(g));
   }
+  bool have_torch = false;
+  std::string peer_line, peer_json = "null", peer_problem;
+#ifdef TESSERA_BENCH_HAVE_TORCH
+  const TorchPeer peer = o.torch ? torch_peer() : TorchPeer{};
+  have_torch = o.torch;
+#endif
   std::vector<Row> rows;
   for (const Case& c : cases())
     for (int t : o.threads) {
       if (!o.layers.empty() && o.layers.find("," + c.name + ",") == std::string::npos) continue;
       if (!o.json) std::fprintf(stderr, "measuring %s on %d thread(s)...\n", c.name.c_str(), t);
-      measure(o, c, t, rows);
+      measure(o, c, t, rows, peer_problem);
     }
+#ifdef TESSERA_BENCH_HAVE_TORCH
+  if (have_torch) peer_line = describe(peer), peer_json = torch_peer_json(peer, peer_problem);
+#endif
   const std::vector<ShardedRow> sharded = run_sharded(o);
 
   // tessera time / libtorch time per case, pass and threads (< 1: tessera is faster).
@@ -439,7 +471,7 @@ int run(int argc, char** argv) {
   };
   std::vector<Ratio> ratios;
   for (const Row& r : rows) {
-    if (r.impl != "tessera") continue;
+    if (r.impl != "tessera" || !peer_problem.empty()) continue;  // no ratio against a bad peer
     const Row* cf = find(rows, r.name, "torch_cf", r.pass, r.threads);
     const Row* cl = find(rows, r.name, "torch_cl", r.pass, r.threads);
     if (cf && cl)
@@ -451,15 +483,17 @@ int run(int argc, char** argv) {
     std::vector<std::string> pk, rs, ra, sh;
     for (const ShardedRow& r : sharded) sh.push_back(sharded_json(r));
     for (auto& [t, s] : peak) pk.push_back(Json().num("threads", t).stats("gflops_", s).str());
-    for (const Row& r : rows)
-      rs.push_back(Json()
-                       .str("layer", r.name)
-                       .str("impl", r.impl)
-                       .str("pass", r.pass)
-                       .num("threads", r.threads)
-                       .stats("ms_", r.ms)
-                       .num("gflops", r.gflops)
-                       .str());
+    for (const Row& r : rows) {
+      Json j;
+      j.str("layer", r.name)
+          .str("impl", r.impl)
+          .str("pass", r.pass)
+          .num("threads", r.threads)
+          .stats("ms_", r.ms)
+          .num("gflops", r.gflops);
+      if (!r.path.empty()) j.str("torch_path", r.path).num("blas_threads", r.blas_threads);
+      rs.push_back(j.str());
+    }
     for (const Ratio& r : ratios)
       ra.push_back(Json()
                        .str("layer", r.name)
@@ -473,22 +507,36 @@ int run(int argc, char** argv) {
                             .raw("results", json_array(rs))
                             .raw("ratios", json_array(ra))
                             .raw("sharded", json_array(sh))
+                            .raw("torch_peer", peer_json)
                             .str()
                             .c_str());
-    return 0;
+    return peer_problem.empty() ? 0 : kExitPeerMisconfigured;
+  }
+  if (have_torch) {
+    std::string set;  // what the BLAS reported after set_blas_threads, per thread count
+    for (int t : o.threads)
+      for (const Row& r : rows)
+        if (r.threads == t && !r.path.empty()) {
+          set += (set.empty() ? "" : ", ") + std::to_string(t) + " -> " +
+                 (r.blas_threads < 0 ? "?" : std::to_string(r.blas_threads));
+          break;
+        }
+    std::printf("%s\nlibtorch rows: ATen's and the BLAS's threads both set to the row's thr (BLAS "
+                "reports %s)\n\n",
+                peer_line.c_str(), set.c_str());
   }
   std::printf("fp32 FMA peak (GFLOP/s, median [min-max] of 5):");
   for (auto& [t, s] : peak)
     std::printf("  %d thread(s) %.1f [%.1f-%.1f]", t, s.median, s.min, s.max);
-  std::printf("\n\n%-11s %-8s %3s %-9s %10s %21s %8s %6s\n", "layer", "pass", "thr", "impl",
-              "median ms", "[min-max] ms", "GFLOP/s", "%peak");
+  std::printf("\n\n%-11s %-8s %3s %-9s %10s %21s %8s %6s  %s\n", "layer", "pass", "thr", "impl",
+              "median ms", "[min-max] ms", "GFLOP/s", "%peak", have_torch ? "libtorch path" : "");
   for (const Row& r : rows) {
     double pk = 0;
     for (auto& [t, s] : peak)
       if (t == r.threads) pk = s.median;
-    std::printf("%-11s %-8s %3d %-9s %10.2f   [%8.2f - %8.2f] %8.1f %5.1f%%\n", r.name.c_str(),
-                r.pass.c_str(), r.threads, r.impl.c_str(), r.ms.median, r.ms.min, r.ms.max,
-                r.gflops, pk > 0 ? 100 * r.gflops / pk : 0.0);
+    std::printf("%-11s %-8s %3d %-9s %10.2f   [%8.2f - %8.2f] %8.1f %5.1f%%  %s\n",
+                r.name.c_str(), r.pass.c_str(), r.threads, r.impl.c_str(), r.ms.median, r.ms.min,
+                r.ms.max, r.gflops, pk > 0 ? 100 * r.gflops / pk : 0.0, r.path.c_str());
   }
   if (!ratios.empty()) {
     if (!o.torch_as_dispatched)
@@ -503,8 +551,10 @@ int run(int argc, char** argv) {
       std::printf("%-11s %-8s %3d %9.2f %9.2f\n", r.name.c_str(), r.pass.c_str(), r.threads, r.cf,
                   r.cl);
   }
+  if (!peer_problem.empty())
+    std::printf("\nno time ratio against libtorch: %s\n", peer_problem.c_str());
   print_sharded(sharded, o.sharded_h);
-  return 0;
+  return peer_problem.empty() ? 0 : kExitPeerMisconfigured;
 }
 
 }  // namespace

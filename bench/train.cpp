@@ -24,15 +24,17 @@
 #include <vector>
 
 #include "bench_util.hpp"
+#include "blas_probe.hpp"
 #include "tessera/comm/local.hpp"
 #include "tessera/comm/mesh_comm.hpp"
 #include "tessera/compute/cpu.hpp"
 #include "tessera/nn/trainer.hpp"
 
 #ifdef TESSERA_BENCH_HAVE_TORCH
-#include <ATen/Parallel.h>
 #include <torch/nn.h>
 #include <torch/optim/adamw.h>
+
+#include "torch_peer.hpp"
 #endif
 
 namespace tessera::bench {
@@ -126,12 +128,37 @@ torch::nn::LayerNorm make_ln(std::int64_t c) {
   return torch::nn::LayerNorm(torch::nn::LayerNormOptions({c}).eps(1e-6));
 }
 
+/// ATen's convolution backend per kind of conv layer, noted while `on` (during one training
+/// step, so with grad mode, requires_grad weights and the step's thread count).
+struct ConvPaths {
+  bool on = false;
+  std::vector<std::pair<std::string, std::vector<std::string>>> by_kind;  // in first-seen order
+  void note(const std::string& kind, const std::string& path) {
+    for (auto& [k, v] : by_kind)
+      if (k == kind) return v.push_back(path);
+    by_kind.push_back({kind, {path}});
+  }
+};
+
+// m(x), first noting in `paths` (when on) the backend at::conv2d picks for this call.
+torch::Tensor conv(torch::nn::Conv2d& m, const torch::Tensor& x, const char* kind,
+                   ConvPaths* paths) {
+  if (paths && paths->on) {
+    const auto& op = m->options;
+    const auto pad = c10::get<torch::ExpandingArray<2>>(op.padding());
+    paths->note(kind, conv2d_path(x, m->weight, m->bias, op.stride()->at(0), pad->at(0),
+                                  op.dilation()->at(0), op.groups()));
+  }
+  return m(x);
+}
+
 struct BlockImpl : torch::nn::Module {
   torch::nn::Conv2d dw{nullptr}, pw1{nullptr}, pw2{nullptr};
   torch::nn::LayerNorm ln{nullptr};
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
   torch::Tensor gamma;
-  BlockImpl(std::int64_t d, bool linear) {
+  ConvPaths* paths;
+  BlockImpl(std::int64_t d, bool linear, ConvPaths* paths) : paths(paths) {
     dw = register_module("dw",
                          torch::nn::Conv2d(torch::nn::Conv2dOptions(d, d, 7).padding(3).groups(d)));
     ln = register_module("ln", make_ln(d));
@@ -146,11 +173,13 @@ struct BlockImpl : torch::nn::Module {
     }
   }
   torch::Tensor forward(const torch::Tensor& x) {
+    const torch::Tensor h = conv(dw, x, "depthwise 7x7", paths);
     if (fc1) {
-      torch::Tensor y = fc2(torch::gelu(fc1(ln(dw(x).permute({0, 2, 3, 1})))));
+      torch::Tensor y = fc2(torch::gelu(fc1(ln(h.permute({0, 2, 3, 1})))));
       return x + (gamma * y).permute({0, 3, 1, 2});
     }
-    return x + gamma * pw2(torch::gelu(pw1(ln_channels(ln, dw(x)))));
+    const torch::Tensor u = torch::gelu(conv(pw1, ln_channels(ln, h), "pointwise 1x1", paths));
+    return x + gamma * conv(pw2, u, "pointwise 1x1", paths);
   }
 };
 TORCH_MODULE(Block);
@@ -161,8 +190,9 @@ struct ConvNeXtImpl : torch::nn::Module {
   std::vector<std::vector<Block>> blocks;
   torch::nn::LayerNorm head_ln{nullptr};
   torch::nn::Linear head{nullptr};
+  ConvPaths* paths;
 
-  ConvNeXtImpl(const nn::ModelSpec& s, bool linear) {
+  ConvNeXtImpl(const nn::ModelSpec& s, bool linear, ConvPaths* paths) : paths(paths) {
     std::int64_t c = s.in_channels;
     for (std::size_t i = 0; i < s.depths.size(); ++i) {
       const std::int64_t d = s.widths[i];
@@ -175,7 +205,7 @@ struct ConvNeXtImpl : torch::nn::Module {
       blocks.emplace_back();
       for (int b = 0; b < s.depths[i]; ++b)
         blocks.back().push_back(
-            register_module("s" + n + "b" + std::to_string(b), Block(d, linear)));
+            register_module("s" + n + "b" + std::to_string(b), Block(d, linear, paths)));
       c = d;
     }
     head_ln = register_module("head_ln", make_ln(c));
@@ -184,9 +214,9 @@ struct ConvNeXtImpl : torch::nn::Module {
   torch::Tensor forward(torch::Tensor x) {
     for (std::size_t i = 0; i < blocks.size(); ++i) {
       if (i == 0)
-        x = ln_channels(down_ln[0], down[0](x));
+        x = ln_channels(down_ln[0], conv(down[0], x, "stem 4x4/4", paths));
       else
-        x = down[i](ln_channels(down_ln[i], x));
+        x = conv(down[i], ln_channels(down_ln[i], x), "downsample 2x2/2", paths);
       for (Block& b : blocks[i]) x = b(x);
     }
     return head(head_ln(x.mean({2, 3})));
@@ -194,13 +224,28 @@ struct ConvNeXtImpl : torch::nn::Module {
 };
 TORCH_MODULE(ConvNeXt);
 
-Stats measure_torch(const Options& o) {
-  at::set_num_threads(2);
+/// The libtorch step's times and what it ran on.
+struct TorchRun {
+  Stats ms;
+  TorchPeer peer;
+  std::string problem;  // why no ratio may be given; empty when the peer is set up as users run it
+  ConvPaths paths;
+};
+
+TorchRun measure_torch(const Options& o) {
+  TorchRun r;
+  // 2 threads in all: ATen's OpenMP pool and the BLAS's own pool (at::set_num_threads does not
+  // reach OpenBLAS or BLIS).
+  constexpr int kThreads = 2;
+  at::set_num_threads(kThreads);
+  set_blas_threads(kThreads);
+  r.peer = torch_peer();  // after the thread counts are set: the BLAS reports its own
+  r.problem = blas_peer_problem(r.peer.blas, kThreads);
   torch::manual_seed(0);
   nn::ModelSpec spec = nn::model_preset(o.model);
   spec.num_classes = o.classes;
   spec.in_channels = int(o.input[0]);
-  ConvNeXt net(spec, o.torch_linear);
+  ConvNeXt net(spec, o.torch_linear, &r.paths);
   torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3).weight_decay(0.05));
   const torch::Tensor x = torch::randn({o.batch, o.input[0], o.input[1], o.input[2]});
   const torch::Tensor y = torch::randint(0, o.classes, {o.batch}, torch::kLong);
@@ -208,6 +253,7 @@ Stats measure_torch(const Options& o) {
   constexpr int kWarmup = 2;
   std::vector<double> ms;
   for (int s = 0; s < kWarmup + o.steps; ++s) {
+    r.paths.on = s == 0;  // ATen's choices are made per call: note them in one step
     const auto t0 = std::chrono::steady_clock::now();
     opt.zero_grad();
     torch::Tensor loss = torch::nn::functional::cross_entropy(net->forward(x), y);
@@ -217,7 +263,9 @@ Stats measure_torch(const Options& o) {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (s >= kWarmup) ms.push_back(dt);
   }
-  return stats_of(ms);
+  r.paths.on = false;
+  r.ms = stats_of(ms);
+  return r;
 }
 #endif
 
@@ -278,6 +326,13 @@ int run(int argc, char** argv) {
   const Options o = parse(argc, argv);
   const std::string input = std::to_string(o.input[0]) + "x" + std::to_string(o.input[1]) + "x" +
                             std::to_string(o.input[2]);
+  const bool torch_wanted = o.torch && nn::model_preset(o.model).family == "convnext";
+#ifdef TESSERA_BENCH_HAVE_TORCH
+  // Said before the minutes of tessera runs, so that a misconfigured peer can be fixed first.
+  if (const std::string p = torch_wanted ? blas_peer_problem(probe_blas(), 2) : ""; !p.empty())
+    std::fprintf(stderr, "bench_train: the libtorch step will be timed but no ratio given: %s\n",
+                 p.c_str());
+#endif
   std::vector<Run> runs;
   for (const std::string& ck : o.checkpointing)
     for (int P : o.ranks) {
@@ -287,13 +342,26 @@ int run(int argc, char** argv) {
     }
   bool have_torch = false;
   Stats torch_ms;
+  std::string peer_line, peer_json = "null", paths_line, paths_json = "[]", problem;
 #ifdef TESSERA_BENCH_HAVE_TORCH
-  if (o.torch && nn::model_preset(o.model).family == "convnext") {
+  if (torch_wanted) {
     std::fprintf(stderr, "libtorch %s step...\n", o.model.c_str());
-    torch_ms = measure_torch(o);
+    const TorchRun tr = measure_torch(o);
+    torch_ms = tr.ms;
     have_torch = true;
+    problem = tr.problem;
+    peer_line = describe(tr.peer);
+    peer_json = torch_peer_json(tr.peer, problem);
+    std::vector<std::string> pj;
+    for (const auto& [kind, v] : tr.paths.by_kind) {
+      paths_line += (paths_line.empty() ? "" : ", ") + kind + ": " + join_paths(v);
+      pj.push_back(Json().str("layer", kind).str("path", join_paths(v)).str());
+    }
+    if (o.torch_linear) paths_line += ", pointwise Linear: at::addmm (BLAS sgemm_)";
+    paths_json = json_array(pj);
   }
 #endif
+  const bool give_ratio = have_torch && problem.empty();
   auto ratio = [&](const Run& r) { return r.ms.median / torch_ms.median; };
   auto max_of = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
 
@@ -316,7 +384,7 @@ int run(int argc, char** argv) {
           .num("peak_total_mib_max", max_of(r.peak_mib))
           .num("peak_activation_mib_max", max_of(r.act_mib))
           .raw("memory", json_array(per_rank));
-      if (have_torch && r.ranks == 1) j.num("tessera_over_torch", ratio(r));
+      if (give_ratio && r.ranks == 1) j.num("tessera_over_torch", ratio(r));
       rs.push_back(j.str());
     }
     Json top;
@@ -326,10 +394,12 @@ int run(int argc, char** argv) {
                                       .str("pointwise", o.torch_linear ? "linear" : "conv1x1")
                                       .stats("step_ms_", torch_ms)
                                       .num("images_per_s", o.batch / (torch_ms.median * 1e-3))
+                                      .raw("conv_paths", paths_json)
+                                      .raw("peer", peer_json)
                                       .str()
                                 : "null");
     std::printf("%s\n", top.str().c_str());
-    return 0;
+    return have_torch && !give_ratio ? kExitPeerMisconfigured : 0;
   }
   std::printf(
       "%s, input %s, batch %d, %d classes, AdamW, synthetic data, sharded along W\n"
@@ -349,6 +419,11 @@ int run(int argc, char** argv) {
         "[%.0f - %.0f], %.3f images/s\n",
         o.torch_linear ? "Linear" : "1x1 convs", torch_ms.median, torch_ms.min, torch_ms.max,
         o.batch / (torch_ms.median * 1e-3));
+    std::printf("%s\nlibtorch convolution paths: %s\n", peer_line.c_str(), paths_line.c_str());
+    if (!give_ratio) {
+      std::printf("no time ratio against libtorch: %s\n", problem.c_str());
+      return kExitPeerMisconfigured;
+    }
     for (const Run& r : runs)
       if (r.ranks == 1)
         std::printf("time ratio tessera (P=1, checkpointing %s) / libtorch: %.2f\n",
