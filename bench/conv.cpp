@@ -37,7 +37,6 @@ struct Options {
   std::vector<int> threads = {1, 2};
   std::string layers;  // comma-separated case names; empty = all
   bool torch = true;
-  bool torch_as_dispatched = false;  // see TorchChain::force_dnnl
   bool sharded = true;
   std::vector<int> ranks = {1, 2, 4};
   int sharded_h = 64;  // H of the sharded runs: half of 128, to keep the default run short
@@ -122,21 +121,18 @@ struct TesseraChain {
 };
 
 #ifdef TESSERA_BENCH_HAVE_TORCH
-// The same chain through at::conv2d and at::convolution_backward, NCHW or channels-last.
+// The same chain through at::conv2d and at::convolution_backward, NCHW or channels-last, on the
+// backend ATen itself picks, as a libtorch user gets it: for a 1x1 conv with batch < 16 on one
+// thread that is Slow2d (THNN, BLAS sgemm_; as fast as oneDNN on OpenBLAS), else oneDNN.
 struct TorchChain {
   std::vector<Layer> ls;
   std::vector<at::Tensor> w, b;
   at::Tensor x, dy;
   at::MemoryFormat fmt;
-  // at::conv2d sends a 1x1 conv with batch < 16 on one thread to its THNN path, which on Debian
-  // runs on the reference BLAS (~2 GFLOP/s). A dilation of 2 on a 1x1 kernel computes the same
-  // thing and makes ATen pick oneDNN, its fast path: the fair comparison.
-  bool force_dnnl = false;
 
-  TorchChain(const std::vector<Layer>& layers, bool channels_last, bool dnnl_for_1x1)
+  TorchChain(const std::vector<Layer>& layers, bool channels_last)
       : ls(layers),
-        fmt(channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous),
-        force_dnnl(dnnl_for_1x1) {
+        fmt(channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous) {
     at::manual_seed(0);
     const Layer& f = ls.front();
     const Layer& e = ls.back();
@@ -147,10 +143,9 @@ struct TorchChain {
       b.push_back(at::zeros({l.cout}));
     }
   }
-  std::int64_t dil(const Layer& l) const { return force_dnnl && l.k == 1 ? 2 : 1; }
   at::Tensor conv(std::size_t i, const at::Tensor& in) const {
     const Layer& l = ls[i];
-    return at::conv2d(in, w[i], b[i], {1, 1}, {l.pad, l.pad}, {dil(l), dil(l)}, l.groups);
+    return at::conv2d(in, w[i], b[i], {1, 1}, {l.pad, l.pad}, {1, 1}, l.groups);
   }
   /// ATen's choice of backend for each layer of the forward pass, as at::conv2d makes it now.
   std::string paths() const {
@@ -158,7 +153,7 @@ struct TorchChain {
     at::Tensor h = x;
     for (std::size_t i = 0; i < ls.size(); ++i) {
       const Layer& l = ls[i];
-      p.push_back(conv2d_path(h, w[i], b[i], 1, l.pad, dil(l), l.groups));
+      p.push_back(conv2d_path(h, w[i], b[i], 1, l.pad, 1, l.groups));
       h = conv(i, h);
     }
     return join_paths(p);
@@ -175,7 +170,7 @@ struct TorchChain {
       const Layer& l = ls[i];
       auto grads =
           at::convolution_backward(g, ins[i], w[i], at::IntArrayRef{l.cout}, {1, 1}, {l.pad, l.pad},
-                                   {dil(l), dil(l)}, false, {0, 0}, l.groups, {true, true, true});
+                                   {1, 1}, false, {0, 0}, l.groups, {true, true, true});
       g = std::get<0>(grads);
     }
   }
@@ -206,9 +201,8 @@ void measure(const Options& o, const Case& c, int threads, std::vector<Row>& row
     at::set_num_threads(threads);
     blas_threads = set_blas_threads(threads);
     if (peer_problem.empty()) peer_problem = blas_peer_problem(probe_blas(), threads);
-    const bool dnnl = threads == 1 && !o.torch_as_dispatched;
     for (bool cl : {false, true}) {
-      torch.push_back(std::make_unique<TorchChain>(c.chain, cl, dnnl));
+      torch.push_back(std::make_unique<TorchChain>(c.chain, cl));
       TorchChain* t = torch.back().get();
       impls.push_back({cl ? "torch_cl" : "torch_cf", [t] { t->forward(); },
                        [t] { t->forward_backward(); }, t->paths()});
@@ -413,8 +407,6 @@ Options parse(int argc, char** argv) {
       o.ranks.clear();
       for (const char* s = argv[++i]; *s; s += (*s == ','))
         o.ranks.push_back(std::max(1, int(std::strtol(s, const_cast<char**>(&s), 10))));
-    } else if (a == "--torch-as-dispatched") {
-      o.torch_as_dispatched = true;
     } else if (a == "--layers" && i + 1 < argc) {
       o.layers = std::string(",") + argv[++i] + ",";
     } else if (a == "--reps" && i + 1 < argc) {
@@ -427,10 +419,9 @@ Options parse(int argc, char** argv) {
       std::fprintf(
           stderr,
           "usage: bench_conv [--json] [--reps N] [--threads 1,2] [--layers dw7x7_p3,pw_pair]\n"
-          "                  [--no-torch] [--torch-as-dispatched] [--no-sharded] [--ranks 1,2,4]\n"
-          "                  [--sharded-h 64]\n"
-          "  --torch-as-dispatched: time libtorch's own 1-thread choice for 1x1 convs (THNN\n"
-          "  on Debian's reference BLAS, very slow) instead of forcing its oneDNN path\n");
+          "                  [--no-torch] [--no-sharded] [--ranks 1,2,4] [--sharded-h 64]\n"
+          "exit status 3: figures printed, but no ratio, because libtorch runs on the\n"
+          "reference BLAS or a single-threaded one (bench/README.md)\n");
       std::exit(a == "--help" ? 0 : 2);
     }
   }
@@ -539,12 +530,6 @@ int run(int argc, char** argv) {
                 r.ms.max, r.gflops, pk > 0 ? 100 * r.gflops / pk : 0.0, r.path.c_str());
   }
   if (!ratios.empty()) {
-    if (!o.torch_as_dispatched)
-      std::printf(
-          "\nlibtorch 1x1 convs on 1 thread: oneDNN forced (dilation 2 on the 1x1 kernel); "
-          "at::conv2d's\n"
-          "own choice there (THNN on the reference BLAS) is ~2 GFLOP/s, see "
-          "--torch-as-dispatched\n");
     std::printf("\ntime ratio tessera / libtorch (< 1: tessera faster)\n%-11s %-8s %3s %9s %9s\n",
                 "layer", "pass", "thr", "vs NCHW", "vs NHWC");
     for (const Ratio& r : ratios)

@@ -9,10 +9,10 @@
 // With libtorch (TESSERA_BENCH_HAVE_TORCH), the same ConvNeXt built with torch::nn (NCHW fp32)
 // times its forward + backward + AdamW step on 2 threads at the same input and batch (two
 // warm-up steps, then --steps timed ones), and the table gives the ratio tessera (P=1) /
-// libtorch. Its pointwise layers are 1x1 convolutions
-// (the same maths as Linear over channels): Debian's libtorch runs Linear (addmm) on the
-// reference BLAS at ~1 GFLOP/s, while 1x1 convs on 2 threads go to oneDNN. --torch-linear times
-// the Linear form instead (minutes per step at the default size).
+// libtorch. Its pointwise layers are nn::Linear over channels, as in the reference
+// implementation and timm/torchvision: ATen runs them as BLAS sgemm_, so the peer needs a real
+// BLAS (OpenBLAS; on Debian's reference BLAS the step is ~3x slower) and the ratio is refused
+// without one (blas_probe.hpp). --torch-conv1x1 times them as 1x1 convs (oneDNN) instead.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -53,7 +53,7 @@ struct Options {
   std::vector<int> ranks = {1, 2, 4};
   std::vector<std::string> checkpointing = {"none", "block"};
   bool torch = true;
-  bool torch_linear = false;  // nn::Linear for the pointwise layers instead of 1x1 convs
+  bool torch_conv1x1 = false;  // 1x1 convs for the pointwise layers instead of nn::Linear
 };
 
 struct Run {
@@ -119,8 +119,8 @@ Run measure(const Options& o, int P, const std::string& checkpointing) {
 // ConvNeXt in libtorch, as in the reference implementation (Liu et al. 2022): LayerNorm over
 // channels of NCHW tensors by permuting to NHWC, blocks dw7x7 -> LN -> Linear 4x -> GELU ->
 // Linear -> layer scale -> residual. No DropPath (tessera runs the preset's, 0.1 for ConvNeXt-T,
-// as a per-sample scale: a little extra work on its side). The Linear pair is a pair of 1x1
-// convs on NCHW unless `linear` (see the top of the file).
+// as a per-sample scale: a little extra work on its side). With `linear` false the Linear pair
+// is a pair of 1x1 convs on NCHW (see the top of the file).
 torch::Tensor ln_channels(torch::nn::LayerNorm& ln, const torch::Tensor& x) {
   return ln(x.permute({0, 2, 3, 1})).permute({0, 3, 1, 2});
 }
@@ -245,7 +245,7 @@ TorchRun measure_torch(const Options& o) {
   nn::ModelSpec spec = nn::model_preset(o.model);
   spec.num_classes = o.classes;
   spec.in_channels = int(o.input[0]);
-  ConvNeXt net(spec, o.torch_linear, &r.paths);
+  ConvNeXt net(spec, !o.torch_conv1x1, &r.paths);
   torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3).weight_decay(0.05));
   const torch::Tensor x = torch::randn({o.batch, o.input[0], o.input[1], o.input[2]});
   const torch::Tensor y = torch::randint(0, o.classes, {o.batch}, torch::kLong);
@@ -281,8 +281,11 @@ std::vector<std::string> split(const std::string& s) {
       stderr,
       "usage: bench_train [--json] [--steps N] [--model NAME] [--input CxHxW] [--batch N]\n"
       "                   [--ranks 1,2,4] [--checkpointing none,block] [--no-torch]\n"
-      "                   [--torch-linear]\n"
-      "  --steps: timed steps per configuration after one warm-up step (default 2)\n");
+      "                   [--torch-conv1x1]\n"
+      "  --steps: timed steps per configuration after one warm-up step (default 2)\n"
+      "  --torch-conv1x1: libtorch's pointwise layers as 1x1 convs instead of Linear\n"
+      "exit status 3: figures printed, but no ratio, because libtorch runs on the\n"
+      "reference BLAS or a single-threaded one (bench/README.md)\n");
   std::exit(rc);
 }
 
@@ -295,8 +298,8 @@ Options parse(int argc, char** argv) {
       o.json = true;
     } else if (a == "--no-torch") {
       o.torch = false;
-    } else if (a == "--torch-linear") {
-      o.torch_linear = true;
+    } else if (a == "--torch-conv1x1") {
+      o.torch_conv1x1 = true;
     } else if (a == "--steps" && has_value) {
       o.steps = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--model" && has_value) {
@@ -357,7 +360,7 @@ int run(int argc, char** argv) {
       paths_line += (paths_line.empty() ? "" : ", ") + kind + ": " + join_paths(v);
       pj.push_back(Json().str("layer", kind).str("path", join_paths(v)).str());
     }
-    if (o.torch_linear) paths_line += ", pointwise Linear: at::addmm (BLAS sgemm_)";
+    if (!o.torch_conv1x1) paths_line += ", pointwise Linear: at::matmul -> at::mm (BLAS sgemm_)";
     paths_json = json_array(pj);
   }
 #endif
@@ -391,7 +394,7 @@ int run(int argc, char** argv) {
     top.str("model", o.model).str("input", input).num("batch", o.batch).raw("runs", json_array(rs));
     top.raw("torch", have_torch ? Json()
                                       .num("threads", 2)
-                                      .str("pointwise", o.torch_linear ? "linear" : "conv1x1")
+                                      .str("pointwise", o.torch_conv1x1 ? "conv1x1" : "linear")
                                       .stats("step_ms_", torch_ms)
                                       .num("images_per_s", o.batch / (torch_ms.median * 1e-3))
                                       .raw("conv_paths", paths_json)
@@ -417,7 +420,7 @@ int run(int argc, char** argv) {
     std::printf(
         "\nlibtorch (torch::nn, NCHW fp32, 2 threads, pointwise layers as %s): %.0f ms "
         "[%.0f - %.0f], %.3f images/s\n",
-        o.torch_linear ? "Linear" : "1x1 convs", torch_ms.median, torch_ms.min, torch_ms.max,
+        o.torch_conv1x1 ? "1x1 convs" : "Linear", torch_ms.median, torch_ms.min, torch_ms.max,
         o.batch / (torch_ms.median * 1e-3));
     std::printf("%s\nlibtorch convolution paths: %s\n", peer_line.c_str(), paths_line.c_str());
     if (!give_ratio) {
