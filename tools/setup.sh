@@ -41,10 +41,11 @@ as_root() {
 }
 
 # Points libblas.so.3 and liblapack.so.3 at OpenBLAS where they point at Debian's reference
-# implementation (libblas3/liblapack3: one thread, several times slower). Installing
+# implementation (libblas3/liblapack3: one thread, several times slower) or at the serial
+# OpenBLAS (libopenblas0-serial: one thread), which bench_conv/bench_train refuse. Installing
 # libopenblas0-pthread does this itself (priority 100 against 10) unless an alternative was set
-# by hand, so usually this only prints where they point. A hand-picked BLAS other than the
-# reference one (BLIS, MKL, ...) is left alone. Skipped with --minimal.
+# by hand, so usually this only prints where they point. Any other hand-picked BLAS (BLIS, MKL,
+# ...) is left alone. Skipped with --minimal.
 use_openblas() {
   [ $minimal -eq 0 ] || return 0
   dpkg-query -W -f='${Status}' libopenblas0-pthread 2>/dev/null | grep -q "install ok installed" || return 0
@@ -54,8 +55,8 @@ use_openblas() {
     alt="$lib-$(basename "$(dirname "$(dirname "$target")")")"  # libblas.so.3-x86_64-linux-gnu
     value=$(update-alternatives --query "$alt" 2>/dev/null | sed -n 's/^Value: //p')
     case "$value" in
-      */blas/libblas.so.3 | */lapack/liblapack.so.3 | "")
-        echo "setup: $alt pointed at ${value:-nothing} (the reference implementation); pointing it at OpenBLAS"
+      */blas/libblas.so.3 | */lapack/liblapack.so.3 | */openblas-serial/* | "")
+        echo "setup: $alt pointed at ${value:-nothing} (single-threaded); pointing it at OpenBLAS (pthread)"
         as_root update-alternatives --quiet --auto "$alt"
         value=$(update-alternatives --query "$alt" | sed -n 's/^Value: //p')
         if [ "$value" != "$target" ]; then
