@@ -9,10 +9,11 @@
 // With libtorch (TESSERA_BENCH_HAVE_TORCH), the same ConvNeXt built with torch::nn (NCHW fp32)
 // times its forward + backward + AdamW step on 2 threads at the same input and batch (two
 // warm-up steps, then --steps timed ones), and the table gives the ratio tessera (P=1) /
-// libtorch. Its pointwise layers are nn::Linear over channels, as in the reference
-// implementation and timm/torchvision: ATen runs them as BLAS sgemm_, so the peer needs a real
-// BLAS (OpenBLAS; on Debian's reference BLAS the step is ~3x slower) and the ratio is refused
-// without one (blas_probe.hpp). --torch-conv1x1 times them as 1x1 convs (oneDNN) instead.
+// libtorch. Its pointwise layers are 1x1 convolutions on NCHW (oneDNN; timm's conv_mlp form),
+// the faster of libtorch's two forms here (3x256x1024 on 2 threads with OpenBLAS: ~3.5-4.0 s
+// against ~4.8-5.1 s). --torch-linear times them as nn::Linear over channels, as in the
+// reference implementation: ATen runs those as BLAS sgemm_ (~87 s per step on Debian's
+// reference BLAS), which is why the ratio is refused without a real BLAS (blas_probe.hpp).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -41,8 +42,9 @@ namespace tessera::bench {
 namespace {
 
 // Defaults sized for a 2-core machine, where a ConvNeXt-T step at 3x256x1024, batch 2, takes
-// 10-25 s (tessera and libtorch alike): 6 configurations x (1 + 2) steps plus 4 libtorch steps
-// use ~4.5 min of CPU time (6-7 min wall on a shared machine). --steps N for tighter spreads.
+// 3.5-6 s for tessera and ~4 s for libtorch on OpenBLAS: 6 configurations x (1 + 2) steps plus
+// 4 libtorch steps take ~2.5 min wall on a quiet machine, several times that on a busy one.
+// --steps N for tighter spreads.
 struct Options {
   bool json = false;
   int steps = 2;  // timed steps, after one warm-up step
@@ -53,7 +55,7 @@ struct Options {
   std::vector<int> ranks = {1, 2, 4};
   std::vector<std::string> checkpointing = {"none", "block"};
   bool torch = true;
-  bool torch_conv1x1 = false;  // 1x1 convs for the pointwise layers instead of nn::Linear
+  bool torch_linear = false;  // nn::Linear for the pointwise layers instead of 1x1 convs
 };
 
 struct Run {
@@ -245,7 +247,7 @@ TorchRun measure_torch(const Options& o) {
   nn::ModelSpec spec = nn::model_preset(o.model);
   spec.num_classes = o.classes;
   spec.in_channels = int(o.input[0]);
-  ConvNeXt net(spec, !o.torch_conv1x1, &r.paths);
+  ConvNeXt net(spec, o.torch_linear, &r.paths);
   torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3).weight_decay(0.05));
   const torch::Tensor x = torch::randn({o.batch, o.input[0], o.input[1], o.input[2]});
   const torch::Tensor y = torch::randint(0, o.classes, {o.batch}, torch::kLong);
@@ -281,9 +283,9 @@ std::vector<std::string> split(const std::string& s) {
       stderr,
       "usage: bench_train [--json] [--steps N] [--model NAME] [--input CxHxW] [--batch N]\n"
       "                   [--ranks 1,2,4] [--checkpointing none,block] [--no-torch]\n"
-      "                   [--torch-conv1x1]\n"
+      "                   [--torch-linear]\n"
       "  --steps: timed steps per configuration after one warm-up step (default 2)\n"
-      "  --torch-conv1x1: libtorch's pointwise layers as 1x1 convs instead of Linear\n"
+      "  --torch-linear: libtorch's pointwise layers as nn::Linear instead of 1x1 convs\n"
       "exit status 3: figures printed, but no ratio, because libtorch runs on the\n"
       "reference BLAS or a single-threaded one (bench/README.md)\n");
   std::exit(rc);
@@ -298,8 +300,8 @@ Options parse(int argc, char** argv) {
       o.json = true;
     } else if (a == "--no-torch") {
       o.torch = false;
-    } else if (a == "--torch-conv1x1") {
-      o.torch_conv1x1 = true;
+    } else if (a == "--torch-linear") {
+      o.torch_linear = true;
     } else if (a == "--steps" && has_value) {
       o.steps = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--model" && has_value) {
@@ -360,7 +362,7 @@ int run(int argc, char** argv) {
       paths_line += (paths_line.empty() ? "" : ", ") + kind + ": " + join_paths(v);
       pj.push_back(Json().str("layer", kind).str("path", join_paths(v)).str());
     }
-    if (!o.torch_conv1x1) paths_line += ", pointwise Linear: at::matmul -> at::mm (BLAS sgemm_)";
+    if (o.torch_linear) paths_line += ", pointwise Linear: at::matmul -> at::mm (BLAS sgemm_)";
     paths_json = json_array(pj);
   }
 #endif
@@ -394,7 +396,7 @@ int run(int argc, char** argv) {
     top.str("model", o.model).str("input", input).num("batch", o.batch).raw("runs", json_array(rs));
     top.raw("torch", have_torch ? Json()
                                       .num("threads", 2)
-                                      .str("pointwise", o.torch_conv1x1 ? "conv1x1" : "linear")
+                                      .str("pointwise", o.torch_linear ? "linear" : "conv1x1")
                                       .stats("step_ms_", torch_ms)
                                       .num("images_per_s", o.batch / (torch_ms.median * 1e-3))
                                       .raw("conv_paths", paths_json)
@@ -420,7 +422,7 @@ int run(int argc, char** argv) {
     std::printf(
         "\nlibtorch (torch::nn, NCHW fp32, 2 threads, pointwise layers as %s): %.0f ms "
         "[%.0f - %.0f], %.3f images/s\n",
-        o.torch_conv1x1 ? "1x1 convs" : "Linear", torch_ms.median, torch_ms.min, torch_ms.max,
+        o.torch_linear ? "Linear" : "1x1 convs", torch_ms.median, torch_ms.min, torch_ms.max,
         o.batch / (torch_ms.median * 1e-3));
     std::printf("%s\nlibtorch convolution paths: %s\n", peer_line.c_str(), paths_line.c_str());
     if (!give_ratio) {
