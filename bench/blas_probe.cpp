@@ -81,7 +81,8 @@ BlasInfo probe_blas() {
     b.vendor = "OpenBLAS";
     b.provider = object_of(reinterpret_cast<void*>(config));
     b.config = config();
-    if (auto core = lookup<Str>(l, "openblas_get_corename")) b.config += std::string(" core=") + core();
+    if (auto core = lookup<Str>(l, "openblas_get_corename"))
+      b.config += std::string(" core=") + core();
     if (auto par = lookup<Int>(l, "openblas_get_parallel")) {
       const int p = par();
       b.threading = p == 0 ? "serial" : p == 1 ? "pthread" : "openmp";
@@ -142,7 +143,8 @@ std::string blas_peer_problem(const BlasInfo& b, int threads) {
   const std::string ma = multiarch_of(b.library.empty() ? "/lib/x86_64-linux-gnu/x" : b.library);
   const std::string fix =
       "install OpenBLAS with tools/setup.sh (or: apt-get install libopenblas0-pthread; "
-      "update-alternatives --auto libblas.so.3-" + ma + ")";
+      "update-alternatives --auto libblas.so.3-" +
+      ma + ")";
   if (b.vendor == "none")
     return "no BLAS (sgemm_) is loaded in this process, so libtorch's BLAS cannot be checked; " +
            fix;
@@ -162,8 +164,8 @@ std::string blas_peer_problem(const BlasInfo& b, int threads) {
            " threads; install the threaded one with tools/setup.sh (or: apt-get install "
            "libopenblas0-pthread)";
   if (b.threads >= 0 && b.threads < threads)
-    return b.vendor + " runs " + std::to_string(b.threads) + " thread(s) while the peer is timed on " +
-           std::to_string(threads) +
+    return b.vendor + " runs " + std::to_string(b.threads) +
+           " thread(s) while the peer is timed on " + std::to_string(threads) +
            " (a thread cap such as OPENBLAS_NUM_THREADS, BLIS_NUM_THREADS or MKL_NUM_THREADS?); "
            "unset it";
   return "";

@@ -70,7 +70,7 @@ struct Row {
   int threads;
   Stats ms;
   double gflops;
-  std::string path;      // libtorch: ATen's convolution backend per layer ("Mkldnn", "Slow2d")
+  std::string path;       // libtorch: ATen's convolution backend per layer ("Mkldnn", "Slow2d")
   int blas_threads = -1;  // libtorch: the BLAS's own thread count during the row (-1: unknown)
 };
 
@@ -182,7 +182,7 @@ struct TorchChain {
 // pause before each run lets OpenMP threads that spin after a parallel region go to sleep.
 // `peer_problem` collects the first reason the libtorch peer is not run as its users run it.
 void measure(const Options& o, const Case& c, int threads, std::vector<Row>& rows,
-             std::string& peer_problem) {
+             [[maybe_unused]] std::string& peer_problem) {
   struct Impl {
     std::string name;
     std::function<void()> fwd, fwd_bwd;
@@ -227,8 +227,7 @@ void measure(const Options& o, const Case& c, int threads, std::vector<Row>& row
       const Stats s = stats_of(ms[i]);
       const bool torch = !impls[i].path.empty();
       rows.push_back({c.name, impls[i].name, pass == 0 ? "fwd" : "fwd+bwd", threads, s,
-                      flops / (s.median * 1e-3) * 1e-9, impls[i].path,
-                      torch ? blas_threads : -1});
+                      flops / (s.median * 1e-3) * 1e-9, impls[i].path, torch ? blas_threads : -1});
     }
   }
 }
@@ -512,9 +511,10 @@ int run(int argc, char** argv) {
                  (r.blas_threads < 0 ? "?" : std::to_string(r.blas_threads));
           break;
         }
-    std::printf("%s\nlibtorch rows: ATen's and the BLAS's threads both set to the row's thr (BLAS "
-                "reports %s)\n\n",
-                peer_line.c_str(), set.c_str());
+    std::printf(
+        "%s\nlibtorch rows: ATen's and the BLAS's threads both set to the row's thr (BLAS "
+        "reports %s)\n\n",
+        peer_line.c_str(), set.c_str());
   }
   std::printf("fp32 FMA peak (GFLOP/s, median [min-max] of 5):");
   for (auto& [t, s] : peak)
@@ -525,9 +525,9 @@ int run(int argc, char** argv) {
     double pk = 0;
     for (auto& [t, s] : peak)
       if (t == r.threads) pk = s.median;
-    std::printf("%-11s %-8s %3d %-9s %10.2f   [%8.2f - %8.2f] %8.1f %5.1f%%  %s\n",
-                r.name.c_str(), r.pass.c_str(), r.threads, r.impl.c_str(), r.ms.median, r.ms.min,
-                r.ms.max, r.gflops, pk > 0 ? 100 * r.gflops / pk : 0.0, r.path.c_str());
+    std::printf("%-11s %-8s %3d %-9s %10.2f   [%8.2f - %8.2f] %8.1f %5.1f%%  %s\n", r.name.c_str(),
+                r.pass.c_str(), r.threads, r.impl.c_str(), r.ms.median, r.ms.min, r.ms.max,
+                r.gflops, pk > 0 ? 100 * r.gflops / pk : 0.0, r.path.c_str());
   }
   if (!ratios.empty()) {
     std::printf("\ntime ratio tessera / libtorch (< 1: tessera faster)\n%-11s %-8s %3s %9s %9s\n",

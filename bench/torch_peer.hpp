@@ -20,17 +20,28 @@ namespace tessera::bench {
 inline std::string conv_backend_name(at::native::ConvBackend b) {
   using B = at::native::ConvBackend;
   switch (b) {
-    case B::Mkldnn: return "Mkldnn";
-    case B::MkldnnEmpty: return "MkldnnEmpty";
-    case B::NnpackSpatial: return "NnpackSpatial";
-    case B::Slow2d: return "Slow2d";
-    case B::SlowDilated2d: return "SlowDilated2d";
-    case B::SlowTranspose2d: return "SlowTranspose2d";
-    case B::Xnnpack2d: return "Xnnpack2d";
-    case B::Winograd3x3Depthwise: return "Winograd3x3Depthwise";
-    case B::Empty: return "Empty";
-    case B::Overrideable: return "Overrideable";
-    default: return "ConvBackend(" + std::to_string(int(b)) + ")";
+    case B::Mkldnn:
+      return "Mkldnn";
+    case B::MkldnnEmpty:
+      return "MkldnnEmpty";
+    case B::NnpackSpatial:
+      return "NnpackSpatial";
+    case B::Slow2d:
+      return "Slow2d";
+    case B::SlowDilated2d:
+      return "SlowDilated2d";
+    case B::SlowTranspose2d:
+      return "SlowTranspose2d";
+    case B::Xnnpack2d:
+      return "Xnnpack2d";
+    case B::Winograd3x3Depthwise:
+      return "Winograd3x3Depthwise";
+    case B::Empty:
+      return "Empty";
+    case B::Overrideable:
+      return "Overrideable";
+    default:
+      return "ConvBackend(" + std::to_string(int(b)) + ")";
   }
 }
 
@@ -46,10 +57,10 @@ inline std::string conv2d_path(const at::Tensor& x, const at::Tensor& w, const a
 
 /// How this libtorch was built and what it enables now, with the BLAS it runs on.
 struct TorchPeer {
-  std::string version;     ///< TORCH_VERSION from at::show_config()
-  std::string blas_info;   ///< BLAS_INFO: the BLAS family it was built against ("generic" on Debian)
+  std::string version;    ///< TORCH_VERSION from at::show_config()
+  std::string blas_info;  ///< BLAS_INFO: the BLAS family it was built against ("generic" on Debian)
   bool mkldnn_built = false, mkldnn_enabled = false, nnpack_built = false;
-  BlasInfo blas;           ///< what actually serves sgemm_ now
+  BlasInfo blas;  ///< what actually serves sgemm_ now
 };
 
 inline std::string show_config_value(const std::string& cfg, const std::string& key) {
@@ -77,17 +88,18 @@ inline std::string describe(const TorchPeer& p) {
   return "libtorch " + p.version + " (BLAS_INFO=" + p.blas_info + "): oneDNN " +
          (p.mkldnn_built ? (p.mkldnn_enabled ? "built and enabled" : "built but disabled")
                          : "not built") +
-         ", NNPACK " + (p.nnpack_built ? "built" : "not built") + "\nlibtorch BLAS at run time: " +
-         describe(p.blas);
+         ", NNPACK " + (p.nnpack_built ? "built" : "not built") +
+         "\nlibtorch BLAS at run time: " + describe(p.blas);
 }
 
 /// The same as one JSON object; `refused` is the reason no ratio is given (empty: ratios given).
 inline std::string torch_peer_json(const TorchPeer& p, const std::string& refused) {
   auto b = [](bool v) { return v ? std::string("true") : std::string("false"); };
   return "{\"version\": " + json_quote(p.version) + ", \"blas_info\": " + json_quote(p.blas_info) +
-         ", \"mkldnn_built\": " + b(p.mkldnn_built) + ", \"mkldnn_enabled\": " +
-         b(p.mkldnn_enabled) + ", \"nnpack_built\": " + b(p.nnpack_built) +
-         ", \"blas\": " + blas_json(p.blas) + ", \"ratios_refused\": " + (refused.empty() ? "null" : json_quote(refused)) + "}";
+         ", \"mkldnn_built\": " + b(p.mkldnn_built) +
+         ", \"mkldnn_enabled\": " + b(p.mkldnn_enabled) +
+         ", \"nnpack_built\": " + b(p.nnpack_built) + ", \"blas\": " + blas_json(p.blas) +
+         ", \"ratios_refused\": " + (refused.empty() ? "null" : json_quote(refused)) + "}";
 }
 
 /// Joins the distinct names in order ("Mkldnn", "Slow2d+Mkldnn").

@@ -331,7 +331,8 @@ int run(int argc, char** argv) {
   const Options o = parse(argc, argv);
   const std::string input = std::to_string(o.input[0]) + "x" + std::to_string(o.input[1]) + "x" +
                             std::to_string(o.input[2]);
-  const bool torch_wanted = o.torch && nn::model_preset(o.model).family == "convnext";
+  [[maybe_unused]] const bool torch_wanted =
+      o.torch && nn::model_preset(o.model).family == "convnext";
 #ifdef TESSERA_BENCH_HAVE_TORCH
   // Said before the minutes of tessera runs, so that a misconfigured peer can be fixed first.
   if (const std::string p = torch_wanted ? blas_peer_problem(probe_blas(), 2) : ""; !p.empty())
