@@ -96,7 +96,17 @@ inline double fma_peak_gflops(int threads, long iters = 20'000'000) {
   return 2.0 * 12 * lanes * double(iters) * threads / s * 1e-9;
 }
 
-/// Builds one JSON object by appending "key": value pairs (no escaping needed for our keys).
+/// `s` as a JSON string literal: quotes and backslashes escaped, control characters as spaces.
+inline std::string json_quote(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    o += (unsigned char)c < 0x20 ? ' ' : c;
+  }
+  return o + "\"";
+}
+
+/// Builds one JSON object by appending "key": value pairs (keys are ours and need no escaping).
 class Json {
  public:
   Json& num(const std::string& k, double v) {
@@ -104,7 +114,7 @@ class Json {
     std::snprintf(buf, sizeof buf, "%.6g", v);
     return raw(k, buf);
   }
-  Json& str(const std::string& k, const std::string& v) { return raw(k, "\"" + v + "\""); }
+  Json& str(const std::string& k, const std::string& v) { return raw(k, json_quote(v)); }
   Json& raw(const std::string& k, const std::string& v) {
     body_ += (body_.empty() ? "" : ", ") + ("\"" + k + "\": ") + v;
     return *this;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bench_util.hpp"
+#include "blas_probe.hpp"
 #include "tessera/comm/local.hpp"
 #include "tessera/comm/mesh_comm.hpp"
 #include "tessera/compute/cpu.hpp"
@@ -21,8 +22,7 @@
 #include "tessera/nn/conv2d.hpp"
 
 #ifdef TESSERA_BENCH_HAVE_TORCH
-#include <ATen/ATen.h>
-#include <ATen/Parallel.h>
+#include "torch_peer.hpp"
 #endif
 
 namespace tessera::bench {
@@ -37,7 +37,6 @@ struct Options {
   std::vector<int> threads = {1, 2};
   std::string layers;  // comma-separated case names; empty = all
   bool torch = true;
-  bool torch_as_dispatched = false;  // see TorchChain::force_dnnl
   bool sharded = true;
   std::vector<int> ranks = {1, 2, 4};
   int sharded_h = 64;  // H of the sharded runs: half of 128, to keep the default run short
@@ -71,6 +70,8 @@ struct Row {
   int threads;
   Stats ms;
   double gflops;
+  std::string path;       // libtorch: ATen's convolution backend per layer ("Mkldnn", "Slow2d")
+  int blas_threads = -1;  // libtorch: the BLAS's own thread count during the row (-1: unknown)
 };
 
 void fill_random(Tensor& t, unsigned seed) {
@@ -120,21 +121,18 @@ struct TesseraChain {
 };
 
 #ifdef TESSERA_BENCH_HAVE_TORCH
-// The same chain through at::conv2d and at::convolution_backward, NCHW or channels-last.
+// The same chain through at::conv2d and at::convolution_backward, NCHW or channels-last, on the
+// backend ATen itself picks, as a libtorch user gets it: for a 1x1 conv with batch < 16 on one
+// thread that is Slow2d (THNN, BLAS sgemm_; as fast as oneDNN on OpenBLAS), else oneDNN.
 struct TorchChain {
   std::vector<Layer> ls;
   std::vector<at::Tensor> w, b;
   at::Tensor x, dy;
   at::MemoryFormat fmt;
-  // at::conv2d sends a 1x1 conv with batch < 16 on one thread to its THNN path, which on Debian
-  // runs on the reference BLAS (~2 GFLOP/s). A dilation of 2 on a 1x1 kernel computes the same
-  // thing and makes ATen pick oneDNN, its fast path: the fair comparison.
-  bool force_dnnl = false;
 
-  TorchChain(const std::vector<Layer>& layers, bool channels_last, bool dnnl_for_1x1)
+  TorchChain(const std::vector<Layer>& layers, bool channels_last)
       : ls(layers),
-        fmt(channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous),
-        force_dnnl(dnnl_for_1x1) {
+        fmt(channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous) {
     at::manual_seed(0);
     const Layer& f = ls.front();
     const Layer& e = ls.back();
@@ -145,10 +143,20 @@ struct TorchChain {
       b.push_back(at::zeros({l.cout}));
     }
   }
-  std::int64_t dil(const Layer& l) const { return force_dnnl && l.k == 1 ? 2 : 1; }
   at::Tensor conv(std::size_t i, const at::Tensor& in) const {
     const Layer& l = ls[i];
-    return at::conv2d(in, w[i], b[i], {1, 1}, {l.pad, l.pad}, {dil(l), dil(l)}, l.groups);
+    return at::conv2d(in, w[i], b[i], {1, 1}, {l.pad, l.pad}, {1, 1}, l.groups);
+  }
+  /// ATen's choice of backend for each layer of the forward pass, as at::conv2d makes it now.
+  std::string paths() const {
+    std::vector<std::string> p;
+    at::Tensor h = x;
+    for (std::size_t i = 0; i < ls.size(); ++i) {
+      const Layer& l = ls[i];
+      p.push_back(conv2d_path(h, w[i], b[i], 1, l.pad, 1, l.groups));
+      h = conv(i, h);
+    }
+    return join_paths(p);
   }
   void forward() {
     at::Tensor h = x;
@@ -162,7 +170,7 @@ struct TorchChain {
       const Layer& l = ls[i];
       auto grads =
           at::convolution_backward(g, ins[i], w[i], at::IntArrayRef{l.cout}, {1, 1}, {l.pad, l.pad},
-                                   {dil(l), dil(l)}, false, {0, 0}, l.groups, {true, true, true});
+                                   {1, 1}, false, {0, 0}, l.groups, {true, true, true});
       g = std::get<0>(grads);
     }
   }
@@ -172,25 +180,32 @@ struct TorchChain {
 // Times every implementation of one case and pass with their repetitions interleaved (A B C A B
 // C ...), so that load from other processes on a shared machine hits all of them alike. A short
 // pause before each run lets OpenMP threads that spin after a parallel region go to sleep.
-void measure(const Options& o, const Case& c, int threads, std::vector<Row>& rows) {
+// `peer_problem` collects the first reason the libtorch peer is not run as its users run it.
+void measure(const Options& o, const Case& c, int threads, std::vector<Row>& rows,
+             [[maybe_unused]] std::string& peer_problem) {
   struct Impl {
     std::string name;
     std::function<void()> fwd, fwd_bwd;
+    std::string path;
   };
+  int blas_threads = -1;
   std::vector<Impl> impls;
   compute::cpu::CpuBackend be(threads);
   TesseraChain tc(c.chain);
-  impls.push_back({"tessera", [&] { tc.forward(be); }, [&] { tc.forward_backward(be); }});
+  impls.push_back({"tessera", [&] { tc.forward(be); }, [&] { tc.forward_backward(be); }, ""});
 #ifdef TESSERA_BENCH_HAVE_TORCH
   std::vector<std::unique_ptr<TorchChain>> torch;
   if (o.torch) {
+    // "libtorch on T threads" means T in all: ATen's OpenMP pool and the BLAS's own threads,
+    // which at::set_num_threads does not reach.
     at::set_num_threads(threads);
-    const bool dnnl = threads == 1 && !o.torch_as_dispatched;
+    blas_threads = set_blas_threads(threads);
+    if (peer_problem.empty()) peer_problem = blas_peer_problem(probe_blas(), threads);
     for (bool cl : {false, true}) {
-      torch.push_back(std::make_unique<TorchChain>(c.chain, cl, dnnl));
+      torch.push_back(std::make_unique<TorchChain>(c.chain, cl));
       TorchChain* t = torch.back().get();
-      impls.push_back(
-          {cl ? "torch_cl" : "torch_cf", [t] { t->forward(); }, [t] { t->forward_backward(); }});
+      impls.push_back({cl ? "torch_cl" : "torch_cf", [t] { t->forward(); },
+                       [t] { t->forward_backward(); }, t->paths()});
     }
   }
 #endif
@@ -210,8 +225,9 @@ void measure(const Options& o, const Case& c, int threads, std::vector<Row>& row
     const double flops = (pass == 0 ? 1 : 3) * c.fwd_flops();
     for (std::size_t i = 0; i < impls.size(); ++i) {
       const Stats s = stats_of(ms[i]);
+      const bool torch = !impls[i].path.empty();
       rows.push_back({c.name, impls[i].name, pass == 0 ? "fwd" : "fwd+bwd", threads, s,
-                      flops / (s.median * 1e-3) * 1e-9});
+                      flops / (s.median * 1e-3) * 1e-9, impls[i].path, torch ? blas_threads : -1});
     }
   }
 }
@@ -390,8 +406,6 @@ Options parse(int argc, char** argv) {
       o.ranks.clear();
       for (const char* s = argv[++i]; *s; s += (*s == ','))
         o.ranks.push_back(std::max(1, int(std::strtol(s, const_cast<char**>(&s), 10))));
-    } else if (a == "--torch-as-dispatched") {
-      o.torch_as_dispatched = true;
     } else if (a == "--layers" && i + 1 < argc) {
       o.layers = std::string(",") + argv[++i] + ",";
     } else if (a == "--reps" && i + 1 < argc) {
@@ -404,10 +418,9 @@ Options parse(int argc, char** argv) {
       std::fprintf(
           stderr,
           "usage: bench_conv [--json] [--reps N] [--threads 1,2] [--layers dw7x7_p3,pw_pair]\n"
-          "                  [--no-torch] [--torch-as-dispatched] [--no-sharded] [--ranks 1,2,4]\n"
-          "                  [--sharded-h 64]\n"
-          "  --torch-as-dispatched: time libtorch's own 1-thread choice for 1x1 convs (THNN\n"
-          "  on Debian's reference BLAS, very slow) instead of forcing its oneDNN path\n");
+          "                  [--no-torch] [--no-sharded] [--ranks 1,2,4] [--sharded-h 64]\n"
+          "exit status 3: figures printed, but no ratio, because libtorch runs on the\n"
+          "reference BLAS or a single-threaded one (bench/README.md)\n");
       std::exit(a == "--help" ? 0 : 2);
     }
   }
@@ -422,13 +435,22 @@ int run(int argc, char** argv) {
     for (int r = 0; r < 5; ++r) g.push_back(fma_peak_gflops(t));
     peak.emplace_back(t, stats_of(g));
   }
+  bool have_torch = false;
+  std::string peer_line, peer_json = "null", peer_problem;
+#ifdef TESSERA_BENCH_HAVE_TORCH
+  const TorchPeer peer = o.torch ? torch_peer() : TorchPeer{};
+  have_torch = o.torch;
+#endif
   std::vector<Row> rows;
   for (const Case& c : cases())
     for (int t : o.threads) {
       if (!o.layers.empty() && o.layers.find("," + c.name + ",") == std::string::npos) continue;
       if (!o.json) std::fprintf(stderr, "measuring %s on %d thread(s)...\n", c.name.c_str(), t);
-      measure(o, c, t, rows);
+      measure(o, c, t, rows, peer_problem);
     }
+#ifdef TESSERA_BENCH_HAVE_TORCH
+  if (have_torch) peer_line = describe(peer), peer_json = torch_peer_json(peer, peer_problem);
+#endif
   const std::vector<ShardedRow> sharded = run_sharded(o);
 
   // tessera time / libtorch time per case, pass and threads (< 1: tessera is faster).
@@ -439,7 +461,7 @@ int run(int argc, char** argv) {
   };
   std::vector<Ratio> ratios;
   for (const Row& r : rows) {
-    if (r.impl != "tessera") continue;
+    if (r.impl != "tessera" || !peer_problem.empty()) continue;  // no ratio against a bad peer
     const Row* cf = find(rows, r.name, "torch_cf", r.pass, r.threads);
     const Row* cl = find(rows, r.name, "torch_cl", r.pass, r.threads);
     if (cf && cl)
@@ -451,15 +473,17 @@ int run(int argc, char** argv) {
     std::vector<std::string> pk, rs, ra, sh;
     for (const ShardedRow& r : sharded) sh.push_back(sharded_json(r));
     for (auto& [t, s] : peak) pk.push_back(Json().num("threads", t).stats("gflops_", s).str());
-    for (const Row& r : rows)
-      rs.push_back(Json()
-                       .str("layer", r.name)
-                       .str("impl", r.impl)
-                       .str("pass", r.pass)
-                       .num("threads", r.threads)
-                       .stats("ms_", r.ms)
-                       .num("gflops", r.gflops)
-                       .str());
+    for (const Row& r : rows) {
+      Json j;
+      j.str("layer", r.name)
+          .str("impl", r.impl)
+          .str("pass", r.pass)
+          .num("threads", r.threads)
+          .stats("ms_", r.ms)
+          .num("gflops", r.gflops);
+      if (!r.path.empty()) j.str("torch_path", r.path).num("blas_threads", r.blas_threads);
+      rs.push_back(j.str());
+    }
     for (const Ratio& r : ratios)
       ra.push_back(Json()
                        .str("layer", r.name)
@@ -473,38 +497,49 @@ int run(int argc, char** argv) {
                             .raw("results", json_array(rs))
                             .raw("ratios", json_array(ra))
                             .raw("sharded", json_array(sh))
+                            .raw("torch_peer", peer_json)
                             .str()
                             .c_str());
-    return 0;
+    return peer_problem.empty() ? 0 : kExitPeerMisconfigured;
+  }
+  if (have_torch) {
+    std::string set;  // what the BLAS reported after set_blas_threads, per thread count
+    for (int t : o.threads)
+      for (const Row& r : rows)
+        if (r.threads == t && !r.path.empty()) {
+          set += (set.empty() ? "" : ", ") + std::to_string(t) + " -> " +
+                 (r.blas_threads < 0 ? "?" : std::to_string(r.blas_threads));
+          break;
+        }
+    std::printf(
+        "%s\nlibtorch rows: ATen's and the BLAS's threads both set to the row's thr (BLAS "
+        "reports %s)\n\n",
+        peer_line.c_str(), set.c_str());
   }
   std::printf("fp32 FMA peak (GFLOP/s, median [min-max] of 5):");
   for (auto& [t, s] : peak)
     std::printf("  %d thread(s) %.1f [%.1f-%.1f]", t, s.median, s.min, s.max);
-  std::printf("\n\n%-11s %-8s %3s %-9s %10s %21s %8s %6s\n", "layer", "pass", "thr", "impl",
-              "median ms", "[min-max] ms", "GFLOP/s", "%peak");
+  std::printf("\n\n%-11s %-8s %3s %-9s %10s %21s %8s %6s  %s\n", "layer", "pass", "thr", "impl",
+              "median ms", "[min-max] ms", "GFLOP/s", "%peak", have_torch ? "libtorch path" : "");
   for (const Row& r : rows) {
     double pk = 0;
     for (auto& [t, s] : peak)
       if (t == r.threads) pk = s.median;
-    std::printf("%-11s %-8s %3d %-9s %10.2f   [%8.2f - %8.2f] %8.1f %5.1f%%\n", r.name.c_str(),
+    std::printf("%-11s %-8s %3d %-9s %10.2f   [%8.2f - %8.2f] %8.1f %5.1f%%  %s\n", r.name.c_str(),
                 r.pass.c_str(), r.threads, r.impl.c_str(), r.ms.median, r.ms.min, r.ms.max,
-                r.gflops, pk > 0 ? 100 * r.gflops / pk : 0.0);
+                r.gflops, pk > 0 ? 100 * r.gflops / pk : 0.0, r.path.c_str());
   }
   if (!ratios.empty()) {
-    if (!o.torch_as_dispatched)
-      std::printf(
-          "\nlibtorch 1x1 convs on 1 thread: oneDNN forced (dilation 2 on the 1x1 kernel); "
-          "at::conv2d's\n"
-          "own choice there (THNN on the reference BLAS) is ~2 GFLOP/s, see "
-          "--torch-as-dispatched\n");
     std::printf("\ntime ratio tessera / libtorch (< 1: tessera faster)\n%-11s %-8s %3s %9s %9s\n",
                 "layer", "pass", "thr", "vs NCHW", "vs NHWC");
     for (const Ratio& r : ratios)
       std::printf("%-11s %-8s %3d %9.2f %9.2f\n", r.name.c_str(), r.pass.c_str(), r.threads, r.cf,
                   r.cl);
   }
+  if (!peer_problem.empty())
+    std::printf("\nno time ratio against libtorch: %s\n", peer_problem.c_str());
   print_sharded(sharded, o.sharded_h);
-  return 0;
+  return peer_problem.empty() ? 0 : kExitPeerMisconfigured;
 }
 
 }  // namespace

@@ -9,10 +9,11 @@
 // With libtorch (TESSERA_BENCH_HAVE_TORCH), the same ConvNeXt built with torch::nn (NCHW fp32)
 // times its forward + backward + AdamW step on 2 threads at the same input and batch (two
 // warm-up steps, then --steps timed ones), and the table gives the ratio tessera (P=1) /
-// libtorch. Its pointwise layers are 1x1 convolutions
-// (the same maths as Linear over channels): Debian's libtorch runs Linear (addmm) on the
-// reference BLAS at ~1 GFLOP/s, while 1x1 convs on 2 threads go to oneDNN. --torch-linear times
-// the Linear form instead (minutes per step at the default size).
+// libtorch. Its pointwise layers are 1x1 convolutions on NCHW (oneDNN; timm's conv_mlp form),
+// the faster of libtorch's two forms here (3x256x1024 on 2 threads with OpenBLAS: ~3.5-4.0 s
+// against ~4.8-5.1 s). --torch-linear times them as nn::Linear over channels, as in the
+// reference implementation: ATen runs those as BLAS sgemm_ (~87 s per step on Debian's
+// reference BLAS), which is why the ratio is refused without a real BLAS (blas_probe.hpp).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -24,23 +25,26 @@
 #include <vector>
 
 #include "bench_util.hpp"
+#include "blas_probe.hpp"
 #include "tessera/comm/local.hpp"
 #include "tessera/comm/mesh_comm.hpp"
 #include "tessera/compute/cpu.hpp"
 #include "tessera/nn/trainer.hpp"
 
 #ifdef TESSERA_BENCH_HAVE_TORCH
-#include <ATen/Parallel.h>
 #include <torch/nn.h>
 #include <torch/optim/adamw.h>
+
+#include "torch_peer.hpp"
 #endif
 
 namespace tessera::bench {
 namespace {
 
 // Defaults sized for a 2-core machine, where a ConvNeXt-T step at 3x256x1024, batch 2, takes
-// 10-25 s (tessera and libtorch alike): 6 configurations x (1 + 2) steps plus 4 libtorch steps
-// use ~4.5 min of CPU time (6-7 min wall on a shared machine). --steps N for tighter spreads.
+// 3.5-6 s for tessera and ~4 s for libtorch on OpenBLAS: 6 configurations x (1 + 2) steps plus
+// 4 libtorch steps take ~2.5 min wall on a quiet machine, several times that on a busy one.
+// --steps N for tighter spreads.
 struct Options {
   bool json = false;
   int steps = 2;  // timed steps, after one warm-up step
@@ -117,8 +121,8 @@ Run measure(const Options& o, int P, const std::string& checkpointing) {
 // ConvNeXt in libtorch, as in the reference implementation (Liu et al. 2022): LayerNorm over
 // channels of NCHW tensors by permuting to NHWC, blocks dw7x7 -> LN -> Linear 4x -> GELU ->
 // Linear -> layer scale -> residual. No DropPath (tessera runs the preset's, 0.1 for ConvNeXt-T,
-// as a per-sample scale: a little extra work on its side). The Linear pair is a pair of 1x1
-// convs on NCHW unless `linear` (see the top of the file).
+// as a per-sample scale: a little extra work on its side). With `linear` false the Linear pair
+// is a pair of 1x1 convs on NCHW (see the top of the file).
 torch::Tensor ln_channels(torch::nn::LayerNorm& ln, const torch::Tensor& x) {
   return ln(x.permute({0, 2, 3, 1})).permute({0, 3, 1, 2});
 }
@@ -126,12 +130,37 @@ torch::nn::LayerNorm make_ln(std::int64_t c) {
   return torch::nn::LayerNorm(torch::nn::LayerNormOptions({c}).eps(1e-6));
 }
 
+/// ATen's convolution backend per kind of conv layer, noted while `on` (during one training
+/// step, so with grad mode, requires_grad weights and the step's thread count).
+struct ConvPaths {
+  bool on = false;
+  std::vector<std::pair<std::string, std::vector<std::string>>> by_kind;  // in first-seen order
+  void note(const std::string& kind, const std::string& path) {
+    for (auto& [k, v] : by_kind)
+      if (k == kind) return v.push_back(path);
+    by_kind.push_back({kind, {path}});
+  }
+};
+
+// m(x), first noting in `paths` (when on) the backend at::conv2d picks for this call.
+torch::Tensor conv(torch::nn::Conv2d& m, const torch::Tensor& x, const char* kind,
+                   ConvPaths* paths) {
+  if (paths && paths->on) {
+    const auto& op = m->options;
+    const auto pad = c10::get<torch::ExpandingArray<2>>(op.padding());
+    paths->note(kind, conv2d_path(x, m->weight, m->bias, op.stride()->at(0), pad->at(0),
+                                  op.dilation()->at(0), op.groups()));
+  }
+  return m(x);
+}
+
 struct BlockImpl : torch::nn::Module {
   torch::nn::Conv2d dw{nullptr}, pw1{nullptr}, pw2{nullptr};
   torch::nn::LayerNorm ln{nullptr};
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
   torch::Tensor gamma;
-  BlockImpl(std::int64_t d, bool linear) {
+  ConvPaths* paths;
+  BlockImpl(std::int64_t d, bool linear, ConvPaths* paths) : paths(paths) {
     dw = register_module("dw",
                          torch::nn::Conv2d(torch::nn::Conv2dOptions(d, d, 7).padding(3).groups(d)));
     ln = register_module("ln", make_ln(d));
@@ -146,11 +175,13 @@ struct BlockImpl : torch::nn::Module {
     }
   }
   torch::Tensor forward(const torch::Tensor& x) {
+    const torch::Tensor h = conv(dw, x, "depthwise 7x7", paths);
     if (fc1) {
-      torch::Tensor y = fc2(torch::gelu(fc1(ln(dw(x).permute({0, 2, 3, 1})))));
+      torch::Tensor y = fc2(torch::gelu(fc1(ln(h.permute({0, 2, 3, 1})))));
       return x + (gamma * y).permute({0, 3, 1, 2});
     }
-    return x + gamma * pw2(torch::gelu(pw1(ln_channels(ln, dw(x)))));
+    const torch::Tensor u = torch::gelu(conv(pw1, ln_channels(ln, h), "pointwise 1x1", paths));
+    return x + gamma * conv(pw2, u, "pointwise 1x1", paths);
   }
 };
 TORCH_MODULE(Block);
@@ -161,8 +192,9 @@ struct ConvNeXtImpl : torch::nn::Module {
   std::vector<std::vector<Block>> blocks;
   torch::nn::LayerNorm head_ln{nullptr};
   torch::nn::Linear head{nullptr};
+  ConvPaths* paths;
 
-  ConvNeXtImpl(const nn::ModelSpec& s, bool linear) {
+  ConvNeXtImpl(const nn::ModelSpec& s, bool linear, ConvPaths* paths) : paths(paths) {
     std::int64_t c = s.in_channels;
     for (std::size_t i = 0; i < s.depths.size(); ++i) {
       const std::int64_t d = s.widths[i];
@@ -175,7 +207,7 @@ struct ConvNeXtImpl : torch::nn::Module {
       blocks.emplace_back();
       for (int b = 0; b < s.depths[i]; ++b)
         blocks.back().push_back(
-            register_module("s" + n + "b" + std::to_string(b), Block(d, linear)));
+            register_module("s" + n + "b" + std::to_string(b), Block(d, linear, paths)));
       c = d;
     }
     head_ln = register_module("head_ln", make_ln(c));
@@ -184,9 +216,9 @@ struct ConvNeXtImpl : torch::nn::Module {
   torch::Tensor forward(torch::Tensor x) {
     for (std::size_t i = 0; i < blocks.size(); ++i) {
       if (i == 0)
-        x = ln_channels(down_ln[0], down[0](x));
+        x = ln_channels(down_ln[0], conv(down[0], x, "stem 4x4/4", paths));
       else
-        x = down[i](ln_channels(down_ln[i], x));
+        x = conv(down[i], ln_channels(down_ln[i], x), "downsample 2x2/2", paths);
       for (Block& b : blocks[i]) x = b(x);
     }
     return head(head_ln(x.mean({2, 3})));
@@ -194,13 +226,28 @@ struct ConvNeXtImpl : torch::nn::Module {
 };
 TORCH_MODULE(ConvNeXt);
 
-Stats measure_torch(const Options& o) {
-  at::set_num_threads(2);
+/// The libtorch step's times and what it ran on.
+struct TorchRun {
+  Stats ms;
+  TorchPeer peer;
+  std::string problem;  // why no ratio may be given; empty when the peer is set up as users run it
+  ConvPaths paths;
+};
+
+TorchRun measure_torch(const Options& o) {
+  TorchRun r;
+  // 2 threads in all: ATen's OpenMP pool and the BLAS's own pool (at::set_num_threads does not
+  // reach OpenBLAS or BLIS).
+  constexpr int kThreads = 2;
+  at::set_num_threads(kThreads);
+  set_blas_threads(kThreads);
+  r.peer = torch_peer();  // after the thread counts are set: the BLAS reports its own
+  r.problem = blas_peer_problem(r.peer.blas, kThreads);
   torch::manual_seed(0);
   nn::ModelSpec spec = nn::model_preset(o.model);
   spec.num_classes = o.classes;
   spec.in_channels = int(o.input[0]);
-  ConvNeXt net(spec, o.torch_linear);
+  ConvNeXt net(spec, o.torch_linear, &r.paths);
   torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3).weight_decay(0.05));
   const torch::Tensor x = torch::randn({o.batch, o.input[0], o.input[1], o.input[2]});
   const torch::Tensor y = torch::randint(0, o.classes, {o.batch}, torch::kLong);
@@ -208,6 +255,7 @@ Stats measure_torch(const Options& o) {
   constexpr int kWarmup = 2;
   std::vector<double> ms;
   for (int s = 0; s < kWarmup + o.steps; ++s) {
+    r.paths.on = s == 0;  // ATen's choices are made per call: note them in one step
     const auto t0 = std::chrono::steady_clock::now();
     opt.zero_grad();
     torch::Tensor loss = torch::nn::functional::cross_entropy(net->forward(x), y);
@@ -217,7 +265,9 @@ Stats measure_torch(const Options& o) {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (s >= kWarmup) ms.push_back(dt);
   }
-  return stats_of(ms);
+  r.paths.on = false;
+  r.ms = stats_of(ms);
+  return r;
 }
 #endif
 
@@ -234,7 +284,10 @@ std::vector<std::string> split(const std::string& s) {
       "usage: bench_train [--json] [--steps N] [--model NAME] [--input CxHxW] [--batch N]\n"
       "                   [--ranks 1,2,4] [--checkpointing none,block] [--no-torch]\n"
       "                   [--torch-linear]\n"
-      "  --steps: timed steps per configuration after one warm-up step (default 2)\n");
+      "  --steps: timed steps per configuration after one warm-up step (default 2)\n"
+      "  --torch-linear: libtorch's pointwise layers as nn::Linear instead of 1x1 convs\n"
+      "exit status 3: figures printed, but no ratio, because libtorch runs on the\n"
+      "reference BLAS or a single-threaded one (bench/README.md)\n");
   std::exit(rc);
 }
 
@@ -278,6 +331,14 @@ int run(int argc, char** argv) {
   const Options o = parse(argc, argv);
   const std::string input = std::to_string(o.input[0]) + "x" + std::to_string(o.input[1]) + "x" +
                             std::to_string(o.input[2]);
+  [[maybe_unused]] const bool torch_wanted =
+      o.torch && nn::model_preset(o.model).family == "convnext";
+#ifdef TESSERA_BENCH_HAVE_TORCH
+  // Said before the minutes of tessera runs, so that a misconfigured peer can be fixed first.
+  if (const std::string p = torch_wanted ? blas_peer_problem(probe_blas(), 2) : ""; !p.empty())
+    std::fprintf(stderr, "bench_train: the libtorch step will be timed but no ratio given: %s\n",
+                 p.c_str());
+#endif
   std::vector<Run> runs;
   for (const std::string& ck : o.checkpointing)
     for (int P : o.ranks) {
@@ -287,13 +348,26 @@ int run(int argc, char** argv) {
     }
   bool have_torch = false;
   Stats torch_ms;
+  std::string peer_line, peer_json = "null", paths_line, paths_json = "[]", problem;
 #ifdef TESSERA_BENCH_HAVE_TORCH
-  if (o.torch && nn::model_preset(o.model).family == "convnext") {
+  if (torch_wanted) {
     std::fprintf(stderr, "libtorch %s step...\n", o.model.c_str());
-    torch_ms = measure_torch(o);
+    const TorchRun tr = measure_torch(o);
+    torch_ms = tr.ms;
     have_torch = true;
+    problem = tr.problem;
+    peer_line = describe(tr.peer);
+    peer_json = torch_peer_json(tr.peer, problem);
+    std::vector<std::string> pj;
+    for (const auto& [kind, v] : tr.paths.by_kind) {
+      paths_line += (paths_line.empty() ? "" : ", ") + kind + ": " + join_paths(v);
+      pj.push_back(Json().str("layer", kind).str("path", join_paths(v)).str());
+    }
+    if (o.torch_linear) paths_line += ", pointwise Linear: at::matmul -> at::mm (BLAS sgemm_)";
+    paths_json = json_array(pj);
   }
 #endif
+  const bool give_ratio = have_torch && problem.empty();
   auto ratio = [&](const Run& r) { return r.ms.median / torch_ms.median; };
   auto max_of = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
 
@@ -316,7 +390,7 @@ int run(int argc, char** argv) {
           .num("peak_total_mib_max", max_of(r.peak_mib))
           .num("peak_activation_mib_max", max_of(r.act_mib))
           .raw("memory", json_array(per_rank));
-      if (have_torch && r.ranks == 1) j.num("tessera_over_torch", ratio(r));
+      if (give_ratio && r.ranks == 1) j.num("tessera_over_torch", ratio(r));
       rs.push_back(j.str());
     }
     Json top;
@@ -326,10 +400,12 @@ int run(int argc, char** argv) {
                                       .str("pointwise", o.torch_linear ? "linear" : "conv1x1")
                                       .stats("step_ms_", torch_ms)
                                       .num("images_per_s", o.batch / (torch_ms.median * 1e-3))
+                                      .raw("conv_paths", paths_json)
+                                      .raw("peer", peer_json)
                                       .str()
                                 : "null");
     std::printf("%s\n", top.str().c_str());
-    return 0;
+    return have_torch && !give_ratio ? kExitPeerMisconfigured : 0;
   }
   std::printf(
       "%s, input %s, batch %d, %d classes, AdamW, synthetic data, sharded along W\n"
@@ -349,6 +425,11 @@ int run(int argc, char** argv) {
         "[%.0f - %.0f], %.3f images/s\n",
         o.torch_linear ? "Linear" : "1x1 convs", torch_ms.median, torch_ms.min, torch_ms.max,
         o.batch / (torch_ms.median * 1e-3));
+    std::printf("%s\nlibtorch convolution paths: %s\n", peer_line.c_str(), paths_line.c_str());
+    if (!give_ratio) {
+      std::printf("no time ratio against libtorch: %s\n", problem.c_str());
+      return kExitPeerMisconfigured;
+    }
     for (const Run& r : runs)
       if (r.ranks == 1)
         std::printf("time ratio tessera (P=1, checkpointing %s) / libtorch: %.2f\n",

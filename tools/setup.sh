@@ -3,6 +3,8 @@
 # already present are skipped, so a second run does nothing. Runs apt-get as root (or via sudo).
 #   tools/setup.sh            everything (build, tests, optional parts, benchmark peers)
 #   tools/setup.sh --minimal  only what core + local + tests need
+# Without --minimal it also makes sure Debian's alternatives give libtorch OpenBLAS, not the
+# reference BLAS (see use_openblas below and bench/README.md).
 set -euo pipefail
 
 minimal=0
@@ -13,6 +15,7 @@ optional=(
   libucx-dev ucx-utils            # UCX backend and ucx_perftest
   openmpi-bin libopenmpi-dev      # OpenMPI: the collectives peer in bench/comm
   libtorch-dev                    # libtorch: the CPU-kernel peer in bench/
+  libopenblas0-pthread            # ... and the BLAS its users run it on (else: reference BLAS)
   qt6-base-dev                    # Qt 6 Widgets: tessera studio (gui/)
   python3-dev python3-pip         # the Python bindings (their PyPI packages: setup_python below)
 )
@@ -24,6 +27,47 @@ missing=()
 for p in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+
+# Runs a command as root: directly, or through sudo.
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then
+    "$@"
+  elif command -v sudo >/dev/null; then
+    sudo "$@"
+  else
+    echo "setup: need root or sudo to run: $*" >&2
+    return 1
+  fi
+}
+
+# Points libblas.so.3 and liblapack.so.3 at OpenBLAS where they point at Debian's reference
+# implementation (libblas3/liblapack3: one thread, several times slower) or at the serial
+# OpenBLAS (libopenblas0-serial: one thread), which bench_conv/bench_train refuse. Installing
+# libopenblas0-pthread does this itself (priority 100 against 10) unless an alternative was set
+# by hand, so usually this only prints where they point. Any other hand-picked BLAS (BLIS, MKL,
+# ...) is left alone. Skipped with --minimal.
+use_openblas() {
+  [ $minimal -eq 0 ] || return 0
+  dpkg-query -W -f='${Status}' libopenblas0-pthread 2>/dev/null | grep -q "install ok installed" || return 0
+  local lib target alt value
+  for lib in libblas.so.3 liblapack.so.3; do
+    target=$(dpkg -L libopenblas0-pthread | grep "/openblas-pthread/$lib\$") || continue
+    alt="$lib-$(basename "$(dirname "$(dirname "$target")")")"  # libblas.so.3-x86_64-linux-gnu
+    value=$(update-alternatives --query "$alt" 2>/dev/null | sed -n 's/^Value: //p')
+    case "$value" in
+      */blas/libblas.so.3 | */lapack/liblapack.so.3 | */openblas-serial/* | "")
+        echo "setup: $alt pointed at ${value:-nothing} (single-threaded); pointing it at OpenBLAS (pthread)"
+        as_root update-alternatives --quiet --auto "$alt"
+        value=$(update-alternatives --query "$alt" | sed -n 's/^Value: //p')
+        if [ "$value" != "$target" ]; then
+          as_root update-alternatives --quiet --set "$alt" "$target"
+          value=$target
+        fi
+        ;;
+    esac
+    echo "setup: $lib -> $value"
+  done
+}
 
 # The Python bindings' build and test packages from PyPI (pybind11, numpy, pytest, nbclient, ...),
 # installed with the python3 on PATH when missing. Skipped with --minimal (bindings are optional).
@@ -49,18 +93,18 @@ setup_python() {
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#want[@]} packages already installed"
+  use_openblas
   setup_python
   exit 0
 fi
 
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null || { echo "setup: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
-  sudo="sudo"
+if [ "$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null; then
+  echo "setup: need root or sudo to install: ${missing[*]}" >&2
+  exit 1
 fi
 echo "setup: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+as_root apt-get update -qq
+as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+use_openblas
 setup_python
 echo "setup: done"
