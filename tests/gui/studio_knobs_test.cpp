@@ -28,15 +28,6 @@ using namespace tessera::studio;
 
 namespace {
 
-/// Processes events until `done` or 60 s.
-template <class F>
-bool waitFor(F done) {
-  QElapsedTimer t;
-  t.start();
-  while (!done() && t.elapsed() < 60000) QCoreApplication::processEvents(QEventLoop::WaitForMoreEvents, 50);
-  return done();
-}
-
 /// One value a knob offers: how to select it on the widget, and whether the widget lets the user.
 struct Offer {
   QString knob, value;

@@ -22,15 +22,6 @@ using namespace tessera::studio;
 
 namespace {
 
-/// Processes events until `done` or 60 s.
-template <class F>
-bool waitFor(F done) {
-  QElapsedTimer t;
-  t.start();
-  while (!done() && t.elapsed() < 60000) QCoreApplication::processEvents(QEventLoop::WaitForMoreEvents, 50);
-  return done();
-}
-
 StudioConfig small() {
   StudioConfig c;
   c.model = "convnext-atto";
