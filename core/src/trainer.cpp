@@ -19,6 +19,18 @@ using core::Tensor;
 
 std::vector<core::DType> training_dtypes() { return {core::DType::F32, core::DType::F64}; }
 
+std::string training_dtype_names() {
+  std::string list;
+  for (core::DType t : training_dtypes()) list += (list.empty() ? "" : ", ") + std::string(core::dtype_name(t));
+  return list;
+}
+
+std::optional<core::DType> training_dtype(std::string_view name) {
+  for (core::DType t : training_dtypes())
+    if (core::dtype_name(t) == name) return t;
+  return std::nullopt;
+}
+
 core::Layout input_layout(const core::DeviceMesh& mesh, const std::string& shard, int batch,
                           const core::Shape& image, int total_stride) {
   TESSERA_CHECK(image.size() == 3, "input ", core::shape_str(image), ": expected C x H x W");
@@ -92,13 +104,9 @@ Trainer::Trainer(TrainOptions options, comm::MeshComm* mesh, compute::Backend& c
   TESSERA_CHECK(opt_.batch > 0 && opt_.steps >= 0, "batch ", opt_.batch, " and steps ", opt_.steps,
                 " must be positive");
   TESSERA_CHECK(data_ != nullptr, "the trainer needs a dataset");
-  const std::vector<core::DType> trainable = training_dtypes();
-  if (std::find(trainable.begin(), trainable.end(), opt_.dtype) == trainable.end()) {
-    std::string list;
-    for (core::DType t : trainable) list += (list.empty() ? "" : ", ") + std::string(core::dtype_name(t));
+  if (!training_dtype(core::dtype_name(opt_.dtype)))
     throw Unsupported(detail::cat("trainer: TrainOptions::dtype ", core::dtype_name(opt_.dtype),
-                                  " cannot be trained in yet; use one of ", list));
-  }
+                                  " cannot be trained in yet; use one of ", training_dtype_names()));
   const core::Shape img = data_->image_shape();
   TESSERA_CHECK(img == opt_.input, "the dataset's images are ", core::shape_str(img), " but the run's input is ",
                 core::shape_str(opt_.input));

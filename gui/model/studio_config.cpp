@@ -27,10 +27,9 @@ QString stringField(const QJsonObject& o, const QString& key, const QString& fal
 
 /// The trainable dtype named `name`; throws InvalidArgument naming `where` and the dtypes that work.
 core::DType trainableDtype(const QString& name, const QString& where) {
-  for (core::DType t : nn::training_dtypes())
-    if (name == QLatin1String(core::dtype_name(t).data(), core::dtype_name(t).size())) return t;
+  if (const auto t = nn::training_dtype(name.toStdString())) return *t;
   throw InvalidArgument((where + QStringLiteral(" is \"%1\", which the trainer cannot train in (yet); use one of: %2")
-                                     .arg(name, trainableDtypes().join(", ")))
+                                     .arg(name, QString::fromStdString(nn::training_dtype_names())))
                             .toStdString());
 }
 

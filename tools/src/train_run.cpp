@@ -102,18 +102,9 @@ TrainRunConfig make_train_config(const TrainArgs& a) {
   t.clip_norm = a.clip;
   t.seed = a.seed;
   t.overlap = !a.no_overlap;
-  {
-    std::string names;
-    bool found = false;
-    for (core::DType d : nn::training_dtypes()) {
-      names += (names.empty() ? "" : ", ") + std::string(core::dtype_name(d));
-      if (a.dtype == core::dtype_name(d)) {
-        t.dtype = d;
-        found = true;
-      }
-    }
-    TESSERA_CHECK(found, "--dtype '", a.dtype, "': the trainer trains in ", names);
-  }
+  const std::optional<core::DType> dtype = nn::training_dtype(a.dtype);
+  TESSERA_CHECK(dtype.has_value(), "--dtype '", a.dtype, "': the trainer trains in ", nn::training_dtype_names());
+  t.dtype = *dtype;
   t.model.validate();
   c.mesh = core::DeviceMesh::parse(a.mesh);
   comm::Registry comms;

@@ -4,7 +4,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tessera/core/allocator.hpp"
@@ -32,9 +34,14 @@ struct TrainOptions {
 };
 
 /// The dtypes a Trainer trains in (TrainOptions::dtype), reference first: f32, and f64, to which
-/// step() widens the loaders' float32 images (to tell rounding from bugs). Trainer::step refuses
-/// any other dtype with this list; front ends (the studio) offer exactly these.
+/// step() widens the loaders' float32 images (to tell rounding from bugs). The Trainer refuses any
+/// other dtype at construction with this list; front ends offer exactly these.
 std::vector<core::DType> training_dtypes();
+/// training_dtypes() as their names joined by ", " ("f32, f64"), for messages.
+std::string training_dtype_names();
+/// The training dtype spelled `name` (as core::dtype_name spells it), or nullopt when the trainer
+/// cannot train in it.
+std::optional<core::DType> training_dtype(std::string_view name);
 
 /// The layout of the input batch (N,C,H,W) on `mesh`: a dim named "dp" shards the batch, "sp"
 /// shards W (or H with shard == "H"), "sp_h"/"sp_w" shard H/W (2-D tiles). Spatial shards are
