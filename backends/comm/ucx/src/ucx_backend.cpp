@@ -1,20 +1,14 @@
-// UcxBackend basics: tags, the exchange round every collective uses, batch_p2p, split, create,
-// and the plugin's exported entry point.
+// UcxBackend basics: tags, the exchange round every collective uses, and split (batch_p2p is in
+// p2p.cpp, create and the plugin's exported entry points in plugin.cpp).
 #include "ucx_backend.hpp"
 
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <new>
 #include <set>
 #include <span>
 #include <utility>
 
-#include "tessera/comm/plugin_export.hpp"
-#include "tessera/comm/recycled.hpp"
-#if TESSERA_UCX_CUDA_STAGING
-#include "tessera/comm/cuda_staging.hpp"
-#endif
 #include "tessera/core/error.hpp"
 
 namespace tessera::comm::ucx {
@@ -280,170 +274,6 @@ void UcxBackend::exchange(const Header& h, const std::vector<Send>& sends,
     }
 }
 
-// --- batch_p2p -------------------------------------------------------------------------------
-
-namespace {
-
-/// "rank 1" or "rank 1 (world rank 3)", formatted only when a message needs it.
-std::string where_text(int rank, int world_rank, bool is_world) {
-  if (is_world) return detail::cat("rank ", rank);
-  return detail::cat("rank ", rank, " (world rank ", world_rank, ")");
-}
-
-/// One batch_p2p: started at once by batch_p2p, or kept by prepare_p2p and started again and
-/// again (the ops are built once; a start rearms and posts them).
-class P2PWork final : public P2PPlan, public Recycled<P2PWork> {
- public:
-  P2PWork(std::shared_ptr<Context> ctx, int rank, int world_rank, bool is_world,
-          std::chrono::milliseconds timeout, std::size_t n)
-      : ctx_(std::move(ctx)),
-        rank_(rank),
-        world_rank_(world_rank),
-        is_world_(is_world),
-        timeout_(timeout),
-        n_(n) {
-    if (n_ > kInline) {
-      heap_ops_.resize(n_);
-      heap_ptrs_.resize(n_);
-      ops_ = heap_ops_.data();
-    } else {
-      ops_ = reinterpret_cast<Op*>(inline_ops_);
-      for (std::size_t i = 0; i < n_; ++i) new (&ops_[i]) Op;  // only the ops in use
-    }
-    ptrs_ = {n_ > kInline ? heap_ptrs_.data() : inline_ptrs_.data(), n_};
-  }
-  ~P2PWork() override {
-    if (!done_) ctx_->cancel(ptrs_);
-    if (n_ <= kInline)
-      for (std::size_t i = 0; i < n_; ++i) ops_[i].~Op();
-  }
-  P2PWork(const P2PWork&) = delete;
-  P2PWork& operator=(const P2PWork&) = delete;
-  Op& op(std::size_t i) { return ops_[i]; }
-  /// Orders the filled ops for posting: receives, then sends.
-  void order() {
-    std::size_t k = 0;
-    for (std::size_t i = 0; i < n_; ++i)
-      if (!ops_[i].is_send) ptrs_[k++] = &ops_[i];
-    for (std::size_t i = 0; i < n_; ++i)
-      if (ops_[i].is_send) ptrs_[k++] = &ops_[i];
-  }
-  void start() override {
-    if (running_)
-      throw InvalidArgument(detail::cat("ucx: ", where_text(rank_, world_rank_, is_world_),
-                                        ": a prepared batch_p2p was started again before wait() "
-                                        "ended its last start; every start needs its wait"));
-    if (runs_++ > 0)
-      for (Op* op : ptrs_) op->rearm();
-    running_ = true;
-    done_ = false;
-    ctx_->post(ptrs_);
-  }
-  bool is_completed() override {
-    if (done_) return true;
-    if (!ctx_->test(ptrs_)) return false;
-    finish();
-    return true;
-  }
-  void wait() override {
-    running_ = false;  // a wait ends the run, returning or throwing
-    if (done_) return;
-    const std::string why = ctx_->wait_for(ptrs_, timeout_);
-    if (why.empty()) return finish();
-    std::string waiting;
-    for (const Op* op : ptrs_)
-      if (op->state != Op::State::Done) waiting += (waiting.empty() ? "" : ", ") + op->describe();
-    ctx_->cancel(ptrs_);
-    done_ = true;
-    const std::string where = where_text(rank_, world_rank_, is_world_);
-    if (why.rfind("timeout", 0) == 0)
-      throw TimeoutError("ucx", detail::cat(where, ": batch_p2p timed out after ", timeout_.count(),
-                                            " ms waiting for ", waiting, why.substr(7)));
-    if (why.rfind("abort:", 0) == 0)
-      throw BackendError("ucx", 125, detail::cat(where, ": batch_p2p aborted: ", why.substr(6)));
-    const std::string msg = detail::cat(where, ": batch_p2p: ", why.substr(why.find(':') + 1));
-    ctx_->store().abort(msg);
-    throw BackendError("ucx", 5, msg);
-  }
-
- private:
-  void finish() {
-    done_ = true;
-    for (std::size_t i = 0; i < n_; ++i) {
-      const Op& op = ops_[i];
-      if (op.state != Op::State::Failed) continue;
-      const std::string where = where_text(rank_, world_rank_, is_world_);
-      if (op.size_mismatch) {
-        const std::size_t e = op.elem_bytes;
-        throw InvalidArgument(detail::cat(
-            "ucx: ", where, ": batch_p2p ", op.describe(), ": the message has ", op.got_bytes / e,
-            " elements (", op.got_bytes, " bytes) but the receive expects ", op.expect_bytes / e,
-            " (", op.expect_bytes, " bytes); the sender's and receiver's counts must match"));
-      }
-      throw BackendError("ucx", 5, detail::cat(where, ": batch_p2p ", op.error));
-    }
-  }
-
-  std::shared_ptr<Context> ctx_;
-  int rank_, world_rank_;
-  bool is_world_;
-  std::chrono::milliseconds timeout_;
-  // The operations (stable addresses), inline for the usual halo batch of up to 4.
-  static constexpr std::size_t kInline = 4;
-  std::size_t n_;
-  alignas(Op) unsigned char inline_ops_[kInline * sizeof(Op)];  // constructed up to n_
-  std::array<Op*, kInline> inline_ptrs_;
-  std::vector<Op> heap_ops_;
-  std::vector<Op*> heap_ptrs_;
-  Op* ops_ = nullptr;
-  std::span<Op*> ptrs_;  // receives first, then sends
-  bool done_ = true;      // nothing in flight (before the first start, or completed)
-  bool running_ = false;  // started and not yet waited for
-  std::uint64_t runs_ = 0;
-};
-
-}  // namespace
-
-P2PPlanPtr UcxBackend::make_p2p(const std::vector<P2POp>& ops) {
-  for (const auto& o : ops) {
-    TESSERA_CHECK(o.peer >= 0 && o.peer < size(), "ucx: ", where(), ": batch_p2p to/from rank ",
-                  o.peer, " outside this group of ", size(), " ranks");
-    TESSERA_CHECK(o.tag >= 0, "ucx: ", where(), ": batch_p2p tag ", o.tag, " is negative");
-    if (o.buf.space != MemorySpace::Host) check_host(o.buf, "batch_p2p");
-  }
-  auto work =
-      std::make_unique<P2PWork>(ctx_, rank_, ctx_->rank(), comm_id_ == 1, timeout_, ops.size());
-  for (std::size_t i = 0; i < ops.size(); ++i) {
-    const P2POp& o = ops[i];
-    Op& op = work->op(i);
-    const int peer_world = members_[static_cast<std::size_t>(o.peer)];
-    op.peer = peer_world;
-    op.is_send = o.kind == P2POp::Kind::Send;
-    op.what_peer = o.peer;
-    op.what_tag = o.tag;
-    op.elem_bytes = static_cast<std::uint8_t>(core::dtype_size(o.buf.dtype));
-    if (op.is_send) {
-      op.tag = tag(false, static_cast<std::uint32_t>(o.tag), ctx_->rank());
-      op.send_data = o.buf.data;
-      op.send_bytes = o.buf.bytes();
-    } else {
-      op.tag = tag(false, static_cast<std::uint32_t>(o.tag), peer_world);
-      op.dst = o.buf.data;
-      op.expect_bytes = o.buf.bytes();
-    }
-  }
-  work->order();
-  return work;
-}
-
-WorkPtr UcxBackend::batch_p2p(const std::vector<P2POp>& ops) {
-  P2PPlanPtr work = make_p2p(ops);
-  work->start();
-  return work;
-}
-
-P2PPlanPtr UcxBackend::prepare_p2p(const std::vector<P2POp>& ops) { return make_p2p(ops); }
-
 // --- split ------------------------------------------------------------------------------------
 
 std::unique_ptr<Backend> UcxBackend::split(const std::vector<int>& ranks) {
@@ -493,50 +323,4 @@ std::unique_ptr<Backend> UcxBackend::split(const std::vector<int>& ranks) {
   return std::make_unique<UcxBackend>(ctx_, std::move(world), comm, timeout_);
 }
 
-std::unique_ptr<Backend> create(const BackendOptions& options) {
-  TESSERA_CHECK(
-      options.rendezvous && options.rendezvous->store(),
-      "comm backend 'ucx' needs a rendezvous with a key-value store (env://); run the ranks with "
-      "tessera launch, torchrun-style variables, mpirun or srun");
-  TESSERA_CHECK(options.size >= 1 && options.size <= 65535 && options.rank >= 0 &&
-                    options.rank < options.size,
-                "comm backend 'ucx': rank ", options.rank, " of ", options.size,
-                " is out of range");
-  auto ctx =
-      std::make_shared<Context>(options.rendezvous, options.rank, options.size, options.timeout);
-  std::vector<int> members(static_cast<std::size_t>(options.size));
-  for (int r = 0; r < options.size; ++r) members[static_cast<std::size_t>(r)] = r;
-  auto world = std::make_unique<UcxBackend>(std::move(ctx), std::move(members), 1, options.timeout);
-#if TESSERA_UCX_CUDA_STAGING
-  return stage_cuda_through_host(std::move(world));
-#else
-  return world;
-#endif
-}
-
 }  // namespace tessera::comm::ucx
-
-extern "C" __attribute__((visibility("default"))) const tessera_comm_plugin_v1_t*
-tessera_comm_plugin_v1(void) {
-#if TESSERA_UCX_CUDA_STAGING
-  static const tessera_comm_plugin_v1_t table =
-      tessera::comm::plugin::make_table<&tessera::comm::ucx::create>(
-          "ucx",
-          "UCX tagged messages (host memory; CUDA buffers staged through pinned host memory; shm, "
-          "tcp, ...)",
-          tessera::comm::staged_capabilities(tessera::comm::ucx::capabilities()));
-#else
-  static const tessera_comm_plugin_v1_t table =
-      tessera::comm::plugin::make_table<&tessera::comm::ucx::create>(
-          "ucx", "UCX tagged messages (host memory; shm, tcp, ...)",
-          tessera::comm::ucx::capabilities());
-#endif
-  return &table;
-}
-
-// Prepared batches (Backend::prepare_p2p) across the ABI.
-extern "C" __attribute__((visibility("default"))) const tessera_comm_plugin_v1_plans_t*
-tessera_comm_plugin_v1_plans(void) {
-  static const tessera_comm_plugin_v1_plans_t plans = tessera::comm::plugin::make_plans_table();
-  return &plans;
-}

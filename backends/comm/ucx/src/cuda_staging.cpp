@@ -1,6 +1,6 @@
 // The CUDA staging decorator (see cuda_staging.hpp): pinned host buffers from a per-group pool,
 // device → host copies when an operation starts, host → device copies when it completes.
-#include "tessera/comm/cuda_staging.hpp"
+#include "cuda_staging.hpp"
 
 #include <cuda_runtime_api.h>
 

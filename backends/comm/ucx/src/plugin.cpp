@@ -1,0 +1,61 @@
+// The ucx plugin's entry points: create (a world UcxBackend from the rendezvous, wrapped in the
+// CUDA staging decorator where the toolkit was found) and the exported C tables the loader reads.
+#include <memory>
+#include <vector>
+
+#include "tessera/comm/plugin_export.hpp"
+#if TESSERA_UCX_CUDA_STAGING
+#include "cuda_staging.hpp"
+#endif
+#include "tessera/core/error.hpp"
+#include "ucx_backend.hpp"
+
+namespace tessera::comm::ucx {
+
+std::unique_ptr<Backend> create(const BackendOptions& options) {
+  TESSERA_CHECK(
+      options.rendezvous && options.rendezvous->store(),
+      "comm backend 'ucx' needs a rendezvous with a key-value store (env://); run the ranks with "
+      "tessera launch, torchrun-style variables, mpirun or srun");
+  TESSERA_CHECK(options.size >= 1 && options.size <= 65535 && options.rank >= 0 &&
+                    options.rank < options.size,
+                "comm backend 'ucx': rank ", options.rank, " of ", options.size,
+                " is out of range");
+  auto ctx =
+      std::make_shared<Context>(options.rendezvous, options.rank, options.size, options.timeout);
+  std::vector<int> members(static_cast<std::size_t>(options.size));
+  for (int r = 0; r < options.size; ++r) members[static_cast<std::size_t>(r)] = r;
+  auto world = std::make_unique<UcxBackend>(std::move(ctx), std::move(members), 1, options.timeout);
+#if TESSERA_UCX_CUDA_STAGING
+  return stage_cuda_through_host(std::move(world));
+#else
+  return world;
+#endif
+}
+
+}  // namespace tessera::comm::ucx
+
+extern "C" __attribute__((visibility("default"))) const tessera_comm_plugin_v1_t*
+tessera_comm_plugin_v1(void) {
+#if TESSERA_UCX_CUDA_STAGING
+  static const tessera_comm_plugin_v1_t table =
+      tessera::comm::plugin::make_table<&tessera::comm::ucx::create>(
+          "ucx",
+          "UCX tagged messages (host memory; CUDA buffers staged through pinned host memory; shm, "
+          "tcp, ...)",
+          tessera::comm::staged_capabilities(tessera::comm::ucx::capabilities()));
+#else
+  static const tessera_comm_plugin_v1_t table =
+      tessera::comm::plugin::make_table<&tessera::comm::ucx::create>(
+          "ucx", "UCX tagged messages (host memory; shm, tcp, ...)",
+          tessera::comm::ucx::capabilities());
+#endif
+  return &table;
+}
+
+// Prepared batches (Backend::prepare_p2p) across the ABI.
+extern "C" __attribute__((visibility("default"))) const tessera_comm_plugin_v1_plans_t*
+tessera_comm_plugin_v1_plans(void) {
+  static const tessera_comm_plugin_v1_plans_t plans = tessera::comm::plugin::make_plans_table();
+  return &plans;
+}
