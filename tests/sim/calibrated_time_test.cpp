@@ -15,6 +15,7 @@
 
 #include "nn/train_harness.hpp"
 #include "support/catch.hpp"
+#include "sim_test_util.hpp"
 #include "tessera/sim/calibrate.hpp"
 #include "tessera/sim/kernel_class.hpp"
 
@@ -23,21 +24,8 @@ using namespace tessera;
 namespace {
 
 nn::TrainOptions small_run(const std::string& family) {
-  nn::TrainOptions o;
-  o.model.name = "calibrated-" + family;
-  o.model.family = family;
-  o.model.depths = {1, 1, 2, 1};
-  o.model.widths = {16, 32, 48, 64};
-  o.model.num_classes = 4;
-  if (family == "regnet") {
-    o.model.stem_width = 16;
-    o.model.group_width = 8;
-    o.model.se_ratio = 0.25;
-  }
-  o.input = {3, 64, 256};
-  o.batch = 2;
+  nn::TrainOptions o = simtest::small_run(family);
   o.steps = 1000;
-  o.optimizer.kind = "adamw";
   return o;
 }
 

@@ -14,23 +14,11 @@ namespace {
 
 nn::TrainOptions small(const std::string& family, core::Shape input, int batch,
                        const std::string& shard = "W", const std::string& checkpointing = "none") {
-  nn::TrainOptions o;
-  o.model.name = "fold-" + family;
-  o.model.family = family;
-  o.model.depths = {1, 1, 2, 1};
-  o.model.widths = {16, 32, 48, 64};
-  o.model.num_classes = 4;
-  if (family == "regnet") {
-    o.model.stem_width = 16;
-    o.model.group_width = 8;
-    o.model.se_ratio = 0.25;
-  }
+  nn::TrainOptions o = simtest::small_run(family);
   o.input = std::move(input);
   o.batch = batch;
-  o.steps = 1;
   o.shard = shard;
   o.checkpointing = checkpointing;
-  o.optimizer.kind = "adamw";
   return o;
 }
 

@@ -9,6 +9,7 @@
 
 #include "nn/train_harness.hpp"
 #include "support/catch.hpp"
+#include "sim_test_util.hpp"
 #include "tessera/sim/replay.hpp"
 
 using namespace tessera;
@@ -17,22 +18,8 @@ using core::MemCategory;
 namespace {
 
 nn::TrainOptions small_run(const std::string& family, const std::string& checkpointing) {
-  nn::TrainOptions o;
-  o.model.name = "memory-" + family;
-  o.model.family = family;
-  o.model.depths = {1, 1, 2, 1};
-  o.model.widths = {16, 32, 48, 64};
-  o.model.num_classes = 4;
-  if (family == "regnet") {
-    o.model.stem_width = 16;
-    o.model.group_width = 8;
-    o.model.se_ratio = 0.25;
-  }
-  o.input = {3, 64, 256};
-  o.batch = 2;
-  o.steps = 1;
+  nn::TrainOptions o = simtest::small_run(family);
   o.checkpointing = checkpointing;
-  o.optimizer.kind = "adamw";
   return o;
 }
 

@@ -15,15 +15,7 @@ namespace {
 
 sim::PlanOptions small_plan() {
   sim::PlanOptions o;
-  o.train.model.name = "plan-convnext";
-  o.train.model.family = "convnext";
-  o.train.model.depths = {1, 1, 2, 1};
-  o.train.model.widths = {16, 32, 48, 64};
-  o.train.model.num_classes = 4;
-  o.train.input = {3, 64, 256};  // 2 x 8 blocks of the model's stride 32
-  o.train.batch = 2;
-  o.train.steps = 1;
-  o.train.optimizer.kind = "adamw";
+  o.train = simtest::small_run("convnext");
   return o;
 }
 

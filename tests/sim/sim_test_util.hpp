@@ -1,4 +1,5 @@
-// Helpers of the simulator tests: small synthetic topologies and error-message checks.
+// Helpers of the simulator tests: a small training run, small synthetic topologies and
+// error-message checks.
 #pragma once
 
 #include <string>
@@ -6,9 +7,31 @@
 
 #include "support/catch.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/nn/trainer.hpp"
 #include "tessera/sim/topology.hpp"
 
 namespace tessera::simtest {
+
+/// A small model of `family` (convnext or regnet: depths 1-1-2-1, widths 16-32-48-64, 4 classes)
+/// on 3x64x256 images, batch 2, one AdamW step, no checkpointing: fast to replay and to train.
+inline nn::TrainOptions small_run(const std::string& family) {
+  nn::TrainOptions o;
+  o.model.name = "small-" + family;
+  o.model.family = family;
+  o.model.depths = {1, 1, 2, 1};
+  o.model.widths = {16, 32, 48, 64};
+  o.model.num_classes = 4;
+  if (family == "regnet") {
+    o.model.stem_width = 16;
+    o.model.group_width = 8;
+    o.model.se_ratio = 0.25;
+  }
+  o.input = {3, 64, 256};  // 2 x 8 blocks of the model's stride 32
+  o.batch = 2;
+  o.steps = 1;
+  o.optimizer.kind = "adamw";
+  return o;
+}
 
 /// `p` GPUs (a100-80gb) on one switch: each GPU–switch link has `bw` per direction and half of
 /// `alpha_ps` latency, so every GPU-to-GPU route has bandwidth bw and latency alpha_ps.
