@@ -73,6 +73,10 @@ const OpSpec kUpsampleNearestBackward{
     .integers = {"factor"},
     .flops = lead_numel};
 
+const OpSpec kCopy{
+    .inputs = {slot("x")},
+    .outputs = {any_float_slot("y", "x")}};  // no arithmetic: bytes only
+
 const OpSpec kScale{
     .outputs = {slot("y")},
     .scalars = {"alpha"},
@@ -142,6 +146,10 @@ void scale_samples(Backend& b, const Tensor& x, const Tensor& s, Tensor& y) {
   TESSERA_CHECK(x.ndim() >= 1 && s.ndim() == 1 && s.size(0) == x.size(0), "scale_samples: s ", s.describe(),
                 " must have one entry per sample of ", x.describe());
   submit(b, {.kind = OpKind::ScaleSamples, .in = {&x, &s}, .out = {&y}});
+}
+
+void copy(Backend& b, const Tensor& x, Tensor& y) {
+  submit(b, {.kind = OpKind::Copy, .in = {&x}, .out = {&y}});
 }
 
 void upsample_nearest(Backend& b, const Tensor& x, int factor, Tensor& y) {

@@ -54,7 +54,8 @@ std::string_view activation_name(Activation a) noexcept;
   X(SgdStep, sgd_step)                                  \
   X(AdamWStep, adamw_step)                              \
   X(SumSquares, sum_squares)                            \
-  X(Scale, scale)
+  X(Scale, scale)                                       \
+  X(Copy, copy)
 
 /// Every op, in OpKind order.
 #define TESSERA_COMPUTE_OPS(X) TESSERA_COMPUTE_CONV_OPS(X) TESSERA_COMPUTE_KERNEL_OPS(X)
@@ -197,6 +198,10 @@ void axpy(Backend& b, double alpha, const core::Tensor& x, core::Tensor& y);
 void scale(Backend& b, double alpha, core::Tensor& y);
 /// y = x·s[n] for the leading dim.
 void scale_samples(Backend& b, const core::Tensor& x, const core::Tensor& s, core::Tensor& y);
+/// y = x converted to y's float dtype (rounded to nearest), one shape, either side any strides
+/// (a shard, a halo window). x and y must not overlap unless they are one tensor. The cpu backend
+/// converts between f32 and f64; bf16/f16 targets are for GPU backends (Unsupported on cpu).
+void copy(Backend& b, const core::Tensor& x, core::Tensor& y);
 
 /// Softmax over dim 1 of logits (N,K) or (N,K,H,W) against i64 labels (N) or (N,H,W); labels
 /// < 0 are ignored. loss (f64, shape (1)) = Σ −log softmax at the label; dlogits =
