@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "conv_test_util.hpp"  // error_of
 #include "support/test_utils.hpp"
 #include "tessera/compute/op_table.hpp"
 #include "tessera/compute/ops.hpp"
@@ -29,16 +30,6 @@ class CaptureBackend final : public Backend {
   OpCall last;
   int calls = 0;
 };
-
-template <class Fn>
-std::string invalid_argument_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "(no InvalidArgument)";
-}
 
 TEST_CASE("every op has one well-formed table entry", "[ops][op_table]") {
   std::set<std::string> names;
@@ -102,22 +93,22 @@ TEST_CASE("the generic check refuses wrong dtypes and shapes, naming the slot", 
   const Tensor x = Tensor::zeros({2, 3, 4}), gamma = Tensor::zeros({3}), beta = Tensor::zeros({3});
   Tensor y = Tensor::zeros({2, 3, 4}), rstd = Tensor::zeros({2, 4});
   Tensor mean64 = Tensor::zeros({2, 4}, DType::F64);
-  std::string msg = invalid_argument_of([&] { layernorm_forward(be, x, gamma, beta, 1e-5, y, mean64, rstd); });
+  std::string msg = error_of<InvalidArgument>([&] { layernorm_forward(be, x, gamma, beta, 1e-5, y, mean64, rstd); });
   REQUIRE_THAT(msg, Contains("layernorm_forward") && Contains("output mean") && Contains("must be f32"));
 
   Tensor s32 = Tensor::zeros({1});
-  msg = invalid_argument_of([&] { sum_squares(be, Tensor::zeros({4}), s32); });
+  msg = error_of<InvalidArgument>([&] { sum_squares(be, Tensor::zeros({4}), s32); });
   REQUIRE_THAT(msg, Contains("must be f64[1]"));
 
   const Tensor a = Tensor::zeros({4}), b = Tensor::zeros({5});
   Tensor sum = Tensor::zeros({4});
-  msg = invalid_argument_of([&] { add(be, a, b, sum); });
+  msg = error_of<InvalidArgument>([&] { add(be, a, b, sum); });
   REQUIRE_THAT(msg, Contains("add: input b") && Contains("must have the shape of a"));
 
   OpCall unused_slot{.kind = OpKind::Add, .in = {&a, &a, &a}, .out = {&sum}};
   REQUIRE_THROWS_AS(check_call(unused_slot), InternalError);
   OpCall missing{.kind = OpKind::Add, .in = {&a}, .out = {&sum}};
-  REQUIRE_THAT(invalid_argument_of([&] { check_call(missing); }), Contains("the input b is missing"));
+  REQUIRE_THAT(error_of<InvalidArgument>([&] { check_call(missing); }), Contains("the input b is missing"));
   REQUIRE(be.calls == 0);  // nothing reached the backend
 }
 
