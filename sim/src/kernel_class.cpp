@@ -10,10 +10,10 @@ std::string kernel_class(const compute::OpCall& c) {
     case OpKind::Conv2dForward:
     case OpKind::Conv2dBackwardData:
     case OpKind::Conv2dBackwardWeight: {
-      // The weight is (Cout, Cin/groups, kh, kw): in[1] except for the weight gradient (out[0]).
-      const core::Tensor* w = c.kind == OpKind::Conv2dBackwardWeight ? c.out[0] : c.in[1];
+      // The weight is (Cout, Cin/groups, kh, kw).
+      const core::Tensor& w = compute::conv_weight(c);
       const compute::Conv2dParams& p = c.conv;
-      if (p.groups > 1 && w && w->ndim() == 4 && w->size(1) == 1) return k + "/depthwise";
+      if (p.groups > 1 && w.ndim() == 4 && w.size(1) == 1) return k + "/depthwise";
       if (p.groups > 1) return k + "/grouped";
       const bool one_by_one = p.kernel_h == 1 && p.kernel_w == 1 && p.stride_h == 1 && p.stride_w == 1 &&
                               p.pad_h == 0 && p.pad_w == 0;

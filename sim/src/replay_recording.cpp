@@ -52,12 +52,10 @@ void RecordingCompute::execute(const compute::OpCall& call) {
   op.flops = cost.flops;
   op.rows = cost.rows;
   op.bytes = cost.bytes_read + cost.bytes_written;
-  const bool conv = call.kind == compute::OpKind::Conv2dForward || call.kind == compute::OpKind::Conv2dBackwardData ||
-                    call.kind == compute::OpKind::Conv2dBackwardWeight;
-  if (conv && call.conv.groups > 1) {
+  if (compute::is_conv(call.kind) && call.conv.groups > 1) {
     // The weight is (Cout, Cin/groups, kh, kw): one input channel per group is depthwise.
-    const core::Tensor* w = call.kind == compute::OpKind::Conv2dBackwardWeight ? call.out[0] : call.in[1];
-    op.depthwise = w && w->ndim() == 4 && w->size(1) == 1;
+    const core::Tensor& w = compute::conv_weight(call);
+    op.depthwise = w.ndim() == 4 && w.size(1) == 1;
   }
   log_.add(std::move(op));
 }

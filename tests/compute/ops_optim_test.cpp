@@ -112,7 +112,7 @@ TEST_CASE("cpu ops refuse integer tensors and mixed dtypes", "[ops]") {
   msg = error_of([&] { sum_squares(be, Tensor::zeros({3}, DType::I64), s); }, unsupported);
   REQUIRE(unsupported);
 
-  // batchnorm_forward's front end checks shapes only: the cpu backend refuses an f64 y for f32 x.
+  // The op table's generic check (check_call) refuses an f64 y for f32 x, naming the op and dtype.
   const Tensor x = Tensor::zeros({2, 3}, DType::F32), c = Tensor::zeros({3}, DType::F32);
   Tensor y64 = Tensor::zeros({2, 3}, DType::F64);
   msg = error_of([&] { batchnorm_forward(be, x, c, c, c, c, y64); }, unsupported);

@@ -1,5 +1,5 @@
-// Activations and elementwise kernels vs the float64 reference: forward, backward, finite
-// differences, strided views and in-place use.
+// Activations, elementwise kernels and the converting copy vs the float64 reference: forward,
+// backward, finite differences, strided views and in-place use.
 #include "ops_test_util.hpp"
 
 namespace tessera::test::ops_test {
@@ -199,6 +199,38 @@ TEST_CASE("channel_sum, channel_broadcast and upsampling match the reference and
   REQUIRE_CLOSE(to_doubles(dxu), dxw, rtol_of(dt));
   // ⟨up(x), dy⟩ = ⟨x, up_backward(dy)⟩.
   REQUIRE(std::abs(dot(to_doubles(yu), dyv) - dot(xv, to_doubles(dxu))) <= rtol_of(dt) * 100);
+}
+
+TEST_CASE("copy converts f32 and f64 on any strides exactly as the float64 reference rounds", "[ops]") {
+  const DType from = GENERATE(DType::F32, DType::F64);
+  const DType to = GENERATE(DType::F32, DType::F64);
+  const int threads = GENERATE(1, 3);
+  const Layout in_layout = GENERATE(Layout::Contiguous, Layout::NarrowLast, Layout::StrideTwo);
+  const Layout out_layout = GENERATE(Layout::Contiguous, Layout::NarrowChannels, Layout::StrideTwo);
+  const Shape shape = GENERATE(Shape{3, 5, 67, 41}, Shape{4, 6}, Shape{7}, Shape{2, 0, 3});
+  INFO(core::dtype_name(from) << " -> " << core::dtype_name(to) << " " << core::shape_str(shape) << ", "
+                              << threads << " threads, " << layout_name(in_layout) << " into "
+                              << layout_name(out_layout));
+  CpuBackend be(threads);
+  const std::size_t n = numel(shape);
+  // Values with more digits than f32 holds, so that f64 -> f32 must round.
+  const Vec xv = values(n, 81, from, -1e3, 1e3);
+  const Tensor x = make(xv, shape, from, in_layout);
+  Tensor y = make_out(shape, to, out_layout);
+  copy(be, x, y);
+  Vec want(n);
+  for (std::size_t i = 0; i < n; ++i) want[i] = to == DType::F32 ? double(static_cast<float>(xv[i])) : xv[i];
+  REQUIRE(to_doubles(y) == want);
+}
+
+TEST_CASE("copy refuses targets that are not float, and the cpu backend bf16", "[ops]") {
+  CpuBackend be(1);
+  const Tensor x = Tensor::zeros({4});
+  Tensor labels = Tensor::zeros({4}, DType::I64), half = Tensor::zeros({4}, DType::BF16);
+  Tensor wrong_shape = Tensor::zeros({5});
+  REQUIRE_THROWS_AS(copy(be, x, labels), InvalidArgument);
+  REQUIRE_THROWS_AS(copy(be, x, wrong_shape), InvalidArgument);
+  REQUIRE_THROWS_AS(copy(be, x, half), Unsupported);
 }
 
 }  // namespace

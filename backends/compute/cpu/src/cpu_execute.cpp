@@ -14,13 +14,14 @@ void CpuBackend::execute(const OpCall& call) {
                   " is a meta tensor (no data); meta runs need a recording backend, not cpu");
   switch (call.kind) {
     case OpKind::Conv2dForward:
-      conv2d_forward(call.conv, *call.in[0], *call.in[1], call.in[2], *call.out[0]);
+      conv2d_forward(call.conv, call.input("x"), call.input("w"), call.input_if("bias"), call.output("y"));
       return;
     case OpKind::Conv2dBackwardData:
-      conv2d_backward_data(call.conv, *call.in[0], *call.in[1], *call.out[0], call.accumulate);
+      conv2d_backward_data(call.conv, call.input("dy"), call.input("w"), call.output("dx"), call.accumulate);
       return;
     case OpKind::Conv2dBackwardWeight:
-      conv2d_backward_weight(call.conv, *call.in[0], *call.in[1], *call.out[0], call.out[1], call.accumulate);
+      conv2d_backward_weight(call.conv, call.input("x"), call.input("dy"), call.output("dw"), call.output_if("db"),
+                             call.accumulate);
       return;
     default: run_cpu_op(call, pool());
   }

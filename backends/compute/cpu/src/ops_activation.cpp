@@ -56,9 +56,9 @@ void map2(ThreadPool& pool, std::int64_t n, const T* dy, const T* s, T* dx, F g)
 
 template <class T>
 void run_activation_forward(const OpCall& call, ThreadPool& pool) {
-  const FlatIn<T> x(*call.in[0]);
-  FlatOut<T> y(*call.out[0], false);
-  const std::int64_t n = call.in[0]->numel();
+  const FlatIn<T> x(call.input("x"));
+  FlatOut<T> y(call.output("y"), false);
+  const std::int64_t n = call.input("x").numel();
   switch (call.act) {
     case Activation::Relu: map1(pool, n, x.data(), y.data(), [](Vec<T> v) { return relu<T>(v); }); break;
     case Activation::Gelu: map1(pool, n, x.data(), y.data(), [](Vec<T> v) { return gelu<T>(v); }); break;
@@ -69,9 +69,9 @@ void run_activation_forward(const OpCall& call, ThreadPool& pool) {
 
 template <class T>
 void run_activation_backward(const OpCall& call, ThreadPool& pool) {
-  const FlatIn<T> dy(*call.in[0]), saved(*call.in[1]);
-  FlatOut<T> dx(*call.out[0], false);
-  const std::int64_t n = call.in[0]->numel();
+  const FlatIn<T> dy(call.input("dy")), saved(call.input("saved"));
+  FlatOut<T> dx(call.output("dx"), false);
+  const std::int64_t n = call.input("dy").numel();
   switch (call.act) {
     case Activation::Relu:  // saved = y: the gradient passes where y > 0
       map2(pool, n, dy.data(), saved.data(), dx.data(), [](Vec<T> d, Vec<T> y) {

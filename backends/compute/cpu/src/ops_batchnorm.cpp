@@ -11,10 +11,10 @@ namespace tessera::compute::cpu::ops {
 
 template <class T>
 void run_channel_moments(const OpCall& call, ThreadPool& pool) {
-  const NcpIn<T> xin(*call.in[0]);
+  const NcpIn<T> xin(call.input("x"));
   const Ncp<const T> x = xin.view;
-  core::Tensor& sum = *call.out[0];
-  core::Tensor& sumsq = *call.out[1];
+  core::Tensor& sum = call.output("sum");
+  core::Tensor& sumsq = call.output("sumsq");
   double* s = sum.data<double>();
   double* q = sumsq.data<double>();
   parallel_units(pool, x.c, x.n * x.p, [&](std::int64_t c, int) {
@@ -27,10 +27,10 @@ void run_channel_moments(const OpCall& call, ThreadPool& pool) {
 
 template <class T>
 void run_batchnorm_forward(const OpCall& call, ThreadPool& pool) {
-  const NcpIn<T> xin(*call.in[0]);
-  const std::vector<T> mean = read_vector<T>(*call.in[1]), rstd = read_vector<T>(*call.in[2]),
-                       gamma = read_vector<T>(*call.in[3]), beta = read_vector<T>(*call.in[4]);
-  NcpOut<T> yout(*call.out[0], false);
+  const NcpIn<T> xin(call.input("x"));
+  const std::vector<T> mean = read_vector<T>(call.input("mean")), rstd = read_vector<T>(call.input("rstd")),
+                       gamma = read_vector<T>(call.input("gamma")), beta = read_vector<T>(call.input("beta"));
+  NcpOut<T> yout(call.output("y"), false);
   const Ncp<const T> x = xin.view;
   const Ncp<T> y = yout.view;
   parallel_planes(pool, x.n * x.c, x.p, [&](std::int64_t u, std::int64_t p0, std::int64_t p1) {
@@ -47,11 +47,11 @@ void run_batchnorm_forward(const OpCall& call, ThreadPool& pool) {
 
 template <class T>
 void run_batchnorm_backward_reduce(const OpCall& call, ThreadPool& pool) {
-  const NcpIn<T> dyin(*call.in[0]), xin(*call.in[1]);
-  const std::vector<T> mean = read_vector<T>(*call.in[2]), rstd = read_vector<T>(*call.in[3]);
+  const NcpIn<T> dyin(call.input("dy")), xin(call.input("x"));
+  const std::vector<T> mean = read_vector<T>(call.input("mean")), rstd = read_vector<T>(call.input("rstd"));
   const Ncp<const T> dy = dyin.view, x = xin.view;
-  core::Tensor& sum_dy = *call.out[0];
-  core::Tensor& sum_dy_xhat = *call.out[1];
+  core::Tensor& sum_dy = call.output("sum_dy");
+  core::Tensor& sum_dy_xhat = call.output("sum_dy_xhat");
   double* s = sum_dy.data<double>();
   double* q = sum_dy_xhat.data<double>();
   parallel_units(pool, x.c, 2 * x.n * x.p, [&](std::int64_t c, int) {
@@ -73,15 +73,15 @@ void run_batchnorm_backward_reduce(const OpCall& call, ThreadPool& pool) {
 
 template <class T>
 void run_batchnorm_backward_data(const OpCall& call, ThreadPool& pool) {
-  const NcpIn<T> dyin(*call.in[0]), xin(*call.in[1]);
-  const std::vector<T> mean = read_vector<T>(*call.in[2]), rstd = read_vector<T>(*call.in[3]),
-                       gamma = read_vector<T>(*call.in[4]);
-  const std::vector<double> sum_dy = read_vector<double>(*call.in[5]),
-                            sum_dy_xhat = read_vector<double>(*call.in[6]);
-  NcpOut<T> dxout(*call.out[0], false);
+  const NcpIn<T> dyin(call.input("dy")), xin(call.input("x"));
+  const std::vector<T> mean = read_vector<T>(call.input("mean")), rstd = read_vector<T>(call.input("rstd")),
+                       gamma = read_vector<T>(call.input("gamma"));
+  const std::vector<double> sum_dy = read_vector<double>(call.input("sum_dy")),
+                            sum_dy_xhat = read_vector<double>(call.input("sum_dy_xhat"));
+  NcpOut<T> dxout(call.output("dx"), false);
   const Ncp<const T> dy = dyin.view, x = xin.view;
   const Ncp<T> dx = dxout.view;
-  const double count = call.f[0];
+  const double count = call.scalar("count");
   parallel_planes(pool, x.n * x.c, x.p, [&](std::int64_t u, std::int64_t p0, std::int64_t p1) {
     const std::int64_t n = u / x.c, c = u % x.c;
     // dx = γ·rstd·(dy − Σdy/count − x̂·Σdy·x̂/count) = k1·(dy − k0 − (x − mean)·k2).

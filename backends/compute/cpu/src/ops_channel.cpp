@@ -31,9 +31,9 @@ void scale_row(const T* in, T* out, std::int64_t len_total, T k) {
 
 template <class T>
 void run_scale_channels(const OpCall& call, ThreadPool& pool) {
-  const NcpIn<T> xin(*call.in[0]);
-  const ScaleView<const T> s(*call.in[1]);
-  NcpOut<T> yout(*call.out[0], false);
+  const NcpIn<T> xin(call.input("x"));
+  const ScaleView<const T> s(call.input("s"));
+  NcpOut<T> yout(call.output("y"), false);
   const Ncp<const T> x = xin.view;
   const Ncp<T> y = yout.view;
   parallel_planes(pool, x.n * x.c, x.p, [&](std::int64_t u, std::int64_t p0, std::int64_t p1) {
@@ -45,11 +45,11 @@ void run_scale_channels(const OpCall& call, ThreadPool& pool) {
 
 template <class T>
 void run_scale_channels_backward(const OpCall& call, ThreadPool& pool) {
-  const NcpIn<T> dyin(*call.in[0]), xin(*call.in[1]);
-  const ScaleView<const T> s(*call.in[2]);
+  const NcpIn<T> dyin(call.input("dy")), xin(call.input("x"));
+  const ScaleView<const T> s(call.input("s"));
   std::optional<NcpOut<T>> dxout;
-  if (call.out[0]) dxout.emplace(*call.out[0], false);
-  const ScaleView<T> ds(*call.out[1]);
+  if (core::Tensor* dx = call.output_if("dx")) dxout.emplace(*dx, false);
+  const ScaleView<T> ds(call.output("ds"));
   const Ncp<const T> dy = dyin.view, x = xin.view;
   // One unit per entry of ds: (n, c) per sample, c per channel (summing over n as well).
   const std::int64_t units = s.per_sample ? x.n * x.c : x.c, samples = s.per_sample ? 1 : x.n;
@@ -68,9 +68,9 @@ void run_scale_channels_backward(const OpCall& call, ThreadPool& pool) {
 
 template <class T>
 void run_channel_sum(const OpCall& call, ThreadPool& pool) {
-  const NcpIn<T> xin(*call.in[0]);
+  const NcpIn<T> xin(call.input("x"));
   const Ncp<const T> x = xin.view;
-  const ScaleView<T> y(*call.out[0]);
+  const ScaleView<T> y(call.output("y"));
   parallel_units(pool, x.n * x.c, x.p, [&](std::int64_t u, int) {
     const std::int64_t n = u / x.c, c = u % x.c;
     y.at(n, c) = static_cast<T>(sum_d(x.plane(n, c), x.p));
@@ -79,10 +79,10 @@ void run_channel_sum(const OpCall& call, ThreadPool& pool) {
 
 template <class T>
 void run_channel_broadcast(const OpCall& call, ThreadPool& pool) {
-  const ScaleView<const T> g(*call.in[0]);
-  NcpOut<T> yout(*call.out[0], call.accumulate);
+  const ScaleView<const T> g(call.input("g"));
+  NcpOut<T> yout(call.output("y"), call.accumulate);
   const Ncp<T> y = yout.view;
-  const double scale = call.f[0];
+  const double scale = call.scalar("scale");
   parallel_planes(pool, y.n * y.c, y.p, [&](std::int64_t u, std::int64_t p0, std::int64_t p1) {
     const std::int64_t n = u / y.c, c = u % y.c;
     const T v = static_cast<T>(double(g.at(n, c)) * scale);

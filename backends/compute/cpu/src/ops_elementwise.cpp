@@ -9,12 +9,12 @@ namespace tessera::compute::cpu::ops {
 
 template <class T>
 void run_add(const OpCall& call, ThreadPool& pool) {
-  const FlatIn<T> a(*call.in[0]), b(*call.in[1]);
-  FlatOut<T> y(*call.out[0], false);
+  const FlatIn<T> a(call.input("a")), b(call.input("b"));
+  FlatOut<T> y(call.output("y"), false);
   const T* pa = a.data();
   const T* pb = b.data();
   T* py = y.data();
-  parallel_flat(pool, call.in[0]->numel(), [&](std::int64_t s, std::int64_t e) {
+  parallel_flat(pool, call.input("a").numel(), [&](std::int64_t s, std::int64_t e) {
     vec_for<T>(e - s, [&](std::int64_t i, auto len) {
       vstore(py + s + i, vload(pa + s + i, len) + vload(pb + s + i, len), len);
     });
@@ -24,12 +24,12 @@ void run_add(const OpCall& call, ThreadPool& pool) {
 
 template <class T>
 void run_axpy(const OpCall& call, ThreadPool& pool) {
-  const FlatIn<T> x(*call.in[0]);
-  FlatOut<T> y(*call.out[0], true);
-  const T alpha = static_cast<T>(call.f[0]);
+  const FlatIn<T> x(call.input("x"));
+  FlatOut<T> y(call.output("y"), true);
+  const T alpha = static_cast<T>(call.scalar("alpha"));
   const T* px = x.data();
   T* py = y.data();
-  parallel_flat(pool, call.in[0]->numel(), [&](std::int64_t s, std::int64_t e) {
+  parallel_flat(pool, call.input("x").numel(), [&](std::int64_t s, std::int64_t e) {
     vec_for<T>(e - s, [&](std::int64_t i, auto len) {
       vstore(py + s + i, vload(py + s + i, len) + vload(px + s + i, len) * alpha, len);
     });
@@ -39,10 +39,10 @@ void run_axpy(const OpCall& call, ThreadPool& pool) {
 
 template <class T>
 void run_scale(const OpCall& call, ThreadPool& pool) {
-  FlatOut<T> y(*call.out[0], true);
-  const T alpha = static_cast<T>(call.f[0]);
+  FlatOut<T> y(call.output("y"), true);
+  const T alpha = static_cast<T>(call.scalar("alpha"));
   T* py = y.data();
-  parallel_flat(pool, call.out[0]->numel(), [&](std::int64_t s, std::int64_t e) {
+  parallel_flat(pool, call.output("y").numel(), [&](std::int64_t s, std::int64_t e) {
     vec_for<T>(e - s, [&](std::int64_t i, auto len) { vstore(py + s + i, vload(py + s + i, len) * alpha, len); });
   });
   y.commit();
@@ -50,9 +50,9 @@ void run_scale(const OpCall& call, ThreadPool& pool) {
 
 template <class T>
 void run_scale_samples(const OpCall& call, ThreadPool& pool) {
-  const NcpIn<T> xin(*call.in[0], Split::Samples);
-  const std::vector<T> s = read_vector<T>(*call.in[1]);
-  NcpOut<T> yout(*call.out[0], false, Split::Samples);
+  const NcpIn<T> xin(call.input("x"), Split::Samples);
+  const std::vector<T> s = read_vector<T>(call.input("s"));
+  NcpOut<T> yout(call.output("y"), false, Split::Samples);
   const Ncp<const T> x = xin.view;
   const Ncp<T> y = yout.view;
   parallel_planes(pool, x.n, x.p, [&](std::int64_t n, std::int64_t p0, std::int64_t p1) {

@@ -13,17 +13,17 @@ namespace tessera::compute::cpu::ops {
 
 template <class T>
 void run_layernorm_forward(const OpCall& call, ThreadPool& pool) {
-  const NcpIn<T> xin(*call.in[0]);
-  const std::vector<T> gamma = read_vector<T>(*call.in[1]), beta = read_vector<T>(*call.in[2]);
-  NcpOut<T> yout(*call.out[0], false), mout(*call.out[1], false, Split::Samples),
-      rout(*call.out[2], false, Split::Samples);
+  const NcpIn<T> xin(call.input("x"));
+  const std::vector<T> gamma = read_vector<T>(call.input("gamma")), beta = read_vector<T>(call.input("beta"));
+  NcpOut<T> yout(call.output("y"), false), mout(call.output("mean"), false, Split::Samples),
+      rout(call.output("rstd"), false, Split::Samples);
   const Ncp<const T> x = xin.view;
   const Ncp<T> y = yout.view, mean = mout.view, rstd = rout.view;
   const std::int64_t C = x.c, P = x.p;
-  const double eps = call.f[0], inv_c = C > 0 ? 1.0 / double(C) : 0.0;
+  const double eps = call.scalar("eps"), inv_c = C > 0 ? 1.0 / double(C) : 0.0;
   const std::int64_t B = block_pixels<T>(P, C), blocks = P > 0 ? ceil_div(P, B) : 0;
   // T scratch: the staged block (C rows of B) and the block's mean and rstd; double: Σd, Σd².
-  const Scratch<T> scratch(*call.in[0], pool.size(), C * B + 2 * B, 2 * B);
+  const Scratch<T> scratch(call.input("x"), pool.size(), C * B + 2 * B, 2 * B);
 
   parallel_units(pool, x.n * blocks, C * B, [&](std::int64_t unit, int worker) {
     const std::int64_t n = unit / blocks, p0 = (unit % blocks) * B, L = std::min(B, P - p0);
@@ -75,17 +75,17 @@ void run_layernorm_forward(const OpCall& call, ThreadPool& pool) {
 
 template <class T>
 void run_layernorm_backward(const OpCall& call, ThreadPool& pool) {
-  const NcpIn<T> dyin(*call.in[0]), xin(*call.in[1]);
-  const std::vector<T> gamma = read_vector<T>(*call.in[2]);
-  const NcpIn<T> min(*call.in[3], Split::Samples), rin(*call.in[4], Split::Samples);
-  NcpOut<T> dxout(*call.out[0], false);
+  const NcpIn<T> dyin(call.input("dy")), xin(call.input("x"));
+  const std::vector<T> gamma = read_vector<T>(call.input("gamma"));
+  const NcpIn<T> min(call.input("mean"), Split::Samples), rin(call.input("rstd"), Split::Samples);
+  NcpOut<T> dxout(call.output("dx"), false);
   const Ncp<const T> dy = dyin.view, x = xin.view, mean = min.view, rstd = rin.view;
   const Ncp<T> dx = dxout.view;
   const std::int64_t C = x.c, P = x.p;
   const T inv_c = C > 0 ? T(1) / T(C) : T(0);
   const std::int64_t B = block_pixels<T>(P, 2 * C), blocks = P > 0 ? ceil_div(P, B) : 0;
   // T scratch: staged dy and x̂ (C rows of B each), a/C and b/C; double: a = Σ γ·dy, b = Σ γ·dy·x̂.
-  const Scratch<T> scratch(*call.in[0], pool.size(), 2 * C * B + 2 * B, 2 * B);
+  const Scratch<T> scratch(call.input("dy"), pool.size(), 2 * C * B + 2 * B, 2 * B);
 
   // Partials per chunk of blocks: Σ dy·x̂ (dgamma) in [0, C), Σ dy (dbeta) in [C, 2C).
   const std::vector<double> part = chunk_partials(
@@ -140,8 +140,8 @@ void run_layernorm_backward(const OpCall& call, ThreadPool& pool) {
         }
       });
   dxout.commit();
-  core::Tensor& dgamma = *call.out[1];
-  core::Tensor& dbeta = *call.out[2];
+  core::Tensor& dgamma = call.output("dgamma");
+  core::Tensor& dbeta = call.output("dbeta");
   store_reduced(dgamma.data<T>(), dgamma.stride(0), C, call.accumulate,
                 [&](std::int64_t c) { return sum_partials(part, 2 * C, c); });
   store_reduced(dbeta.data<T>(), dbeta.stride(0), C, call.accumulate,

@@ -54,10 +54,12 @@ struct MatOut {
 
 template <class T>
 void run_linear_forward(const OpCall& call, ThreadPool& pool) {
-  const MatIn<T> x(*call.in[0]), w(*call.in[1]);
-  MatOut<T> y(*call.out[0]);
-  const std::int64_t M = call.in[0]->size(0), K = call.in[0]->size(1), N = call.in[1]->size(0);
-  const std::vector<T> bias = call.in[2] ? read_vector<T>(*call.in[2]) : std::vector<T>();
+  const core::Tensor &xt = call.input("x"), &wten = call.input("w");
+  const core::Tensor* bt = call.input_if("bias");
+  const MatIn<T> x(xt), w(wten);
+  MatOut<T> y(call.output("y"));
+  const std::int64_t M = xt.size(0), K = xt.size(1), N = wten.size(0);
+  const std::vector<T> bias = bt ? read_vector<T>(*bt) : std::vector<T>();
   const auto wt = cmat(w.p, int(N), int(K), w.ld).transpose();
   parallel_units(pool, ceil_div(M, kRowBlock), kRowBlock * (K + N), [&](std::int64_t u, int) {
     const std::int64_t r0 = u * kRowBlock, rows = std::min(kRowBlock, M - r0);
@@ -75,10 +77,13 @@ void run_linear_forward(const OpCall& call, ThreadPool& pool) {
 
 template <class T>
 void run_linear_backward(const OpCall& call, ThreadPool& pool) {
-  const MatIn<T> dy(*call.in[0]), x(*call.in[1]), w(*call.in[2]);
-  const std::int64_t M = call.in[0]->size(0), N = call.in[0]->size(1), K = call.in[1]->size(1);
-  if (call.out[0]) {  // dx (M,K) = dy·w, overwritten
-    MatOut<T> dx(*call.out[0]);
+  const core::Tensor &dyt = call.input("dy"), &xt = call.input("x");
+  core::Tensor* dxt = call.output_if("dx");
+  core::Tensor* dbt = call.output_if("db");
+  const MatIn<T> dy(dyt), x(xt), w(call.input("w"));
+  const std::int64_t M = dyt.size(0), N = dyt.size(1), K = xt.size(1);
+  if (dxt) {  // dx (M,K) = dy·w, overwritten
+    MatOut<T> dx(*dxt);
     const auto wm = cmat(w.p, int(N), int(K), w.ld);
     parallel_units(pool, ceil_div(M, kRowBlock), kRowBlock * (K + N), [&](std::int64_t u, int) {
       const std::int64_t r0 = u * kRowBlock, rows = std::min(kRowBlock, M - r0);
@@ -91,9 +96,9 @@ void run_linear_backward(const OpCall& call, ThreadPool& pool) {
   // into its own partials (T for dw, double for db).
   const std::int64_t chunks = std::max<std::int64_t>(1, std::min(ceil_div(M, kRowBlock), kReduceChunks));
   const std::int64_t wsize = N * K;
-  core::Tensor wpart = workspace(*call.in[0], core::dtype_of<T>, chunks * wsize);
+  core::Tensor wpart = workspace(dyt, core::dtype_of<T>, chunks * wsize);
   std::vector<double> bpart(static_cast<std::size_t>(chunks * N), 0.0);
-  const bool want_db = call.out[2] != nullptr;
+  const bool want_db = dbt != nullptr;
   parallel_units(pool, chunks, (M / chunks + 1) * (N + K), [&](std::int64_t k, int) {
     const std::int64_t r0 = M * k / chunks, rows = M * (k + 1) / chunks - r0;
     const auto dyb = cmat(dy.p + r0 * dy.ld, int(rows), int(N), dy.ld);
@@ -108,7 +113,7 @@ void run_linear_backward(const OpCall& call, ThreadPool& pool) {
       });
     }
   });
-  core::Tensor& dwt = *call.out[1];
+  core::Tensor& dwt = call.output("dw");
   T* dw = dwt.data<T>();
   const T* wp = wpart.data<T>();
   for (std::int64_t r = 0; r < N; ++r)
@@ -119,7 +124,7 @@ void run_linear_backward(const OpCall& call, ThreadPool& pool) {
       d = static_cast<T>((call.accumulate ? double(d) : 0.0) + s);
     }
   if (want_db)
-    store_reduced(call.out[2]->data<T>(), call.out[2]->stride(0), N, call.accumulate,
+    store_reduced(dbt->data<T>(), dbt->stride(0), N, call.accumulate,
                   [&](std::int64_t i) { return sum_partials(bpart, N, i); });
 }
 

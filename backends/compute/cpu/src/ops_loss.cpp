@@ -27,22 +27,22 @@ std::string position(const core::Shape& shape, std::int64_t i) {
 
 template <class T>
 void run_softmax_cross_entropy(const OpCall& call, ThreadPool& pool) {
-  const core::Tensor labels = call.in[1]->contiguous();
+  const core::Tensor labels = call.input("labels").contiguous();
   const std::int64_t* lab = labels.data<std::int64_t>();
-  const NcpIn<T> xin(*call.in[0]);
+  const NcpIn<T> xin(call.input("logits"));
   const Ncp<const T> x = xin.view;
   const std::int64_t K = x.c, P = x.p;
   for (std::int64_t i = 0; i < labels.numel(); ++i)
     TESSERA_CHECK(lab[i] < K, "softmax_cross_entropy: label ", lab[i], " at position ",
                   position(labels.shape(), i), " of labels ", labels.describe(), " is out of range for ",
                   K, " classes (labels must be < ", K, "; negative labels are ignored)");
-  NcpOut<T> dout(*call.out[1], false);
+  NcpOut<T> dout(call.output("dlogits"), false);
   const Ncp<T> dl = dout.view;
-  const double gs = call.f[0];
+  const double gs = call.scalar("grad_scale");
   const std::int64_t B = block_pixels<T>(P, K), blocks = P > 0 ? ceil_div(P, B) : 0;
   // T scratch: the block's logits, then their exponentials (K rows of B), the row max and
   // grad_scale / Σexp per pixel; double: Σexp.
-  const Scratch<T> scratch(*call.in[0], pool.size(), K * B + 2 * B, B);
+  const Scratch<T> scratch(call.input("logits"), pool.size(), K * B + 2 * B, B);
 
   const std::vector<double> part =
       chunk_partials(pool, x.n * blocks, 2 * K * B, 1, [&](std::int64_t unit, int worker, double* loss) {
@@ -98,7 +98,7 @@ void run_softmax_cross_entropy(const OpCall& call, ThreadPool& pool) {
   dout.commit();
   double total = 0;
   for (double v : part) total += v;
-  call.out[0]->data<double>()[0] = total;
+  call.output("loss").data<double>()[0] = total;
 }
 
 template void run_softmax_cross_entropy<float>(const OpCall&, ThreadPool&);

@@ -10,12 +10,12 @@ namespace tessera::compute::cpu::ops {
 
 template <class T>
 void run_upsample_nearest(const OpCall& call, ThreadPool& pool) {
-  const core::Tensor& xt = *call.in[0];
+  const core::Tensor& xt = call.input("x");
   const NcpIn<T> xin(xt);
-  NcpOut<T> yout(*call.out[0], false);
+  NcpOut<T> yout(call.output("y"), false);
   const Ncp<const T> x = xin.view;
   const Ncp<T> y = yout.view;
-  const std::int64_t f = call.i[0], h = xt.size(2), w = xt.size(3), wo = w * f;
+  const std::int64_t f = call.integer("factor"), h = xt.size(2), w = xt.size(3), wo = w * f;
   parallel_units(pool, x.n * x.c * h, wo * f, [&](std::int64_t u, int) {
     const std::int64_t row = u % h, nc = u / h, n = nc / x.c, c = nc % x.c;
     const T* in = x.plane(n, c) + row * w;
@@ -28,15 +28,15 @@ void run_upsample_nearest(const OpCall& call, ThreadPool& pool) {
 
 template <class T>
 void run_upsample_nearest_backward(const OpCall& call, ThreadPool& pool) {
-  const core::Tensor& dxt = *call.out[0];
-  const core::Tensor& dyt = *call.in[0];
+  const core::Tensor& dxt = call.output("dx");
+  const core::Tensor& dyt = call.input("dy");
   TESSERA_CHECK(dyt.size(0) == dxt.size(0) && dyt.size(1) == dxt.size(1), "upsample_nearest_backward: dy ",
                 dyt.describe(), " and dx ", dxt.describe(), " differ in N or C");
   const NcpIn<T> dyin(dyt);
-  NcpOut<T> dxout(*call.out[0], false);
+  NcpOut<T> dxout(call.output("dx"), false);
   const Ncp<const T> dy = dyin.view;
   const Ncp<T> dx = dxout.view;
-  const std::int64_t f = call.i[0], h = dxt.size(2), w = dxt.size(3), wo = w * f;
+  const std::int64_t f = call.integer("factor"), h = dxt.size(2), w = dxt.size(3), wo = w * f;
   parallel_units(pool, dx.n * dx.c * h, wo * f, [&](std::int64_t u, int) {
     const std::int64_t row = u % h, nc = u / h, n = nc / dx.c, c = nc % dx.c;
     const T* in = dy.plane(n, c) + row * f * wo;

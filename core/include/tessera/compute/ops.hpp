@@ -1,6 +1,11 @@
 // The kernels a compute backend provides, as one enum of operations plus typed functions that
 // check their arguments and hand an OpCall to Backend::execute. One choke point keeps decorators
 // (tracing, the simulator's recorder) small and gives every op one cost formula (op_cost).
+//
+// Every op is one line of TESSERA_COMPUTE_OPS below (its OpKind and name), one typed entry point
+// declared in this file, and one entry of the op table (compute/op_table.hpp: its inputs, outputs
+// and scalars by name, dtype rules and cost), defined with the entry point in core/src/compute/.
+// docs/decisions/0002-one-compute-entry-point.md has the recipe for adding one.
 #pragma once
 
 #include <array>
@@ -15,51 +20,96 @@ namespace tessera::compute {
 enum class Activation : std::uint8_t { Relu, Gelu, Sigmoid };
 std::string_view activation_name(Activation a) noexcept;
 
-/// Every kernel. Shapes use NCHW for images, (M,K) for matrices.
+/// The convolutions, X(Kind, name): they carry Conv2dParams, and backends give them paths of their
+/// own. Their slots: conv2d_forward in x, w, [bias] out y; conv2d_backward_data in dy, w out dx;
+/// conv2d_backward_weight in x, dy out dw, [db].
+#define TESSERA_COMPUTE_CONV_OPS(X)               \
+  X(Conv2dForward, conv2d_forward)                \
+  X(Conv2dBackwardData, conv2d_backward_data)     \
+  X(Conv2dBackwardWeight, conv2d_backward_weight)
+
+/// Every other op, X(Kind, name), each one kernel of a backend (the cpu backend's dispatch and
+/// kernel declarations are generated from this list). New ops go at the end.
+#define TESSERA_COMPUTE_KERNEL_OPS(X)                   \
+  X(LinearForward, linear_forward)                      \
+  X(LinearBackward, linear_backward)                    \
+  X(LayerNormForward, layernorm_forward)                \
+  X(LayerNormBackward, layernorm_backward)              \
+  X(ActivationForward, activation_forward)              \
+  X(ActivationBackward, activation_backward)            \
+  X(ChannelMoments, channel_moments)                    \
+  X(BatchNormForward, batchnorm_forward)                \
+  X(BatchNormBackwardReduce, batchnorm_backward_reduce) \
+  X(BatchNormBackwardData, batchnorm_backward_data)     \
+  X(ScaleChannels, scale_channels)                      \
+  X(ScaleChannelsBackward, scale_channels_backward)     \
+  X(ChannelSum, channel_sum)                            \
+  X(ChannelBroadcast, channel_broadcast)                \
+  X(Add, add)                                           \
+  X(Axpy, axpy)                                         \
+  X(ScaleSamples, scale_samples)                        \
+  X(SoftmaxCrossEntropy, softmax_cross_entropy)         \
+  X(UpsampleNearest, upsample_nearest)                  \
+  X(UpsampleNearestBackward, upsample_nearest_backward) \
+  X(SgdStep, sgd_step)                                  \
+  X(AdamWStep, adamw_step)                              \
+  X(SumSquares, sum_squares)                            \
+  X(Scale, scale)                                       \
+  X(Copy, copy)
+
+/// Every op, in OpKind order.
+#define TESSERA_COMPUTE_OPS(X) TESSERA_COMPUTE_CONV_OPS(X) TESSERA_COMPUTE_KERNEL_OPS(X)
+
+/// Every kernel; what each takes is its op table entry (op_spec). Shapes use NCHW for images,
+/// (M,K) for matrices.
 enum class OpKind : std::uint8_t {
-  Conv2dForward,         ///< in: x, w, [bias]          out: y
-  Conv2dBackwardData,    ///< in: dy, w                 out: dx
-  Conv2dBackwardWeight,  ///< in: x, dy                 out: dw, [db]
-  LinearForward,         ///< in: x(M,K), w(N,K), [b(N)] out: y(M,N)
-  LinearBackward,        ///< in: dy(M,N), x(M,K), w(N,K) out: [dx(M,K)], dw(N,K), [db(N)]
-  LayerNormForward,      ///< in: x, gamma(C), beta(C)  out: y, mean, rstd   (over dim 1)
-  LayerNormBackward,     ///< in: dy, x, gamma, mean, rstd  out: dx, dgamma, dbeta
-  ActivationForward,     ///< in: x                     out: y
-  ActivationBackward,    ///< in: dy, saved (x for gelu, y for relu/sigmoid)  out: dx
-  ChannelMoments,        ///< in: x (N,C,...)           out: sum(C), sumsq(C)   (f64 outputs)
-  BatchNormForward,      ///< in: x, mean(C), rstd(C), gamma(C), beta(C)  out: y
-  BatchNormBackwardReduce,  ///< in: dy, x, mean, rstd  out: sum_dy(C), sum_dy_xhat(C) (f64)
-  BatchNormBackwardData,    ///< in: dy, x, mean, rstd, gamma, sum_dy, sum_dy_xhat  out: dx
-  ScaleChannels,         ///< in: x (N,C,...), s (C) or (N,C)  out: y = x·s
-  ScaleChannelsBackward, ///< in: dy, x, s               out: [dx], ds (same shape as s)
-  ChannelSum,            ///< in: x (N,C,H,W)           out: y (N,C) = Σ_hw x
-  ChannelBroadcast,      ///< in: g (N,C)               out: y (N,C,H,W) = g·f0 (+ y when accumulate)
-  Add,                   ///< in: a, b                  out: y = a + b
-  Axpy,                  ///< in: x                     out: y += f0·x
-  ScaleSamples,          ///< in: x (N,...), s (N)      out: y = x·s[n]
-  SoftmaxCrossEntropy,   ///< in: logits (N,K,...), labels i64 (N,...)  out: loss f64 (1), dlogits
-  UpsampleNearest,       ///< in: x (N,C,H,W)           out: y (N,C,H·i0,W·i0)
-  UpsampleNearestBackward,  ///< in: dy                  out: dx (sums each i0×i0 block)
-  SgdStep,               ///< in: grad  out: param, momentum_buf   f: lr, momentum, weight_decay, nesterov
-  AdamWStep,             ///< in: grad  out: param, m, v           f: lr, beta1, beta2, eps, wd, step
-  SumSquares,            ///< in: x                     out: s f64 (1) = Σ x²
-  Scale,                 ///< out: y *= f0 (in place)
+#define TESSERA_OP_KIND(kind, name) kind,
+  TESSERA_COMPUTE_OPS(TESSERA_OP_KIND)
+#undef TESSERA_OP_KIND
   kCount
 };
+/// The op's name ("conv2d_forward", ...): the name of its typed entry point, of its trace events
+/// and of its calibration entries. "?" outside [0, kCount).
 std::string_view op_name(OpKind k) noexcept;
+/// True for the three convolutions.
+constexpr bool is_conv(OpKind k) noexcept {
+  return k == OpKind::Conv2dForward || k == OpKind::Conv2dBackwardData || k == OpKind::Conv2dBackwardWeight;
+}
 
-/// One kernel call: up to 7 inputs and 4 outputs (null = absent), the convolution geometry, the
-/// activation, float and integer parameters, and whether outputs are accumulated into.
+inline constexpr int kMaxOpInputs = 7, kMaxOpOutputs = 4, kMaxOpScalars = 6, kMaxOpIntegers = 2;
+
+/// One kernel call: tensors and parameters in the slots of the op's table entry (null = absent),
+/// the convolution geometry, the activation, and whether outputs are accumulated into. Read it by
+/// name (`call.input("x")`, `call.scalar("eps")`); the slot arrays are the storage, filled in the
+/// table's order by the typed entry points.
 struct OpCall {
   OpKind kind = OpKind::Add;
-  std::array<const core::Tensor*, 7> in{};
-  std::array<core::Tensor*, 4> out{};
-  Conv2dParams conv;
+  std::array<const core::Tensor*, kMaxOpInputs> in{};
+  std::array<core::Tensor*, kMaxOpOutputs> out{};
+  Conv2dParams conv{};
   Activation act = Activation::Relu;
-  std::array<double, 6> f{};
-  std::array<std::int64_t, 2> i{};
+  std::array<double, kMaxOpScalars> scalars{};
+  std::array<std::int64_t, kMaxOpIntegers> integers{};
   bool accumulate = false;
+
+  /// The input the op's table entry calls `name`. Throws InternalError for a name the entry lacks
+  /// or an input the call lacks (use input_if for optional ones).
+  const core::Tensor& input(std::string_view name) const;
+  /// The input called `name`, or null where the call leaves it out.
+  const core::Tensor* input_if(std::string_view name) const;
+  core::Tensor& output(std::string_view name) const;
+  core::Tensor* output_if(std::string_view name) const;
+  /// The float (double) and integer parameters by name.
+  double scalar(std::string_view name) const;
+  std::int64_t integer(std::string_view name) const;
+  void set_scalar(std::string_view name, double value);
+  void set_integer(std::string_view name, std::int64_t value);
 };
+
+/// The weight-shaped tensor of a convolution call: w, or dw of conv2d_backward_weight.
+const core::Tensor& conv_weight(const OpCall& call);
+/// The output-shaped tensor of a convolution call: y, or dy of the two backward ops.
+const core::Tensor& conv_output(const OpCall& call);
 
 /// What a call costs, from shapes alone: the same formula serves the runtime's traces and the
 /// simulator's time model.
@@ -72,6 +122,8 @@ struct OpCost {
   /// windows such as a sharded convolution's borders; 0 for other ops.
   double rows = 0;
 };
+/// Bytes of every tensor of the call (outputs read too where the op updates them or accumulates)
+/// and the FLOPs and rows of the op's table entry.
 OpCost op_cost(const OpCall& call);
 
 // ---- typed entry points: check arguments, then backend.execute(call) -------------------------
@@ -146,6 +198,10 @@ void axpy(Backend& b, double alpha, const core::Tensor& x, core::Tensor& y);
 void scale(Backend& b, double alpha, core::Tensor& y);
 /// y = x·s[n] for the leading dim.
 void scale_samples(Backend& b, const core::Tensor& x, const core::Tensor& s, core::Tensor& y);
+/// y = x converted to y's float dtype (rounded to nearest), one shape, either side any strides
+/// (a shard, a halo window). x and y must not overlap unless they are one tensor. The cpu backend
+/// converts between f32 and f64; bf16/f16 targets are for GPU backends (Unsupported on cpu).
+void copy(Backend& b, const core::Tensor& x, core::Tensor& y);
 
 /// Softmax over dim 1 of logits (N,K) or (N,K,H,W) against i64 labels (N) or (N,H,W); labels
 /// < 0 are ignored. loss (f64, shape (1)) = Σ −log softmax at the label; dlogits =
