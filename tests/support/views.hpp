@@ -15,14 +15,16 @@ namespace tessera::test {
 inline double rtol_of(core::DType t) { return t == core::DType::F32 ? 1e-5 : 1e-12; }
 
 /// Uniform values in [lo, hi) rounded to `dtype` (the kernel and the reference see the same data).
-inline std::vector<double> values(std::size_t n, std::uint64_t seed, core::DType dtype, double lo = -1.0,
-                                  double hi = 1.0) {
+inline std::vector<double> values(std::size_t n, std::uint64_t seed, core::DType dtype,
+                                  double lo = -1.0, double hi = 1.0) {
   std::vector<double> v = random_doubles(n, seed, lo, hi);
   if (dtype == core::DType::F32)
     for (auto& x : v) x = static_cast<float>(x);
   return v;
 }
-inline std::size_t numel(const core::Shape& s) { return static_cast<std::size_t>(core::shape_numel(s)); }
+inline std::size_t numel(const core::Shape& s) {
+  return static_cast<std::size_t>(core::shape_numel(s));
+}
 
 /// How a test tensor is laid out in memory.
 enum class Layout {
@@ -33,10 +35,14 @@ enum class Layout {
 };
 inline const char* layout_name(Layout l) {
   switch (l) {
-    case Layout::Contiguous: return "contiguous";
-    case Layout::NarrowLast: return "narrowed last dim";
-    case Layout::NarrowChannels: return "narrowed dim 1";
-    case Layout::StrideTwo: return "stride 2";
+    case Layout::Contiguous:
+      return "contiguous";
+    case Layout::NarrowLast:
+      return "narrowed last dim";
+    case Layout::NarrowChannels:
+      return "narrowed dim 1";
+    case Layout::StrideTwo:
+      return "stride 2";
   }
   return "?";
 }
@@ -62,7 +68,8 @@ inline View make_view(const std::vector<double>& v, const core::Shape& shape, co
     out.t = core::Tensor::from_blob(out.base.raw_data(), shape, dtype,
                                     std::make_shared<core::Tensor>(out.base), strides);
   } else {
-    const int d = layout == Layout::NarrowLast ? static_cast<int>(shape.size()) - 1 : (shape.size() > 1 ? 1 : 0);
+    const int d = layout == Layout::NarrowLast ? static_cast<int>(shape.size()) - 1
+                                               : (shape.size() > 1 ? 1 : 0);
     core::Shape big = shape;
     big[d] += layout == Layout::NarrowLast ? 3 : 2;
     out.base = random_tensor(big, dtype, 778, 50, 60);
@@ -78,7 +85,8 @@ inline core::Tensor make(const std::vector<double>& v, const core::Shape& shape,
   return make_view(v, shape, dtype, layout).t;
 }
 /// An output tensor in the given layout, filled with garbage (or with `v` when given).
-inline core::Tensor make_out(const core::Shape& shape, core::DType dtype, Layout layout = Layout::Contiguous,
+inline core::Tensor make_out(const core::Shape& shape, core::DType dtype,
+                             Layout layout = Layout::Contiguous,
                              const std::vector<double>& v = {}) {
   return make(v.empty() ? random_doubles(numel(shape), 779, 70, 80) : v, shape, dtype, layout);
 }

@@ -46,15 +46,17 @@ void run_conv(Ctx& ctx, OpKind op) {
 
     const Shape xs{c.n, c.cin, c.h, c.w}, ws{c.cout, c.cin / c.groups, c.kh, c.kw}, bs{c.cout};
     const Shape ys{c.n, c.cout, ho, wo};
-    const Vec x = ctx.values(c.x_size(), 11), w = ctx.values(c.w_size(), 12), b = ctx.values(bs[0], 13);
+    const Vec x = ctx.values(c.x_size(), 11), w = ctx.values(c.w_size(), 12),
+              b = ctx.values(bs[0], 13);
     const Vec dy = ctx.values(numel(ys), 14);
     // The reference on the full output; a 0-width window has zero dy everywhere.
     const Vec dy_full = wo == c.wo() ? dy : Vec(c.y_size(), 0.0);
     auto gamma = [&](std::int64_t m) { return ctx.gamma(m + 1); };  // +1: the accumulated term
     const ref::Conv2dBounds bound = ref::conv2d_bounds(c, x, w, b, dy_full, gamma);
-    const std::int64_t m_dx = std::int64_t(c.cout / c.groups) * c.kh * c.kw, m_dw = std::int64_t(c.n) * ho * wo;
-    const std::string what = detail::cat(compute::op_name(op), " k", c.kh, " s", c.sh, " p", c.ph, " d", c.dh,
-                                         " g", c.groups);
+    const std::int64_t m_dx = std::int64_t(c.cout / c.groups) * c.kh * c.kw,
+                       m_dw = std::int64_t(c.n) * ho * wo;
+    const std::string what = detail::cat(compute::op_name(op), " k", c.kh, " s", c.sh, " p", c.ph,
+                                         " d", c.dh, " g", c.groups);
 
     if (op == OpKind::Conv2dForward) {
       Vec want = ref::conv2d_forward(c, x, w, b), bnd = bound.y;
@@ -94,8 +96,11 @@ void run_conv(Ctx& ctx, OpKind op) {
 std::vector<OpCase> conv_cases() {
   return {
       {OpKind::Conv2dForward, {}, [](Ctx& c) { run_conv(c, OpKind::Conv2dForward); }},
-      {OpKind::Conv2dBackwardData, {.accumulate = true}, [](Ctx& c) { run_conv(c, OpKind::Conv2dBackwardData); }},
-      {OpKind::Conv2dBackwardWeight, {.accumulate = true},
+      {OpKind::Conv2dBackwardData,
+       {.accumulate = true},
+       [](Ctx& c) { run_conv(c, OpKind::Conv2dBackwardData); }},
+      {OpKind::Conv2dBackwardWeight,
+       {.accumulate = true},
        [](Ctx& c) { run_conv(c, OpKind::Conv2dBackwardWeight); }},
   };
 }

@@ -1,7 +1,7 @@
-// Conformance cases of linear, layer norm and batch norm, against tests/support/reference/ops_ref.hpp.
-// Sums get Higham's element-wise bound γ_m·Σ|terms| (m terms, +1 for an accumulated one), other
-// formulas γ_k on the magnitudes of their terms; layer norm's forward (a variance, a square root
-// and a division) gets the op tests' tensor-scaled rtol_of.
+// Conformance cases of linear, layer norm and batch norm, against
+// tests/support/reference/ops_ref.hpp. Sums get Higham's element-wise bound γ_m·Σ|terms| (m terms,
+// +1 for an accumulated one), other formulas γ_k on the magnitudes of their terms; layer norm's
+// forward (a variance, a square root and a division) gets the op tests' tensor-scaled rtol_of.
 #include <cmath>
 
 #include "compute/conformance/conformance.hpp"
@@ -22,11 +22,15 @@ Vec scaled(Vec v, double s) {
 /// ref += init, bound += γ·|init| when the variant accumulates.
 void add_init(const Ctx& ctx, Vec& ref, Vec& bound, const Vec& init, double gamma) {
   if (!ctx.variant.accumulate) return;
-  for (std::size_t i = 0; i < ref.size(); ++i) ref[i] += init[i], bound[i] += gamma * std::abs(init[i]);
+  for (std::size_t i = 0; i < ref.size(); ++i)
+    ref[i] += init[i], bound[i] += gamma * std::abs(init[i]);
 }
-Vec init_of(Ctx& ctx, std::size_t n, std::uint64_t seed) { return ctx.variant.accumulate ? ctx.values(n, seed) : Vec{}; }
+Vec init_of(Ctx& ctx, std::size_t n, std::uint64_t seed) {
+  return ctx.variant.accumulate ? ctx.values(n, seed) : Vec{};
+}
 
-// ---- linear: x (M,K), w (N,K), b (N) -------------------------------------------------------------
+// ---- linear: x (M,K), w (N,K), b (N)
+// -------------------------------------------------------------
 struct LinearDims {
   int M, K, N;
 };
@@ -35,9 +39,11 @@ LinearDims linear_dims(const Variant& v) { return {v.batch(257), v.w(33), v.dim(
 
 void run_linear_forward(Ctx& ctx) {
   const auto [M, K, N] = linear_dims(ctx.variant);
-  const Vec x = ctx.values(std::size_t(M) * K, 21), w = ctx.values(std::size_t(N) * K, 22), b = ctx.values(N, 23);
+  const Vec x = ctx.values(std::size_t(M) * K, 21), w = ctx.values(std::size_t(N) * K, 22),
+            b = ctx.values(N, 23);
   const Vec want = ref::linear_forward(x, w, b, M, K, N);
-  const Vec bound = scaled(ref::linear_forward(abs_of(x), abs_of(w), abs_of(b), M, K, N), ctx.gamma(K + 1));
+  const Vec bound =
+      scaled(ref::linear_forward(abs_of(x), abs_of(w), abs_of(b), M, K, N), ctx.gamma(K + 1));
   const Tensor tx = ctx.input(x, {M, K}), tw = ctx.input(w, {N, K}), tb = ctx.input(b, {N});
   Tensor ty = ctx.output({M, N});
   compute::linear_forward(ctx.backend, tx, tw, &tb, ty);
@@ -50,7 +56,8 @@ void run_linear_backward(Ctx& ctx) {
             w = ctx.values(std::size_t(N) * K, 26);
   ref::LinearGrads want = ref::linear_backward(dy, x, w, M, K, N);
   const ref::LinearGrads mag = ref::linear_backward(abs_of(dy), abs_of(x), abs_of(w), M, K, N);
-  Vec bdx = scaled(mag.dx, ctx.gamma(N)), bdw = scaled(mag.dw, ctx.gamma(M + 1)), bdb = scaled(mag.db, ctx.gamma(M + 1));
+  Vec bdx = scaled(mag.dx, ctx.gamma(N)), bdw = scaled(mag.dw, ctx.gamma(M + 1)),
+      bdb = scaled(mag.db, ctx.gamma(M + 1));
   const Vec dw0 = init_of(ctx, want.dw.size(), 27), db0 = init_of(ctx, want.db.size(), 28);
   add_init(ctx, want.dw, bdw, dw0, ctx.gamma(M + 1));
   add_init(ctx, want.db, bdb, db0, ctx.gamma(M + 1));
@@ -62,7 +69,8 @@ void run_linear_backward(Ctx& ctx) {
   ctx.expect_within("db", tdb, want.db, bdb);
 }
 
-// ---- images (N, C, H, W) normalised over C (layer norm) or over N, H, W (batch norm) ---------------
+// ---- images (N, C, H, W) normalised over C (layer norm) or over N, H, W (batch norm)
+// ---------------
 struct ImageDims {
   int N, C, H, W;
   int P() const { return H * W; }
@@ -73,7 +81,8 @@ ImageDims image_dims(const Variant& v) { return {v.n(), v.dim(7), v.dim(17), v.w
 
 void run_layernorm_forward(Ctx& ctx) {
   const ImageDims d = image_dims(ctx.variant);
-  const Vec x = ctx.values(numel(d.shape()), 31, -2, 3), g = ctx.values(d.C, 32, 0.5, 1.5), b = ctx.values(d.C, 33);
+  const Vec x = ctx.values(numel(d.shape()), 31, -2, 3), g = ctx.values(d.C, 32, 0.5, 1.5),
+            b = ctx.values(d.C, 33);
   const ref::LayerNormOut want = ref::layernorm_forward(x, g, b, d.N, d.C, d.P(), 1e-5);
   const Tensor tx = ctx.input(x, d.shape()), tg = ctx.input(g, {d.C}), tb = ctx.input(b, {d.C});
   Tensor ty = ctx.output(d.shape()), tm = ctx.output(d.stats()), tr = ctx.output(d.stats());
@@ -126,10 +135,11 @@ void run_layernorm_backward(Ctx& ctx) {
   const Vec dg0 = init_of(ctx, d.C, 37), db0 = init_of(ctx, d.C, 38);
   add_init(ctx, want.dgamma, bdg, dg0, ctx.gamma(terms + 4));
   add_init(ctx, want.dbeta, bdb, db0, ctx.gamma(terms + 1));
-  const Tensor tdy = ctx.input(dy, d.shape()), tx = ctx.input(x, d.shape()), tg = ctx.input(g, {d.C}),
-               tm = ctx.input(m, d.stats()), tr = ctx.input(r, d.stats());
+  const Tensor tdy = ctx.input(dy, d.shape()), tx = ctx.input(x, d.shape()),
+               tg = ctx.input(g, {d.C}), tm = ctx.input(m, d.stats()), tr = ctx.input(r, d.stats());
   Tensor tdx = ctx.output(d.shape()), tdg = ctx.output({d.C}, dg0), tdb = ctx.output({d.C}, db0);
-  compute::layernorm_backward(ctx.backend, tdy, tx, tg, tm, tr, tdx, tdg, tdb, ctx.variant.accumulate);
+  compute::layernorm_backward(ctx.backend, tdy, tx, tg, tm, tr, tdx, tdg, tdb,
+                              ctx.variant.accumulate);
   ctx.expect_within("dx", tdx, want.dx, bdx);
   ctx.expect_within("dgamma", tdg, want.dgamma, bdg);
   ctx.expect_within("dbeta", tdb, want.dbeta, bdb);
@@ -140,7 +150,8 @@ struct Stats {
   Vec mean, rstd, gamma, beta;
 };
 Stats stats_of(Ctx& ctx, int C) {
-  return {ctx.values(C, 41, -0.5, 0.5), ctx.values(C, 42, 0.5, 2.0), ctx.values(C, 43, 0.5, 1.5), ctx.values(C, 44)};
+  return {ctx.values(C, 41, -0.5, 0.5), ctx.values(C, 42, 0.5, 2.0), ctx.values(C, 43, 0.5, 1.5),
+          ctx.values(C, 44)};
 }
 
 void run_channel_moments(Ctx& ctx) {
@@ -168,11 +179,13 @@ void run_batchnorm_forward(Ctx& ctx) {
     for (int c = 0; c < d.C; ++c)
       for (int p = 0; p < d.P(); ++p) {
         const std::size_t i = ref::at(n, c, p, d.C, d.P());
-        bound[i] = ctx.gamma(5) * ((std::abs(x[i]) + std::abs(s.mean[c])) * s.rstd[c] * std::abs(s.gamma[c]) +
-                                   std::abs(s.beta[c]));
+        bound[i] = ctx.gamma(5) *
+                   ((std::abs(x[i]) + std::abs(s.mean[c])) * s.rstd[c] * std::abs(s.gamma[c]) +
+                    std::abs(s.beta[c]));
       }
-  const Tensor tx = ctx.input(x, d.shape()), tm = ctx.input(s.mean, {d.C}), tr = ctx.input(s.rstd, {d.C}),
-               tg = ctx.input(s.gamma, {d.C}), tb = ctx.input(s.beta, {d.C});
+  const Tensor tx = ctx.input(x, d.shape()), tm = ctx.input(s.mean, {d.C}),
+               tr = ctx.input(s.rstd, {d.C}), tg = ctx.input(s.gamma, {d.C}),
+               tb = ctx.input(s.beta, {d.C});
   Tensor ty = ctx.output(d.shape());
   compute::batchnorm_forward(ctx.backend, tx, tm, tr, tg, tb, ty);
   ctx.expect_within("y", ty, want, bound);
@@ -183,7 +196,8 @@ void run_batchnorm_backward_reduce(Ctx& ctx) {
   const Vec x = ctx.values(numel(d.shape()), 47), dy = ctx.values(numel(d.shape()), 48);
   const Stats s = stats_of(ctx, d.C);
   const ref::Moments want = ref::batchnorm_backward_reduce(dy, x, s.mean, s.rstd, d.N, d.C, d.P());
-  // Σ dy·(x − mean)·rstd, possibly as (Σ dy·x − mean·Σ dy)·rstd: bounded on |dy|·(|x| + |mean|)·rstd.
+  // Σ dy·(x − mean)·rstd, possibly as (Σ dy·x − mean·Σ dy)·rstd: bounded on |dy|·(|x| +
+  // |mean|)·rstd.
   Vec bsum(d.C, 0.0), bxh(d.C, 0.0);
   for (int n = 0; n < d.N; ++n)
     for (int c = 0; c < d.C; ++c)
@@ -193,8 +207,8 @@ void run_batchnorm_backward_reduce(Ctx& ctx) {
         bxh[c] += std::abs(dy[i]) * (std::abs(x[i]) + std::abs(s.mean[c])) * s.rstd[c];
       }
   const std::int64_t terms = std::int64_t(d.N) * d.P();
-  const Tensor tdy = ctx.input(dy, d.shape()), tx = ctx.input(x, d.shape()), tm = ctx.input(s.mean, {d.C}),
-               tr = ctx.input(s.rstd, {d.C});
+  const Tensor tdy = ctx.input(dy, d.shape()), tx = ctx.input(x, d.shape()),
+               tm = ctx.input(s.mean, {d.C}), tr = ctx.input(s.rstd, {d.C});
   Tensor t1 = ctx.output({d.C}, DType::F64, ctx.variant.layout, {}),
          t2 = ctx.output({d.C}, DType::F64, ctx.variant.layout, {});
   compute::batchnorm_backward_reduce(ctx.backend, tdy, tx, tm, tr, t1, t2);
@@ -207,8 +221,10 @@ void run_batchnorm_backward_data(Ctx& ctx) {
   const Vec x = ctx.values(numel(d.shape()), 49), dy = ctx.values(numel(d.shape()), 50);
   const Stats s = stats_of(ctx, d.C);
   const double count = double(d.N) * d.P() + 2;  // the global batch: other ranks hold more
-  const Vec sum_dy = test::values(d.C, 51, DType::F64, -3, 3), sum_xh = test::values(d.C, 52, DType::F64, -3, 3);
-  const Vec want = ref::batchnorm_backward_data(dy, x, s.mean, s.rstd, s.gamma, sum_dy, sum_xh, count, d.N, d.C, d.P());
+  const Vec sum_dy = test::values(d.C, 51, DType::F64, -3, 3),
+            sum_xh = test::values(d.C, 52, DType::F64, -3, 3);
+  const Vec want = ref::batchnorm_backward_data(dy, x, s.mean, s.rstd, s.gamma, sum_dy, sum_xh,
+                                                count, d.N, d.C, d.P());
   // γ·rstd·(dy − Σdy/count − x̂·Σdy·x̂/count): the f64 sums may be rounded to the dtype, x̂ as in
   // the reduce; 8 roundings on these magnitudes.
   Vec bound(want.size());
@@ -217,11 +233,13 @@ void run_batchnorm_backward_data(Ctx& ctx) {
       for (int p = 0; p < d.P(); ++p) {
         const std::size_t i = ref::at(n, c, p, d.C, d.P());
         const double xh = (std::abs(x[i]) + std::abs(s.mean[c])) * s.rstd[c];
-        bound[i] = ctx.gamma(8) * std::abs(s.gamma[c]) * s.rstd[c] *
-                   (std::abs(dy[i]) + std::abs(sum_dy[c]) / count + xh * std::abs(sum_xh[c]) / count);
+        bound[i] =
+            ctx.gamma(8) * std::abs(s.gamma[c]) * s.rstd[c] *
+            (std::abs(dy[i]) + std::abs(sum_dy[c]) / count + xh * std::abs(sum_xh[c]) / count);
       }
-  const Tensor tdy = ctx.input(dy, d.shape()), tx = ctx.input(x, d.shape()), tm = ctx.input(s.mean, {d.C}),
-               tr = ctx.input(s.rstd, {d.C}), tg = ctx.input(s.gamma, {d.C});
+  const Tensor tdy = ctx.input(dy, d.shape()), tx = ctx.input(x, d.shape()),
+               tm = ctx.input(s.mean, {d.C}), tr = ctx.input(s.rstd, {d.C}),
+               tg = ctx.input(s.gamma, {d.C});
   const Tensor ts = ctx.input(sum_dy, {d.C}, DType::F64), tq = ctx.input(sum_xh, {d.C}, DType::F64);
   Tensor tdx = ctx.output(d.shape());
   compute::batchnorm_backward_data(ctx.backend, tdy, tx, tm, tr, tg, ts, tq, count, tdx);

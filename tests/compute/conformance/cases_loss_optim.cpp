@@ -15,7 +15,8 @@ using compute::OpKind;
 std::vector<std::int64_t> labels_of(std::size_t n, int K, std::uint64_t seed) {
   const Vec r = random_doubles(n, seed, 0, K);
   std::vector<std::int64_t> out(n);
-  for (std::size_t i = 0; i < n; ++i) out[i] = i % 5 == 3 ? -1 : std::min<std::int64_t>(K - 1, std::int64_t(r[i]));
+  for (std::size_t i = 0; i < n; ++i)
+    out[i] = i % 5 == 3 ? -1 : std::min<std::int64_t>(K - 1, std::int64_t(r[i]));
   return out;
 }
 
@@ -24,7 +25,8 @@ void run_softmax_cross_entropy(Ctx& ctx) {
   const int N = v.n(), K = v.dim(7), H = v.dim(17), W = v.w(33);
   for (bool image : {false, true}) {
     const int P = image ? H * W : 1;
-    const Shape ls = image ? Shape{N, K, H, W} : Shape{N, K}, lab = image ? Shape{N, H, W} : Shape{N};
+    const Shape ls = image ? Shape{N, K, H, W} : Shape{N, K},
+                lab = image ? Shape{N, H, W} : Shape{N};
     const Vec logits = ctx.values(numel(ls), 91, -4, 4);
     const std::vector<std::int64_t> labels = labels_of(numel(lab), K, 92);
     const double scale = 0.125;
@@ -32,8 +34,10 @@ void run_softmax_cross_entropy(Ctx& ctx) {
     const Tensor tl = ctx.input(logits, ls), tlab = ctx.input_i64(labels, lab);
     Tensor loss = ctx.output_f64({1}), dl = ctx.output(ls);
     compute::softmax_cross_entropy(ctx.backend, tl, tlab, scale, loss, dl);
-    ctx.expect_close(image ? "loss (N,K,H,W)" : "loss (N,K)", loss, {want.loss}, rtol_of(ctx.dtype));
-    ctx.expect_close(image ? "dlogits (N,K,H,W)" : "dlogits (N,K)", dl, want.dlogits, rtol_of(ctx.dtype));
+    ctx.expect_close(image ? "loss (N,K,H,W)" : "loss (N,K)", loss, {want.loss},
+                     rtol_of(ctx.dtype));
+    ctx.expect_close(image ? "dlogits (N,K,H,W)" : "dlogits (N,K)", dl, want.dlogits,
+                     rtol_of(ctx.dtype));
   }
 }
 
@@ -42,12 +46,13 @@ Shape flat_shape(const Variant& v) { return {v.n(), v.dim(7), v.w(33)}; }
 void run_sgd_step(Ctx& ctx) {
   const Shape s = flat_shape(ctx.variant);
   const double lr = 0.1, momentum = 0.9, wd = 0.01;
-  const Vec p0 = ctx.values(numel(s), 93), g = ctx.values(numel(s), 94), b0 = ctx.values(numel(s), 95);
+  const Vec p0 = ctx.values(numel(s), 93), g = ctx.values(numel(s), 94),
+            b0 = ctx.values(numel(s), 95);
   for (bool nesterov : {false, true}) {
     Vec p = p0, buf = b0;
     ref::sgd_step(p, g, buf, lr, momentum, wd, nesterov);
-    // g' = g + wd·p, buf' = m·buf + g', v = buf' or g' + m·buf', p' = p − lr·v: each a few roundings
-    // (lr, momentum and wd rounded to the dtype too) on these magnitudes.
+    // g' = g + wd·p, buf' = m·buf + g', v = buf' or g' + m·buf', p' = p − lr·v: each a few
+    // roundings (lr, momentum and wd rounded to the dtype too) on these magnitudes.
     Vec bp(p.size()), bb(p.size());
     for (std::size_t i = 0; i < p.size(); ++i) {
       const double gm = std::abs(g[i]) + wd * std::abs(p0[i]), bm = momentum * std::abs(b0[i]) + gm;
@@ -67,8 +72,8 @@ void run_adamw_step(Ctx& ctx) {
   const Shape s = flat_shape(ctx.variant);
   const double lr = 1e-2, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.01;
   const std::int64_t step = 3;
-  const Vec p0 = ctx.values(numel(s), 96), g = ctx.values(numel(s), 97), m0 = ctx.values(numel(s), 98),
-            v0 = ctx.values(numel(s), 99, 0.0, 0.5);
+  const Vec p0 = ctx.values(numel(s), 96), g = ctx.values(numel(s), 97),
+            m0 = ctx.values(numel(s), 98), v0 = ctx.values(numel(s), 99, 0.0, 0.5);
   Vec p = p0, m = m0, v = v0;
   ref::adamw_step(p, g, m, v, lr, b1, b2, eps, wd, step);
   Tensor tp = ctx.output(s, p0), tm = ctx.output(s, m0), tv = ctx.output(s, v0);

@@ -37,7 +37,9 @@ Vec rounded(Vec v, DType dt) {
   return v;
 }
 double act_ref(Activation a, double x) {
-  return a == Activation::Relu ? ref::relu(x) : a == Activation::Gelu ? ref::gelu(x) : ref::sigmoid(x);
+  return a == Activation::Relu   ? ref::relu(x)
+         : a == Activation::Gelu ? ref::gelu(x)
+                                 : ref::sigmoid(x);
 }
 
 void run_activation_forward(Ctx& ctx) {
@@ -75,8 +77,8 @@ void run_activation_backward(Ctx& ctx) {
       const double s = saved[i];
       if (a == Activation::Relu) want[i] = s > 0 ? dy[i] : 0.0;  // exact
       if (a == Activation::Gelu) {
-        // Φ(x) + x·φ(x): erf's error halved, e^(−x²/2)'s relative error plus x²/2·u from its rounded
-        // argument, a few roundings; times dy.
+        // Φ(x) + x·φ(x): erf's error halved, e^(−x²/2)'s relative error plus x²/2·u from its
+        // rounded argument, a few roundings; times dy.
         const double phi = std::exp(-0.5 * s * s) / std::sqrt(2 * 3.14159265358979323846);
         want[i] = dy[i] * ref::gelu_grad(s);
         bound[i] = ctx.gamma(kFnUlps + 8) * std::abs(dy[i]) * (1 + std::abs(s) * phi * (1 + s * s));
@@ -117,10 +119,13 @@ void run_scale_channels_backward(Ctx& ctx) {
     const Vec want_dx = ref::scale_channels(dy, s, d.N, d.C, d.P());
     Vec want_ds = ref::scale_channels_ds(dy, x, numel(ss), d.N, d.C, d.P());
     const std::int64_t terms = (per_sample ? 1 : std::int64_t(d.N)) * d.P() + 1;  // +1: accumulated
-    Vec bds = scaled(ref::scale_channels_ds(abs_of(dy), abs_of(x), numel(ss), d.N, d.C, d.P()), ctx.gamma(terms));
+    Vec bds = scaled(ref::scale_channels_ds(abs_of(dy), abs_of(x), numel(ss), d.N, d.C, d.P()),
+                     ctx.gamma(terms));
     const Vec ds0 = ctx.variant.accumulate ? ctx.values(numel(ss), 69) : Vec{};
-    for (std::size_t i = 0; i < ds0.size(); ++i) want_ds[i] += ds0[i], bds[i] += ctx.gamma(terms) * std::abs(ds0[i]);
-    const Tensor tdy = ctx.input(dy, d.shape()), tx = ctx.input(x, d.shape()), ts = ctx.input(s, ss);
+    for (std::size_t i = 0; i < ds0.size(); ++i)
+      want_ds[i] += ds0[i], bds[i] += ctx.gamma(terms) * std::abs(ds0[i]);
+    const Tensor tdy = ctx.input(dy, d.shape()), tx = ctx.input(x, d.shape()),
+                 ts = ctx.input(s, ss);
     Tensor tdx = ctx.output(d.shape()), tds = ctx.output(ss, ds0);
     compute::scale_channels_backward(ctx.backend, tdy, tx, ts, &tdx, tds, ctx.variant.accumulate);
     ctx.expect_within("dx", tdx, want_dx, scaled(abs_of(want_dx), ctx.gamma(1)));
@@ -142,9 +147,11 @@ void run_channel_broadcast(Ctx& ctx) {
   const Dims d = dims_of(ctx.variant);
   const double factor = 0.3;  // not a power of two: rounded to an f32 kernel's dtype
   const Vec g = ctx.values(std::size_t(d.N) * d.C, 71);
-  Vec want = ref::channel_broadcast(g, factor, d.N, d.C, d.P()), bound = scaled(abs_of(want), ctx.gamma(3));
+  Vec want = ref::channel_broadcast(g, factor, d.N, d.C, d.P()),
+      bound = scaled(abs_of(want), ctx.gamma(3));
   const Vec y0 = ctx.variant.accumulate ? ctx.values(want.size(), 72) : Vec{};
-  for (std::size_t i = 0; i < y0.size(); ++i) want[i] += y0[i], bound[i] += ctx.gamma(3) * std::abs(y0[i]);
+  for (std::size_t i = 0; i < y0.size(); ++i)
+    want[i] += y0[i], bound[i] += ctx.gamma(3) * std::abs(y0[i]);
   const Tensor tg = ctx.input(g, {d.N, d.C});
   Tensor ty = ctx.output(d.shape(), y0);
   compute::channel_broadcast(ctx.backend, tg, factor, ty, ctx.variant.accumulate);
@@ -169,7 +176,8 @@ void run_axpy(Ctx& ctx) {
   const Vec x = ctx.values(numel(d.shape()), 75), y0 = ctx.values(numel(d.shape()), 76);
   Vec want(x.size()), bound(x.size());
   for (std::size_t i = 0; i < x.size(); ++i)
-    want[i] = y0[i] + alpha * x[i], bound[i] = ctx.gamma(3) * (std::abs(y0[i]) + std::abs(alpha * x[i]));
+    want[i] = y0[i] + alpha * x[i],
+    bound[i] = ctx.gamma(3) * (std::abs(y0[i]) + std::abs(alpha * x[i]));
   const Tensor tx = ctx.input(x, d.shape());
   Tensor ty = ctx.output(d.shape(), y0);
   compute::axpy(ctx.backend, alpha, tx, ty);
@@ -216,8 +224,10 @@ void run_upsample(Ctx& ctx, bool backward) {
       const Tensor tdy = ctx.input(dy, up);
       Tensor tdx = ctx.output(d.shape());
       compute::upsample_nearest_backward(ctx.backend, tdy, f, tdx);
-      ctx.expect_within(what.c_str(), tdx, ref::upsample_nearest_backward(dy, d.N, d.C, d.H, d.W, f),
-                        scaled(ref::upsample_nearest_backward(abs_of(dy), d.N, d.C, d.H, d.W, f), ctx.gamma(f * f)));
+      ctx.expect_within(what.c_str(), tdx,
+                        ref::upsample_nearest_backward(dy, d.N, d.C, d.H, d.W, f),
+                        scaled(ref::upsample_nearest_backward(abs_of(dy), d.N, d.C, d.H, d.W, f),
+                               ctx.gamma(f * f)));
     }
   }
 }

@@ -12,22 +12,28 @@ namespace tessera::test::compute_conformance {
 
 const char* size_name(Size s) {
   switch (s) {
-    case Size::Odd: return "odd sizes";
-    case Size::Unit: return "unit sizes";
-    case Size::EmptyBatch: return "empty batch";
-    case Size::EmptyWidth: return "empty width";
+    case Size::Odd:
+      return "odd sizes";
+    case Size::Unit:
+      return "unit sizes";
+    case Size::EmptyBatch:
+      return "empty batch";
+    case Size::EmptyWidth:
+      return "empty width";
   }
   return "?";
 }
 
 std::string Variant::name() const {
-  return std::string(layout_name(layout)) + ", " + size_name(size) + (accumulate ? ", accumulate" : "");
+  return std::string(layout_name(layout)) + ", " + size_name(size) +
+         (accumulate ? ", accumulate" : "");
 }
 
 std::vector<Variant> variants_of(const Traits& t) {
   std::vector<Variant> base;
   if (t.strided) {
-    for (Layout l : {Layout::Contiguous, Layout::NarrowLast, Layout::NarrowChannels, Layout::StrideTwo})
+    for (Layout l :
+         {Layout::Contiguous, Layout::NarrowLast, Layout::NarrowChannels, Layout::StrideTwo})
       base.push_back({l, Size::Odd});
   } else {
     base.push_back({Layout::Contiguous, Size::Odd});
@@ -57,8 +63,8 @@ std::vector<unsigned char> bytes_of(const Tensor& contiguous) {
 }
 
 /// Byte offsets (from `first`) of every element of a view with `shape` and `strides`, row-major.
-std::vector<std::size_t> element_offsets(const Shape& shape, const Shape& strides, std::size_t first,
-                                         std::size_t elem) {
+std::vector<std::size_t> element_offsets(const Shape& shape, const Shape& strides,
+                                         std::size_t first, std::size_t elem) {
   std::vector<std::size_t> out;
   const std::size_t n = numel(shape);
   std::vector<std::int64_t> idx(shape.size(), 0);
@@ -74,14 +80,17 @@ std::vector<std::size_t> element_offsets(const Shape& shape, const Shape& stride
   return out;
 }
 
-/// The view of `host_window`'s place in `host_base`, made on `base` (a copy of host_base elsewhere).
+/// The view of `host_window`'s place in `host_base`, made on `base` (a copy of host_base
+/// elsewhere).
 Tensor same_view(const Tensor& base, const Tensor& host_window, const Tensor& host_base) {
   if (host_window.raw_data() == host_base.raw_data() && host_window.is_contiguous() &&
       host_window.numel() == host_base.numel())
     return base;
-  const auto off = static_cast<const char*>(host_window.raw_data()) - static_cast<const char*>(host_base.raw_data());
-  return Tensor::from_blob(static_cast<char*>(base.raw_data()) + off, host_window.shape(), host_window.dtype(),
-                           std::make_shared<Tensor>(base), host_window.strides());
+  const auto off = static_cast<const char*>(host_window.raw_data()) -
+                   static_cast<const char*>(host_base.raw_data());
+  return Tensor::from_blob(static_cast<char*>(base.raw_data()) + off, host_window.shape(),
+                           host_window.dtype(), std::make_shared<Tensor>(base),
+                           host_window.strides());
 }
 
 }  // namespace
@@ -92,7 +101,8 @@ Tensor Ctx::track(const View& host, bool is_output) {
   if (is_output) {
     const auto first = std::size_t(static_cast<const char*>(host.t.raw_data()) -
                                    static_cast<const char*>(host.base.raw_data()));
-    t.offsets = element_offsets(host.t.shape(), host.t.strides(), first, core::dtype_size(host.t.dtype()));
+    t.offsets =
+        element_offsets(host.t.shape(), host.t.strides(), first, core::dtype_size(host.t.dtype()));
   }
   t.base = to_backend(backend, host.base);
   t.window = same_view(t.base, host.t, host.base);
@@ -120,7 +130,8 @@ Tensor Ctx::output(const Shape& shape, DType dt, Layout layout, const Vec& init)
 
 const Ctx::Tracked& Ctx::find(const Tensor& t) const {
   for (const Tracked& tr : tracked_)
-    if (tr.window.raw_data() == t.raw_data() && tr.window.shape() == t.shape() && tr.window.strides() == t.strides())
+    if (tr.window.raw_data() == t.raw_data() && tr.window.shape() == t.shape() &&
+        tr.window.strides() == t.strides())
       return tr;
   throw InvalidArgument("compute conformance: " + t.describe() + " was not made by this Ctx");
 }
@@ -128,7 +139,9 @@ const Ctx::Tracked& Ctx::find(const Tensor& t) const {
 void Ctx::expect_within(const char* what, const Tensor& out, const Vec& ref, const Vec& bound) {
   const Tracked& tr = find(out);
   const Tensor host_base = to_host(backend, tr.base);
-  const Closeness c = compare_within(to_doubles(same_view(host_base, tr.window, tr.base)), ref, bound);
+  const Closeness c =
+      compare_within(to_doubles(same_view(host_base, tr.window, tr.base)), ref, bound);
+  worst_share_ = std::max(worst_share_, c.rel_err);
   if (!c.ok) throw CheckFailure(std::string(what) + " " + out.describe() + ": " + c.report);
 }
 
@@ -136,6 +149,7 @@ void Ctx::expect_close(const char* what, const Tensor& out, const Vec& ref, doub
   const Tracked& tr = find(out);
   const Tensor host_base = to_host(backend, tr.base);
   const Closeness c = compare(to_doubles(same_view(host_base, tr.window, tr.base)), ref, rtol);
+  worst_share_ = std::max(worst_share_, c.rel_err / rtol);
   if (!c.ok) throw CheckFailure(std::string(what) + " " + out.describe() + ": " + c.report);
 }
 
@@ -149,9 +163,10 @@ void Ctx::check_guards() {
       for (std::size_t b = 0; b < elem; ++b) inside[off + b] = true;
     for (std::size_t i = 0; i < now.size(); ++i)
       if (!inside[i] && now[i] != tr.before[i])
-        throw CheckFailure(detail::cat(tr.is_output ? "output " : "input ", tr.window.describe(), " (tensor #", k,
-                                       " of the call): byte ", i, " of its buffer ",
-                                       tr.is_output ? "outside the window " : "", "was overwritten"));
+        throw CheckFailure(detail::cat(tr.is_output ? "output " : "input ", tr.window.describe(),
+                                       " (tensor #", k, " of the call): byte ", i,
+                                       " of its buffer ", tr.is_output ? "outside the window " : "",
+                                       "was overwritten"));
   }
 }
 
@@ -181,9 +196,12 @@ const OpCase* find_case(compute::OpKind op) {
 
 const char* outcome_name(Outcome o) {
   switch (o) {
-    case Outcome::Pass: return "pass";
-    case Outcome::Unsupported: return "unsupported";
-    case Outcome::Fail: return "FAIL";
+    case Outcome::Pass:
+      return "pass";
+    case Outcome::Unsupported:
+      return "unsupported";
+    case Outcome::Fail:
+      return "FAIL";
   }
   return "?";
 }
@@ -196,8 +214,9 @@ Report check_op(compute::Backend& backend, compute::OpKind op, DType dtype,
   r.dtype = dtype;
   const OpCase* c = find_case(op);
   if (!c) {
-    r.missing_case = detail::cat("op ", compute::op_name(op), " (OpKind ", int(op),
-                                 ") has no conformance case: add one to tests/compute/conformance/cases_*.cpp");
+    r.missing_case =
+        detail::cat("op ", compute::op_name(op), " (OpKind ", int(op),
+                    ") has no conformance case: add one to tests/compute/conformance/cases_*.cpp");
     return r;
   }
   const std::vector<Variant> variants = variants_of(c->traits);
@@ -209,6 +228,7 @@ Report check_op(compute::Backend& backend, compute::OpKind op, DType dtype,
       Ctx ctx(backend, dtype, variants[i]);
       c->run(ctx);
       ctx.check_guards();
+      res.worst_share = ctx.worst_share();
     } catch (const Unsupported& e) {
       res.outcome = Outcome::Unsupported;
       res.message = e.what();
@@ -228,7 +248,15 @@ Report check_op(compute::Backend& backend, compute::OpKind op, DType dtype,
 }
 
 int Report::count(Outcome o) const {
-  return int(std::count_if(results.begin(), results.end(), [o](const VariantResult& v) { return v.outcome == o; }));
+  return int(std::count_if(results.begin(), results.end(),
+                           [o](const VariantResult& v) { return v.outcome == o; }));
+}
+
+double Report::worst_share() const {
+  double w = 0;
+  for (const VariantResult& v : results)
+    if (v.outcome == Outcome::Pass) w = std::max(w, v.worst_share);
+  return w;
 }
 
 Outcome Report::overall() const {
@@ -242,8 +270,8 @@ std::string Report::title() const {
 
 std::string Report::details() const {
   std::ostringstream os;
-  os << title() << ": " << count(Outcome::Pass) << " passed, " << count(Outcome::Unsupported) << " unsupported, "
-     << count(Outcome::Fail) << " failed of " << results.size() << " variants";
+  os << title() << ": " << count(Outcome::Pass) << " passed, " << count(Outcome::Unsupported)
+     << " unsupported, " << count(Outcome::Fail) << " failed of " << results.size() << " variants";
   if (!missing_case.empty()) os << "\n  " << missing_case;
   for (const VariantResult& v : results)
     if (v.outcome != Outcome::Pass)

@@ -48,10 +48,10 @@ struct Variant {
 
 /// What an op's contract lets the suite vary.
 struct Traits {
-  bool strided = true;          ///< inputs and outputs may be views (else contiguous only)
-  bool accumulate = false;      ///< the op has an accumulate flag
-  bool empty_batch = true;      ///< a 0 batch is valid
-  bool empty_width = true;      ///< a 0 width / last dim is valid
+  bool strided = true;      ///< inputs and outputs may be views (else contiguous only)
+  bool accumulate = false;  ///< the op has an accumulate flag
+  bool empty_batch = true;  ///< a 0 batch is valid
+  bool empty_width = true;  ///< a 0 width / last dim is valid
 };
 /// The variants run for an op with these traits: every layout at odd sizes, contiguous and
 /// stride 2 at unit sizes, contiguous at each allowed empty size; each with accumulate off and on
@@ -81,14 +81,20 @@ class Ctx {
   }
   /// An input holding `v` (row-major), in the variant's layout or in `layout`.
   Tensor input(const Vec& v, const Shape& shape) { return input(v, shape, variant.layout); }
-  Tensor input(const Vec& v, const Shape& shape, Layout layout) { return input(v, shape, dtype, layout); }
+  Tensor input(const Vec& v, const Shape& shape, Layout layout) {
+    return input(v, shape, dtype, layout);
+  }
   /// An input of another float dtype (the f64 sums some ops take), in the variant's layout.
-  Tensor input(const Vec& v, const Shape& shape, DType dt) { return input(v, shape, dt, variant.layout); }
+  Tensor input(const Vec& v, const Shape& shape, DType dt) {
+    return input(v, shape, dt, variant.layout);
+  }
   Tensor input(const Vec& v, const Shape& shape, DType dt, Layout layout);
   /// An i64 input (contiguous).
   Tensor input_i64(const std::vector<std::int64_t>& v, const Shape& shape);
   /// An output in the variant's layout holding garbage, or `init` (accumulated into, in place).
-  Tensor output(const Shape& shape, const Vec& init = {}) { return output(shape, dtype, variant.layout, init); }
+  Tensor output(const Shape& shape, const Vec& init = {}) {
+    return output(shape, dtype, variant.layout, init);
+  }
   /// An f64 reduction output (contiguous).
   Tensor output_f64(const Shape& shape, const Vec& init = {}) {
     return output(shape, DType::F64, Layout::Contiguous, init);
@@ -108,17 +114,20 @@ class Ctx {
   double gamma(std::int64_t m) const;
   /// The unit roundoff of the call's dtype.
   double unit_roundoff() const;
+  /// The largest error of the comparisons so far as a share of its bound (1 = at the bound).
+  double worst_share() const { return worst_share_; }
 
  private:
   struct Tracked {
-    Tensor window, base;               // in the backend's memory
-    std::vector<unsigned char> before; // base's bytes when made
-    std::vector<std::size_t> offsets;  // byte offsets of the window's elements in base (outputs)
+    Tensor window, base;                // in the backend's memory
+    std::vector<unsigned char> before;  // base's bytes when made
+    std::vector<std::size_t> offsets;   // byte offsets of the window's elements in base (outputs)
     bool is_output = false;
   };
   const Tracked& find(const Tensor& t) const;
   Tensor track(const View& host, bool is_output);
   std::vector<Tracked> tracked_;
+  double worst_share_ = 0;
 };
 
 /// One op's conformance case: what it may vary and the check of one variant (a function that
@@ -144,7 +153,8 @@ const char* outcome_name(Outcome o);
 struct VariantResult {
   Variant variant;
   Outcome outcome = Outcome::Pass;
-  std::string message;  ///< the failure, or the backend's Unsupported message
+  std::string message;     ///< the failure, or the backend's Unsupported message
+  double worst_share = 0;  ///< of a passed variant: its largest error as a share of the bound
 };
 
 /// What check_op found for one backend × op × dtype.
@@ -156,6 +166,8 @@ struct Report {
   std::string missing_case;  ///< set when the op has no conformance case (a failure)
 
   int count(Outcome o) const;
+  /// The largest worst_share of the passed variants (how close the backend came to the bounds).
+  double worst_share() const;
   /// Fail when a variant failed or the case is missing; Unsupported when every variant was
   /// unsupported; Pass otherwise (some variants may still be unsupported: see count()).
   Outcome overall() const;

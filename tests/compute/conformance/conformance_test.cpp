@@ -25,11 +25,13 @@ std::unique_ptr<compute::Backend> create_backend(const std::string& name) {
   return builtin_registry().create(name, o);
 }
 
-/// Prints "unsupported: <backend> <op> <dtype> [<variant>]: <message>" for each unsupported variant.
+/// Prints "unsupported: <backend> <op> <dtype> [<variant>]: <message>" for each unsupported
+/// variant.
 void print_unsupported(const Report& r) {
   for (const VariantResult& v : r.results)
     if (v.outcome == Outcome::Unsupported)
-      std::printf("unsupported: %s [%s]: %s\n", r.title().c_str(), v.variant.name().c_str(), v.message.c_str());
+      std::printf("unsupported: %s [%s]: %s\n", r.title().c_str(), v.variant.name().c_str(),
+                  v.message.c_str());
   std::fflush(stdout);
 }
 
@@ -53,9 +55,12 @@ const bool kRegistered = [] {
     for (int k = 0; k < int(OpKind::kCount); ++k)
       for (DType dt : kDTypes) {
         const OpKind op = static_cast<OpKind>(k);
-        register_test_case(detail::cat("conformance.", backend, ".", compute::op_name(op), ".", core::dtype_name(dt)),
-                           "[conformance]", [backend, op, dt] { run_conformance_case(*create_backend(backend), op, dt); }, __FILE__,
-                           __LINE__);
+        register_test_case(
+            detail::cat("conformance.", backend, ".", compute::op_name(op), ".",
+                        core::dtype_name(dt)),
+            "[conformance]",
+            [backend, op, dt] { run_conformance_case(*create_backend(backend), op, dt); }, __FILE__,
+            __LINE__);
       }
   return true;
 }();
@@ -64,9 +69,12 @@ TEST_CASE("conformance.every_op_has_a_case", "[conformance]") {
   REQUIRE(kRegistered);
   std::string missing;
   for (int k = 0; k < int(OpKind::kCount); ++k)
-    if (!find_case(static_cast<OpKind>(k))) missing += std::string(" ") + std::string(compute::op_name(OpKind(k)));
-  INFO("ops of compute::OpKind without a conformance case (add one to tests/compute/conformance/cases_*.cpp):"
-       << missing);
+    if (!find_case(static_cast<OpKind>(k)))
+      missing += std::string(" ") + std::string(compute::op_name(OpKind(k)));
+  INFO(
+      "ops of compute::OpKind without a conformance case (add one to "
+      "tests/compute/conformance/cases_*.cpp):"
+      << missing);
   REQUIRE(missing.empty());
   REQUIRE(all_cases().size() == std::size_t(OpKind::kCount));  // no op listed twice
 }
@@ -74,7 +82,8 @@ TEST_CASE("conformance.every_op_has_a_case", "[conformance]") {
 TEST_CASE("conformance.summary", "[conformance]") {
   const std::vector<std::string> backends = builtin_registry().names();
   REQUIRE(std::find(backends.begin(), backends.end(), "cpu") != backends.end());
-  std::printf("%-8s %-28s %-5s %-12s %s\n", "backend", "op", "dtype", "outcome", "variants pass/unsupported/fail");
+  std::printf("%-8s %-28s %-5s %-12s %-32s %s\n", "backend", "op", "dtype", "outcome",
+              "variants pass/unsupported/fail", "worst error / bound");
   int failed = 0, unsupported = 0;
   std::string problems;
   for (const std::string& backend : backends) {
@@ -84,9 +93,13 @@ TEST_CASE("conformance.summary", "[conformance]") {
         const OpKind op = static_cast<OpKind>(k);
         const Report r = check_op(*be, op, dt);
         const Outcome o = r.overall();
-        std::printf("%-8s %-28s %-5s %-12s %d/%d/%d\n", backend.c_str(), std::string(compute::op_name(op)).c_str(),
-                    std::string(core::dtype_name(dt)).c_str(), outcome_name(o), r.count(Outcome::Pass),
-                    r.count(Outcome::Unsupported), r.count(Outcome::Fail));
+        const std::string counts =
+            detail::cat(r.count(Outcome::Pass), "/", r.count(Outcome::Unsupported), "/",
+                        r.count(Outcome::Fail));
+        std::printf("%-8s %-28s %-5s %-12s %-32s %.3g\n", backend.c_str(),
+                    std::string(compute::op_name(op)).c_str(),
+                    std::string(core::dtype_name(dt)).c_str(), outcome_name(o), counts.c_str(),
+                    r.worst_share());
         unsupported += r.count(Outcome::Unsupported) > 0;
         const bool required = must_support(backend, op, dt);
         if (o == Outcome::Fail || (required && r.count(Outcome::Unsupported) > 0)) {
@@ -95,7 +108,8 @@ TEST_CASE("conformance.summary", "[conformance]") {
         }
       }
   }
-  std::printf("%d backend x op x dtype combinations failed, %d had unsupported variants\n", failed, unsupported);
+  std::printf("%d backend x op x dtype combinations failed, %d had unsupported variants\n", failed,
+              unsupported);
   std::fflush(stdout);
   INFO(problems);
   REQUIRE(failed == 0);

@@ -15,13 +15,15 @@ namespace {
 using compute::OpKind;
 
 enum class Fault {
-  PerturbStrided,    ///< the largest element of the first output ×(1 + 2^-8 | 2^-30) when a tensor is a view
+  PerturbStrided,  ///< the largest element of the first output ×(1 + 2^-8 | 2^-30) when a tensor is
+                   ///< a view
   IgnoreAccumulate,  ///< runs an accumulating call as an overwriting one
   Unsupported,       ///< throws tessera::Unsupported
 };
 const char* fault_name(Fault f) {
-  return f == Fault::PerturbStrided ? "perturbed for strided tensors"
-         : f == Fault::IgnoreAccumulate ? "accumulate ignored" : "unsupported";
+  return f == Fault::PerturbStrided     ? "perturbed for strided tensors"
+         : f == Fault::IgnoreAccumulate ? "accumulate ignored"
+                                        : "unsupported";
 }
 
 /// Multiplies the largest-magnitude element of `t` (f32/f64, any strides) by (1 + rel).
@@ -31,7 +33,8 @@ void perturb_largest(core::Tensor& t, double rel) {
   for (std::size_t i = 1; i < v.size(); ++i)
     if (std::abs(v[i]) > std::abs(v[worst])) worst = i;
   std::int64_t off = 0, rest = std::int64_t(worst);
-  for (int d = t.ndim() - 1; d >= 0; --d) off += (rest % t.size(d)) * t.stride(d), rest /= t.size(d);
+  for (int d = t.ndim() - 1; d >= 0; --d)
+    off += (rest % t.size(d)) * t.stride(d), rest /= t.size(d);
   const double nv = v[worst] == 0 ? 1.0 : v[worst] * (1 + rel);
   if (t.dtype() == DType::F32)
     static_cast<float*>(t.raw_data())[off] = float(nv);
@@ -57,7 +60,8 @@ class BrokenBackend : public compute::Backend {
     if (call.kind != op_) return inner_->execute(call);
     switch (fault_) {
       case Fault::Unsupported:
-        throw Unsupported(detail::cat("broken-cpu: ", compute::op_name(op_), " is not supported (self-test)"));
+        throw Unsupported(
+            detail::cat("broken-cpu: ", compute::op_name(op_), " is not supported (self-test)"));
       case Fault::IgnoreAccumulate: {
         compute::OpCall c = call;
         c.accumulate = false;
@@ -68,8 +72,10 @@ class BrokenBackend : public compute::Backend {
       case Fault::PerturbStrided: {
         inner_->execute(call);
         bool view = false;
-        for (const core::Tensor* t : call.in) view = view || (t && t->numel() > 0 && !t->is_contiguous());
-        for (core::Tensor* t : call.out) view = view || (t && t->numel() > 0 && !t->is_contiguous());
+        for (const core::Tensor* t : call.in)
+          view = view || (t && t->numel() > 0 && !t->is_contiguous());
+        for (core::Tensor* t : call.out)
+          view = view || (t && t->numel() > 0 && !t->is_contiguous());
         core::Tensor* first = nullptr;
         for (core::Tensor* t : call.out)
           if (t && !first) first = t;
@@ -128,9 +134,10 @@ TEST_CASE("conformance.selftest: a broken op fails exactly where it is broken", 
   REQUIRE(!broken.empty());
   REQUIRE(broken.size() < variants.size());
   for (std::size_t i = 0; i < variants.size(); ++i) {
-    INFO("variant " << i << " [" << variants[i].name() << "]: " << outcome_name(r.results[i].outcome) << " "
-                    << r.results[i].message);
-    if (b.fault == Fault::PerturbStrided && broken.count(i)) REQUIRE(variants[i].layout != Layout::Contiguous);
+    INFO("variant " << i << " [" << variants[i].name()
+                    << "]: " << outcome_name(r.results[i].outcome) << " " << r.results[i].message);
+    if (b.fault == Fault::PerturbStrided && broken.count(i))
+      REQUIRE(variants[i].layout != Layout::Contiguous);
     if (b.fault == Fault::IgnoreAccumulate && broken.count(i)) REQUIRE(variants[i].accumulate);
     REQUIRE((r.results[i].outcome == Outcome::Fail) == (broken.count(i) == 1));
   }
@@ -163,7 +170,8 @@ TEST_CASE("conformance.selftest: a missing case fails", "[conformance]") {
 }  // namespace
 
 // Hidden: ctest runs it as conformance.selftest.unsupported_is_skipped and requires the skip line
-// (tests/CMakeLists.txt), proving that an unsupported backend × op × dtype reaches ctest as skipped.
+// (tests/CMakeLists.txt), proving that an unsupported backend × op × dtype reaches ctest as
+// skipped.
 TEST_CASE("conformance.selftest: an unsupported op is skipped, not passed", "[.conformance_skip]") {
   BrokenBackend be(OpKind::Add, Fault::Unsupported);
   run_conformance_case(be, OpKind::Add, DType::F32);  // prints the skip line ctest looks for
