@@ -105,6 +105,7 @@ std::int64_t Tensor::stride(int d) const {
 }
 
 bool Tensor::is_contiguous() const noexcept {
+  if (numel() == 0) return true;  // no element to be out of place (contiguous_strides counts a 0 dim as 1)
   std::int64_t acc = 1;
   for (int i = ndim() - 1; i >= 0; --i) {
     if (shape_[i] == 1) continue;

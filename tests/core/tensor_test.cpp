@@ -22,6 +22,18 @@ TEST_CASE("tensor shape, strides and element access", "[core][tensor]") {
   REQUIRE_THROWS_AS(Tensor::empty({2, -1}), InvalidArgument);
 }
 
+TEST_CASE("a tensor without elements is contiguous", "[core][tensor]") {
+  // Tensor::empty gives a 0-extent dim the stride contiguous_strides gives it; the ops that require
+  // contiguous tensors (scale, sgd_step, adamw_step) must accept such empty tensors.
+  for (const core::Shape& s : {core::Shape{3, 7, 3, 0}, core::Shape{0, 5}, core::Shape{0}}) {
+    INFO(core::shape_str(s));
+    const Tensor t = Tensor::empty(s);
+    REQUIRE(t.is_contiguous());
+    REQUIRE(t.reshape({0}).numel() == 0);
+  }
+  REQUIRE(test::random_tensor({4, 6}, DType::F32, 3).narrow(1, 2, 0).is_contiguous());
+}
+
 TEST_CASE("narrow makes views that share storage", "[core][tensor]") {
   Tensor t = test::random_tensor({2, 3, 6, 7}, DType::F64, 1);
   Tensor v = t.narrow(3, 2, 3).narrow(2, 1, 4);

@@ -22,3 +22,25 @@ using Catch::Matchers::WithinRel;
     std::fflush(stdout);                                                       \
     return;                                                                    \
   } while (0)
+
+#include <functional>
+#include <string>
+
+namespace tessera::test {
+
+/// Registers a test case at run time (before Catch2's session starts: call it from a static
+/// initializer of a test executable), for suites whose cases come from a list such as the compute
+/// backends of a registry. `file` must outlive the program (pass __FILE__). Catch2 v2's AutoReg
+/// takes ownership of the invoker; with v3 it takes a Catch::Detail::unique_ptr instead.
+inline void register_test_case(std::string name, std::string tags, std::function<void()> body,
+                               const char* file, std::size_t line) {
+  struct Invoker : Catch::ITestInvoker {
+    explicit Invoker(std::function<void()> f) : fn(std::move(f)) {}
+    void invoke() const override { fn(); }
+    std::function<void()> fn;
+  };
+  Catch::AutoReg reg(new Invoker(std::move(body)), Catch::SourceLineInfo(file, line), Catch::StringRef(),
+                     Catch::NameAndTags{Catch::StringRef(name), Catch::StringRef(tags)});
+}
+
+}  // namespace tessera::test

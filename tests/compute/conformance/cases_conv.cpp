@@ -1,0 +1,108 @@
+// Conformance cases of the three convolution ops, against tests/support/reference/conv2d_ref.hpp
+// with the element-wise bounds of conv2d_bounds. Each variant runs three geometries (a 3×3 with
+// padding, a strided and dilated one, a depthwise one) so every kernel path of a backend is met;
+// the empty-width variant computes an output window of width 0 of a non-empty input.
+#include "compute/conformance/conformance.hpp"
+#include "support/reference/conv2d_ref.hpp"
+
+namespace tessera::test::compute_conformance {
+namespace {
+
+using compute::OpKind;
+
+struct Geometry {
+  int k, s, p, d;
+  bool depthwise;
+};
+constexpr Geometry kGeometries[] = {{3, 1, 1, 1, false}, {3, 2, 2, 2, false}, {3, 1, 1, 1, true}};
+
+/// ref + init and bound + γ·|init| when accumulating (init is one more term of each sum).
+void accumulate_into(Vec& ref, Vec& bound, const Vec& init, double gamma) {
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    ref[i] += init[i];
+    bound[i] += gamma * (init[i] < 0 ? -init[i] : init[i]);
+  }
+}
+
+void run_conv(Ctx& ctx, OpKind op) {
+  const Variant& v = ctx.variant;
+  for (const Geometry& g : kGeometries) {
+    ref::Conv2d c;
+    c.n = v.n();
+    c.cin = v.dim(3);
+    c.h = v.dim(17);
+    c.w = v.size == Size::EmptyWidth ? 33 : v.w(33);
+    c.cout = g.depthwise ? c.cin : v.dim(5);
+    c.kh = c.kw = g.k;
+    c.sh = c.sw = g.s;
+    c.ph = c.pw = g.p;
+    c.dh = c.dw = g.d;
+    c.groups = g.depthwise ? c.cin : 1;
+    // The empty-width variant asks for an output window of width 0 of this input.
+    const int wo = v.size == Size::EmptyWidth ? 0 : c.wo(), ho = c.ho();
+    compute::Conv2dParams p;
+    p.kernel_h = c.kh, p.kernel_w = c.kw, p.stride_h = c.sh, p.stride_w = c.sw;
+    p.pad_h = c.ph, p.pad_w = c.pw, p.dilation_h = c.dh, p.dilation_w = c.dw, p.groups = c.groups;
+
+    const Shape xs{c.n, c.cin, c.h, c.w}, ws{c.cout, c.cin / c.groups, c.kh, c.kw}, bs{c.cout};
+    const Shape ys{c.n, c.cout, ho, wo};
+    const Vec x = ctx.values(c.x_size(), 11), w = ctx.values(c.w_size(), 12),
+              b = ctx.values(bs[0], 13);
+    const Vec dy = ctx.values(numel(ys), 14);
+    // The reference on the full output; a 0-width window has zero dy everywhere.
+    const Vec dy_full = wo == c.wo() ? dy : Vec(c.y_size(), 0.0);
+    auto gamma = [&](std::int64_t m) { return ctx.gamma(m + 1); };  // +1: the accumulated term
+    const ref::Conv2dBounds bound = ref::conv2d_bounds(c, x, w, b, dy_full, gamma);
+    const std::int64_t m_dx = std::int64_t(c.cout / c.groups) * c.kh * c.kw,
+                       m_dw = std::int64_t(c.n) * ho * wo;
+    const std::string what = detail::cat(compute::op_name(op), " k", c.kh, " s", c.sh, " p", c.ph,
+                                         " d", c.dh, " g", c.groups);
+
+    if (op == OpKind::Conv2dForward) {
+      Vec want = ref::conv2d_forward(c, x, w, b), bnd = bound.y;
+      if (wo == 0) want.clear(), bnd.clear();
+      const Tensor tx = ctx.input(x, xs), tw = ctx.input(w, ws), tb = ctx.input(b, bs);
+      Tensor ty = ctx.output(ys);
+      compute::conv2d_forward(ctx.backend, p, tx, tw, &tb, ty);
+      ctx.expect_within(what.c_str(), ty, want, bnd);
+    } else if (op == OpKind::Conv2dBackwardData) {
+      Vec want = ref::conv2d_backward(c, x, w, dy_full).dx, bnd = bound.dx;
+      const Vec init = v.accumulate ? ctx.values(c.x_size(), 15) : Vec{};
+      if (v.accumulate) accumulate_into(want, bnd, init, gamma(m_dx));
+      const Tensor tdy = ctx.input(dy, ys), tw = ctx.input(w, ws);
+      Tensor tdx = ctx.output(xs, init);
+      compute::conv2d_backward_data(ctx.backend, p, tdy, tw, tdx, v.accumulate);
+      ctx.expect_within((what + " dx").c_str(), tdx, want, bnd);
+    } else {
+      ref::Conv2dGrads want = ref::conv2d_backward(c, x, w, dy_full);
+      Vec bdw = bound.dw, bdb = bound.db;
+      const Vec init_w = v.accumulate ? ctx.values(c.w_size(), 16) : Vec{};
+      const Vec init_b = v.accumulate ? ctx.values(bs[0], 17) : Vec{};
+      if (v.accumulate) {
+        accumulate_into(want.dw, bdw, init_w, gamma(m_dw));
+        accumulate_into(want.db, bdb, init_b, gamma(m_dw));
+      }
+      const Tensor tx = ctx.input(x, xs), tdy = ctx.input(dy, ys);
+      Tensor tdw = ctx.output(ws, init_w), tdb = ctx.output(bs, init_b);
+      compute::conv2d_backward_weight(ctx.backend, p, tx, tdy, tdw, &tdb, v.accumulate);
+      ctx.expect_within((what + " dw").c_str(), tdw, want.dw, bdw);
+      ctx.expect_within((what + " db").c_str(), tdb, want.db, bdb);
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<OpCase> conv_cases() {
+  return {
+      {OpKind::Conv2dForward, {}, [](Ctx& c) { run_conv(c, OpKind::Conv2dForward); }},
+      {OpKind::Conv2dBackwardData,
+       {.accumulate = true},
+       [](Ctx& c) { run_conv(c, OpKind::Conv2dBackwardData); }},
+      {OpKind::Conv2dBackwardWeight,
+       {.accumulate = true},
+       [](Ctx& c) { run_conv(c, OpKind::Conv2dBackwardWeight); }},
+  };
+}
+
+}  // namespace tessera::test::compute_conformance
