@@ -1,8 +1,9 @@
-// Conformance cases of the activations, the elementwise and per-channel ops and upsampling, against
-// tests/support/reference/ops_ref.hpp. Bounds count the roundings of each formula (γ_k on the
-// magnitudes of its terms); ReLU and upsampling copy values and must be exact. e^x and erf may be
-// off by kFnUlps units of roundoff (relative for e^x, absolute for erf): backends approximate them
-// differently (cpu's float erf: absolute error < 5e-7, about 8.4 units of 2^-24).
+// Conformance cases of the activations, the elementwise and per-channel ops, upsampling and the
+// dtype-converting copy, against tests/support/reference/ops_ref.hpp. Bounds count the roundings
+// of each formula (γ_k on the magnitudes of its terms); ReLU, upsampling and copy move values and
+// must be exact. e^x and erf may be off by kFnUlps units of roundoff (relative for e^x, absolute
+// for erf): backends approximate them differently (cpu's float erf: absolute error < 5e-7, about
+// 8.4 units of 2^-24).
 #include <cmath>
 
 #include "compute/conformance/conformance.hpp"
@@ -232,6 +233,19 @@ void run_upsample(Ctx& ctx, bool backward) {
   }
 }
 
+void run_copy(Ctx& ctx) {
+  const Dims d = dims_of(ctx.variant);
+  const Vec x = ctx.values(numel(d.shape()), 80, -3, 3);
+  for (DType target : kDTypes) {
+    // A conversion rounds to nearest: exact to f64, float(x) to f32; the same dtype copies.
+    const Vec want = rounded(x, target);
+    const Tensor tx = ctx.input(x, d.shape());
+    Tensor ty = ctx.output(d.shape(), target, ctx.variant.layout, {});
+    compute::copy(ctx.backend, tx, ty);
+    ctx.expect_within(target == DType::F32 ? "y (to f32)" : "y (to f64)", ty, want, Vec(x.size(), 0.0));
+  }
+}
+
 }  // namespace
 
 std::vector<OpCase> pointwise_cases() {
@@ -248,6 +262,7 @@ std::vector<OpCase> pointwise_cases() {
       {OpKind::UpsampleNearest, {}, [](Ctx& c) { run_upsample(c, false); }},
       {OpKind::UpsampleNearestBackward, {}, [](Ctx& c) { run_upsample(c, true); }},
       {OpKind::Scale, {.strided = false}, run_scale},
+      {OpKind::Copy, {}, run_copy},
   };
 }
 
