@@ -318,20 +318,11 @@ TEST_CASE("apply_calibration gives the cpu-host presets the measured links and t
 namespace {
 
 nn::TrainOptions small_sharded_run(const std::string& family) {
-  nn::TrainOptions o;
-  o.model.name = "wait-test";
-  o.model.family = family;
+  nn::TrainOptions o = simtest::small_run(family);  // narrower still: depths 1-1-1-1, widths 8-32
   o.model.depths = {1, 1, 1, 1};
   o.model.widths = {8, 16, 24, 32};
   o.model.num_classes = 3;
-  if (family == "regnet") {
-    o.model.stem_width = 8;
-    o.model.group_width = 8;
-    o.model.se_ratio = 0.25;
-  }
-  o.input = {3, 64, 256};
-  o.batch = 2;
-  o.optimizer.kind = "adamw";
+  if (family == "regnet") o.model.stem_width = 8;
   return o;
 }
 

@@ -11,14 +11,6 @@ namespace {
 
 using compute::OpKind;
 
-Vec abs_of(Vec v) {
-  for (double& e : v) e = std::abs(e);
-  return v;
-}
-Vec scaled(Vec v, double s) {
-  for (double& e : v) e *= s;
-  return v;
-}
 /// ref += init, bound += γ·|init| when the variant accumulates.
 void add_init(const Ctx& ctx, Vec& ref, Vec& bound, const Vec& init, double gamma) {
   if (!ctx.variant.accumulate) return;

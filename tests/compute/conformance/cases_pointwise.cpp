@@ -24,19 +24,6 @@ struct Dims {
 };
 Dims dims_of(const Variant& v) { return {v.n(), v.dim(7), v.dim(17), v.w(33)}; }
 
-Vec abs_of(Vec v) {
-  for (double& e : v) e = std::abs(e);
-  return v;
-}
-Vec scaled(Vec v, double s) {
-  for (double& e : v) e *= s;
-  return v;
-}
-Vec rounded(Vec v, DType dt) {
-  if (dt == DType::F32)
-    for (double& e : v) e = float(e);
-  return v;
-}
 double act_ref(Activation a, double x) {
   return a == Activation::Relu   ? ref::relu(x)
          : a == Activation::Gelu ? ref::gelu(x)

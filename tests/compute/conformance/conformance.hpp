@@ -4,6 +4,7 @@
 // every compute backend of the registry. tests/compute/README.md says how a backend plugs in.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <stdexcept>
@@ -22,6 +23,23 @@ using core::DType;
 using core::Shape;
 using core::Tensor;
 using ref::Vec;
+
+/// |v| element by element (the magnitudes a rounding bound is taken of).
+inline Vec abs_of(Vec v) {
+  for (double& e : v) e = std::abs(e);
+  return v;
+}
+/// v·s element by element.
+inline Vec scaled(Vec v, double s) {
+  for (double& e : v) e *= s;
+  return v;
+}
+/// v rounded to `dt` (to nearest; unchanged for f64).
+inline Vec rounded(Vec v, DType dt) {
+  if (dt == DType::F32)
+    for (double& e : v) e = float(e);
+  return v;
+}
 
 /// The float dtypes every op is checked in.
 inline constexpr DType kDTypes[] = {DType::F32, DType::F64};
