@@ -101,10 +101,10 @@ fi
 
 # Bad input: a clear message, exit status 1 or 2, no core dump (expect_fail: cli_common.sh).
 expect_fail "convnext-atto" train --model no-such-model --steps 1
-expect_fail "--input" train --input 3x31 --steps 1
+expect_fail "input '3x31'" train --input 3x31 --steps 1
 expect_fail "mesh" train --mesh sp=0 --steps 1
 expect_fail "available" train --backend nosuch --steps 1
-expect_fail "trains in f32, f64" train --dtype bf16 --steps 1
+expect_fail "dtype 'bf16': the trainer cannot train in it (yet); use one of: f32, f64" train --dtype bf16 --steps 1
 printf 'garbage' >"$tmp/bad.ckpt"
 expect_fail "$tmp/bad.ckpt" train "${common[@]}" --steps 1 --resume "$tmp/bad.ckpt"
 echo "cli_train: bad options refused with clear messages"

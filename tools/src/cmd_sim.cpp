@@ -38,7 +38,7 @@ int run_collective(const CollectiveArgs& a) {
   const sim::CollectiveOp op = sim::parse_collective_op(a.op);
   const sim::Algorithm algo = sim::parse_algorithm(a.algorithm);
   const std::int64_t bytes = sim::parse_byte_size(a.bytes);
-  const sim::Topology topo = load_topology(a.topology);
+  const sim::Topology topo = run::load_topology(a.topology);
   std::vector<int> group = topo.devices();
   TESSERA_CHECK(a.ranks >= 0 && a.ranks <= static_cast<int>(group.size()), "--ranks ", a.ranks,
                 ": topology '", topo.name, "' has ", group.size(),

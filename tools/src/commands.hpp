@@ -5,7 +5,7 @@
 #include <functional>
 #include <string>
 
-#include "sim_setup.hpp"  // load_topology
+#include "tessera/run/resolve.hpp"  // run::load_topology
 #include "tessera/sim/topology.hpp"
 
 namespace tessera::tools {
