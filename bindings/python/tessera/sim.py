@@ -1,11 +1,13 @@
 """The simulator: topologies, one simulated training iteration, the planner, Chrome traces.
 
-The same library calls as ``tessera sim run`` and ``tessera plan``; results carry the keys of
-their ``--json`` output.
+The same library calls as ``tessera sim run`` and ``tessera plan`` (the run layer, tessera::run):
+the keyword arguments form the same run description (RunSpec JSON) the CLI's options do, and
+results carry the keys of their ``--json`` output.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Optional, Sequence, Union
 
 from . import _tessera
@@ -26,6 +28,13 @@ def _text(v) -> str:
     return "x".join(str(int(x)) for x in v)
 
 
+def _spec_json(**fields) -> str:
+    """The run description (RunSpec) as JSON; a Topology goes in as its own JSON."""
+    if isinstance(fields.get("topology"), Topology):
+        fields["topology"] = json.loads(fields["topology"].to_json())
+    return json.dumps(fields)
+
+
 def simulate(
     model: str = "convnext-atto",
     input: Union[str, Sequence[int]] = "3x256x1024",
@@ -42,13 +51,20 @@ def simulate(
     bucket_mib: int = 4,
     overlap: bool = True,
     trace: bool = False,
+    dtype: str = "f32",
+    calibration: str = "",
 ) -> "SimResult":
     """Simulates one training iteration (memory from a meta replay of the real trainer, time
     from the event engine), as ``tessera sim run`` with the same options. ``topology`` is a
     preset name, a topology JSON file or a Topology. With ``trace`` every rank is simulated and
-    the result holds the timeline (``trace_events()``, ``write_trace(path)``)."""
-    return _s.simulate(model, _text(input), batch, _text(mesh), topology, shard, checkpointing,
-                       optimizer, task, classes, device, tf32, bucket_mib, overlap, trace)
+    the result holds the timeline (``trace_events()``, ``write_trace(path)``). ``calibration``: a
+    ``tessera calibrate`` file, as ``--calibration``. ``to_dict()`` is ``json.loads`` of
+    ``to_json()``, the text ``tessera sim run --json`` prints for the same description."""
+    spec = _spec_json(model=model, input=_text(input), batch=batch, mesh=_text(mesh), topology=topology,
+                      shard=shard, checkpointing=checkpointing, optimizer=optimizer, task=task,
+                      classes=classes, device=device, tf32=tf32, bucket_mib=bucket_mib, overlap=overlap,
+                      dtype=dtype, calibration=calibration)
+    return _s.simulate(spec, trace)
 
 
 def plan(
@@ -67,13 +83,17 @@ def plan(
     tf32: bool = False,
     bucket_mib: int = 4,
     overlap: bool = True,
+    dtype: str = "f32",
+    calibration: str = "",
 ) -> dict:
     """Ranks meshes, shard dimensions and checkpointing by simulated iteration time with memory
     fit, as ``tessera plan --json``: a dict with ``configurations`` (fastest first), ``skipped``
     and ``best_fit`` (index of the fastest configuration that fits, -1 when none does)."""
-    return _s.plan(model, _text(input), batch, topology, devices, list(shards) if not isinstance(shards, str) else shards,
-                   list(checkpointing) if not isinstance(checkpointing, str) else checkpointing, memory_cap,
-                   optimizer, task, classes, device, tf32, bucket_mib, overlap)
+    spec = _spec_json(model=model, input=_text(input), batch=batch, topology=topology, optimizer=optimizer,
+                      task=task, classes=classes, device=device, tf32=tf32, bucket_mib=bucket_mib,
+                      overlap=overlap, dtype=dtype, calibration=calibration)
+    return _s.plan(spec, devices, list(shards) if not isinstance(shards, str) else shards,
+                   list(checkpointing) if not isinstance(checkpointing, str) else checkpointing, memory_cap)
 
 
 def to_frame(rows):
