@@ -112,6 +112,7 @@ void add_sim_command(CLI::App& app, Action& action) {
   c->callback([&action, args] { action = [args] { return run_collective(*args); }; });
   add_sim_run_command(*sim, action);
   add_sim_memory_command(*sim, action);
+  add_sim_compare_command(*sim, action);
 
   sim->callback([&action, sim, list] {
     if (*list) {

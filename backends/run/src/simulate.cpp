@@ -52,7 +52,8 @@ std::string SimRun::trace_json(const std::string& source) const {
   std::ostringstream os;
   core::write_chrome_trace(os, result.trace, result.process_names,
                            {{"source", source}, {"model", setup.train.model.name},
-                            {"mesh", setup.mesh.to_string()}, {"topology", setup.topology.name}});
+                            {"mesh", setup.mesh.to_string()}, {"topology", setup.topology.name},
+                            {"input", core::shape_str(setup.train.input)}});
   return os.str();
 }
 

@@ -87,7 +87,7 @@ const std::vector<Field>& fields() {
       {"steps", &RunSpec::steps, "Training steps", [](RunSpec& s) { return ok_or(s.steps >= 1, "must be at least 1"); }},
       {"seed", &RunSpec::seed, "Seed for weights, data and DropPath", [](RunSpec&) { return std::string(); }},
       {"task", &RunSpec::task, "classify or segment", [](RunSpec& s) { return one_of(s.task, {"classify", "segment"}); }},
-      {"classes", &RunSpec::classes, "Number of classes", [](RunSpec& s) { return ok_or(s.classes >= 1, "must be at least 1"); }},
+      {"classes", &RunSpec::classes, "Number of classes", [](RunSpec& s) { return ok_or(s.classes >= 2, "must be at least 2"); }},
       {"drop_path", &RunSpec::drop_path, "Stochastic-depth rate (negative: the model's own)",
        [](RunSpec& s) { return ok_or(s.drop_path < 1, "must be below 1 (negative: the model's own)"); }},
       {"data", &RunSpec::data, "synthetic, or a folder of .npy images with labels.npy",

@@ -7,6 +7,7 @@
 #include "common.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/file_io.hpp"
+#include "tessera/run/phase_compare.hpp"
 #include "tessera/run/simulate.hpp"
 #include "tessera/sim/planner.hpp"
 #include "tessera/sim/topology.hpp"
@@ -157,6 +158,23 @@ void bind_sim(py::module_& m) {
         return d;
       },
       py::arg("spec_json"), py::arg("devices"), py::arg("shards"), py::arg("checkpointing"), py::arg("memory_cap"));
+  s.def(
+      "compare",
+      [](const std::string& measured, const std::string& simulated, const std::string& spec_json) {
+        run::Comparison c;
+        if (!simulated.empty()) {
+          c = run::compare_trace_files(measured, simulated);
+        } else {
+          const run::RunSpec spec =
+              run::RunSpec::from_json(spec_json, run::RunSpec::for_simulation(), "tessera.sim.compare");
+          py::gil_scoped_release nogil;
+          c = run::compare_with_simulation(measured, spec);
+        }
+        return loads(c.to_json());
+      },
+      py::arg("measured"), py::arg("simulated"), py::arg("spec_json"),
+      "run::Comparison::to_json as a dict: a measured trace file against a simulated trace file, or against "
+      "the simulation of the run description.");
   s.def("device_names", [] { return sim::DeviceCatalog().names(); }, "Device models of the built-in catalog.");
 }
 

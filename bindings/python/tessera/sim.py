@@ -17,7 +17,7 @@ Topology = _s.Topology
 SimResult = _s.SimResult
 device_names = _s.device_names
 
-__all__ = ["Topology", "SimResult", "simulate", "plan", "to_frame", "device_names"]
+__all__ = ["Topology", "SimResult", "simulate", "plan", "compare", "to_frame", "device_names"]
 
 
 def _text(v) -> str:
@@ -94,6 +94,20 @@ def plan(
                       overlap=overlap, dtype=dtype, calibration=calibration)
     return _s.plan(spec, devices, list(shards) if not isinstance(shards, str) else shards,
                    list(checkpointing) if not isinstance(checkpointing, str) else checkpointing, memory_cap)
+
+
+def compare(measured: str, simulated: str = "", **spec) -> dict:
+    """A measured trace (``tessera train --trace``) beside a simulated one, phase by phase and
+    layer group by layer group, as ``tessera sim compare --json`` and the studio's Compare view:
+    ``simulated`` is a ``tessera sim run --trace`` file, or, when empty, the simulation of the
+    description ``spec`` (the keyword arguments of :func:`simulate`, e.g. ``model=..., input=...,
+    mesh=..., topology="cpu-host:2"``). Returns ``{"rows": [{"label", "group", "measured_us",
+    "simulated_us", "error_pct"}], "measured", "simulated", "measured_source", "mismatch"}``."""
+    if "input" in spec:
+        spec["input"] = _text(spec["input"])
+    if "mesh" in spec:
+        spec["mesh"] = _text(spec["mesh"])
+    return _s.compare(str(measured), str(simulated), _spec_json(**spec))
 
 
 def to_frame(rows):
