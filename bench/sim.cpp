@@ -7,6 +7,8 @@
 // topology, so routes are computed again); the engine builds no trace, as in the planner. Reported
 // as median [min-max] over --reps runs after
 // one warm-up run, with the folding figures (classes, simulated ranks) and the prediction itself.
+// The training options, catalog and engine options come from the run layer (run::resolve_sim),
+// as for `tessera sim run`; the parts are then timed one by one.
 // --unfolded also times replay_all + the engine on every rank (one run; slow at scale).
 #include <algorithm>
 #include <chrono>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "bench_util.hpp"
+#include "tessera/run/resolve.hpp"
 #include "tessera/sim/fold.hpp"
 #include "tessera/sim/units.hpp"
 
@@ -56,17 +59,21 @@ double thread_cpu_ms() {
   return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
 }
 
-nn::TrainOptions xl(const Options& o, int dp) {
-  nn::TrainOptions t;
-  t.model = nn::model_preset("convnext-xl");
-  t.model.num_classes = 1000;
-  t.input = {3, 512, 4096};
-  t.batch = 7 * dp;
-  t.shard = "W";
-  t.checkpointing = o.checkpointing;
-  t.optimizer.kind = "adamw";
-  t.steps = 1;
-  return t;
+/// The run description of one row, resolved by the run layer as `tessera sim run` resolves its
+/// options (clip 0 as before: no gradient-norm ops in the optimizer step).
+run::SimSetup xl(const Options& o, const Row& row) {
+  run::RunSpec s = run::RunSpec::for_simulation();
+  s.model = "convnext-xl";
+  s.input = "3x512x4096";
+  s.batch = 7 * row.dp;
+  s.mesh = row.mesh;
+  s.shard = "W";
+  s.checkpointing = o.checkpointing;
+  s.optimizer = "adamw";
+  s.warmup = 0;
+  s.clip = 0;
+  s.topology = row.topology;
+  return run::resolve_sim(s);
 }
 
 Row measure(const Options& o, int gpus) {
@@ -75,10 +82,11 @@ Row measure(const Options& o, int gpus) {
   row.dp = gpus / o.sp;
   row.topology = o.cluster + ":" + std::to_string(std::max(1, gpus / 8));
   row.mesh = "dp=" + std::to_string(row.dp) + ",sp=" + std::to_string(o.sp);
-  const nn::TrainOptions t = xl(o, row.dp);
-  const core::DeviceMesh mesh = core::DeviceMesh::parse(row.mesh);
-  const sim::DeviceCatalog catalog;
-  sim::EngineOptions no_trace;  // the prediction only, as the planner runs it
+  const run::SimSetup setup = xl(o, row);
+  const nn::TrainOptions& t = setup.train;
+  const core::DeviceMesh& mesh = setup.mesh;
+  const sim::DeviceCatalog& catalog = setup.catalog;
+  sim::EngineOptions no_trace = setup.engine;  // the prediction only, as the planner runs it
   no_trace.trace = false;
   std::vector<double> topo, replay, engine, total, warm, cpu;
   for (int rep = 0; rep <= o.reps; ++rep) {  // rep 0 warms up

@@ -86,6 +86,32 @@ assert all(r["peak_memory_bytes"] <= cap for r in fitting)
 print(f"cli_sim: a {cap/1e9:.3f} GB cap leaves {len(fitting)} checkpointed rows fitting")
 PY
 
+# sim compare: a measured trace beside its simulation, simulated on the spot or from a sim run trace
+# file; both give the same simulated figures, the phases are all there, and another mesh is flagged.
+tiny=(--model convnext-atto --input 3x32x64 --batch 1 --task classify --classes 12)
+"$bin" train "${tiny[@]}" --mesh sp=2 --steps 2 --threads 1 --trace "$tmp/measured.json" >/dev/null
+"$bin" sim compare --measured "$tmp/measured.json" "${tiny[@]}" --mesh sp=2 --topology cpu-host:2 --json >"$tmp/cmp.json"
+"$bin" sim run "${tiny[@]}" --mesh sp=2 --topology cpu-host:2 --trace "$tmp/sim_trace.json" >/dev/null
+"$bin" sim compare --measured "$tmp/measured.json" --simulated "$tmp/sim_trace.json" --json >"$tmp/cmp_file.json"
+"$bin" sim compare --measured "$tmp/measured.json" --simulated "$tmp/sim_trace.json" >"$tmp/cmp.txt"
+"$bin" sim compare --measured "$tmp/measured.json" "${tiny[@]}" --mesh sp=1 --topology cpu-host:2 --json >"$tmp/cmp_other.json"
+python3 - "$tmp" <<'PY'
+import json, sys
+tmp = sys.argv[1]
+a, b = json.load(open(f"{tmp}/cmp.json")), json.load(open(f"{tmp}/cmp_file.json"))
+labels = [r["label"] for r in a["rows"]]
+assert labels[:6] == ["iteration", "forward", "backward", "optimizer", "halo exchange", "collectives"], labels
+assert a["mismatch"] == "" and b["mismatch"] == "", (a["mismatch"], b["mismatch"])
+# The trace file holds times in whole nanoseconds: equal up to that rounding.
+assert [(r["label"], r["measured_us"]) for r in a["rows"]] == [(r["label"], r["measured_us"]) for r in b["rows"]]
+assert all(abs(x["simulated_us"] - y["simulated_us"]) <= 1e-4 * x["simulated_us"] + 0.05 for x, y in zip(a["rows"], b["rows"])), (a["rows"], b["rows"])
+assert a["measured"]["steps"] == 2 and a["measured"]["ranks"] == 2 and a["simulated"]["steps"] == 1
+assert all(r["measured_us"] > 0 and r["simulated_us"] > 0 for r in a["rows"][:6]), a["rows"]
+assert "mesh sp=2 vs sp=1" in json.load(open(f"{tmp}/cmp_other.json"))["mismatch"]
+assert "halo exchange" in open(f"{tmp}/cmp.txt").read()
+print("cli_sim: sim compare gives the same rows from a simulation and from its trace file")
+PY
+
 # Bad input: a clear message, exit status 1 or 2, no core dump (expect_fail: cli_common.sh).
 expect_fail "dgx-a100" sim run --topology dgx-a10 --mesh sp=2
 expect_fail "ranks" sim run --topology dgx-a100 --mesh sp=16
@@ -95,4 +121,8 @@ expect_fail "$tmp/bad_topo.json" sim run --topology "$tmp/bad_topo.json" --mesh 
 expect_fail "ring" sim collective --op all_reduce --bytes 1MiB --topology dgx-a100 --algorithm rings
 expect_fail "byte size \"lots\"" sim collective --op all_reduce --bytes lots --topology dgx-a100
 expect_fail "W, H" plan --shards Q --devices 4
+expect_fail "no-such.json" sim compare --measured "$tmp/no-such.json"
+printf '{"mesh": 4}' >"$tmp/bad_spec.json"
+expect_fail 'field "mesh" must be a string' sim run --config "$tmp/bad_spec.json"
+expect_fail "input '3x5': expected three positive sizes CxHxW" sim run --input 3x5
 echo "cli_sim: bad options refused with clear messages"

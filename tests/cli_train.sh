@@ -17,6 +17,22 @@ common=(--model "$src/examples/convnext-mini.json" --input 3x32x128 --batch 2 --
 "$bin" train "${common[@]}" --steps 2 --save "$tmp/ckpt" --trace "$tmp/trace.json" >"$tmp/first.out"
 "$bin" train "${common[@]}" --steps 4 --resume "$tmp/ckpt" --metrics "$tmp/resumed.jsonl" >"$tmp/resumed.out"
 grep -q "summary: 4 steps" "$tmp/full.out" || { echo "no summary in:"; cat "$tmp/full.out"; exit 1; }
+# The same run from a run description (--config) with --json: the same losses as the metrics file,
+# and an option on the command line over the file's field.
+printf '{"model": "%s", "input": "3x32x128", "batch": 2, "mesh": "sp=2", "classes": 6, "threads": 1, "steps": 2}' \
+  "$src/examples/convnext-mini.json" >"$tmp/spec.json"
+"$bin" train --config "$tmp/spec.json" --steps 4 --json >"$tmp/full.json"
+python3 - "$tmp" <<'PY'
+import json, sys
+tmp = sys.argv[1]
+run = json.load(open(f"{tmp}/full.json"))
+metrics = [json.loads(l) for l in open(f"{tmp}/full.jsonl")]
+assert [s["step"] for s in run["steps"]] == [0, 1, 2, 3], run["steps"]
+# (the metrics file prints 9 significant digits)
+assert all(abs(s["loss"] - m["loss"]) <= 1e-8 * abs(m["loss"]) for s, m in zip(run["steps"], metrics)), (run, metrics)
+assert run["mesh"] == "sp=2" and run["backend"] == "local" and run["parameters"] > 0 and "summary: 4 steps" in run["summary"]
+assert len(run["steps"][0]["peak_memory_bytes"]) == 2 and run["steps"][0]["peak_memory_bytes"][1]["total"] > 0
+PY
 
 python3 - "$tmp" <<'PY'
 import json, sys
@@ -101,10 +117,10 @@ fi
 
 # Bad input: a clear message, exit status 1 or 2, no core dump (expect_fail: cli_common.sh).
 expect_fail "convnext-atto" train --model no-such-model --steps 1
-expect_fail "--input" train --input 3x31 --steps 1
+expect_fail "input '3x31'" train --input 3x31 --steps 1
 expect_fail "mesh" train --mesh sp=0 --steps 1
 expect_fail "available" train --backend nosuch --steps 1
-expect_fail "trains in f32, f64" train --dtype bf16 --steps 1
+expect_fail "dtype 'bf16': the trainer cannot train in it (yet); use one of: f32, f64" train --dtype bf16 --steps 1
 printf 'garbage' >"$tmp/bad.ckpt"
 expect_fail "$tmp/bad.ckpt" train "${common[@]}" --steps 1 --resume "$tmp/bad.ckpt"
 echo "cli_train: bad options refused with clear messages"

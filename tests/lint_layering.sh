@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # The dependency rule of docs/architecture.md, checked by grep: prints each violation, exits 1.
+# (tests/lint_layering_test.sh proves each rule can fail.)
 set -u
 top=${1:-.}
 cd "$top" || exit 2
@@ -18,6 +19,31 @@ done
 if [ -d sim ]; then
   hit=$(grep -rnE '#include *[<"](Q[A-Za-z]+|pybind11/|ucp/|nccl\.h|tessera/gui/)' sim 2>/dev/null)
   if [ -n "$hit" ]; then echo "sim/ includes the GUI, bindings or a vendor library:"; echo "$hit"; status=1; fi
+fi
+# sim/ depends on core only: no backend's header (tessera/comm/local.hpp, tessera/compute/cpu.hpp,
+# env_rendezvous, tessera/builtin_backends.hpp) and nothing of the run layer (tessera/run/).
+if [ -d sim ]; then
+  headers=$(cd backends 2>/dev/null && find . -path '*/include/*' -type f \( -name '*.hpp' -o -name '*.h' \) 2>/dev/null |
+            sed 's|.*/include/||' | sort -u)
+  for h in $headers tessera/run/; do
+    hit=$(grep -rnF "$h" sim 2>/dev/null | grep -E "#include *[<\"]$h")
+    if [ -n "$hit" ]; then echo "sim/ includes $h from backends/ (sim depends on core only):"; echo "$hit"; status=1; fi
+  done
+fi
+# gui/ and bindings/ use the run layer, never the command line's code in tools/: no include of a
+# tools/ header, no link to a tools/ library.
+if [ -d tools/src ]; then
+  for d in gui bindings; do
+    [ -d "$d" ] || continue
+    for h in $(cd tools/src && ls *.hpp *.h 2>/dev/null); do
+      hit=$(grep -rnE "#include *[<\"]([^\">]*/)?$h[\">]" "$d" 2>/dev/null)
+      if [ -n "$hit" ]; then echo "$d/ includes $h from tools/ (use tessera/run/ instead):"; echo "$hit"; status=1; fi
+    done
+    hit=$(grep -rnE '#include *[<"][^">]*tools/' "$d" 2>/dev/null)
+    if [ -n "$hit" ]; then echo "$d/ includes a file from tools/:"; echo "$hit"; status=1; fi
+    hit=$(grep -rnE --include=CMakeLists.txt --include='*.cmake' 'tessera_tools|tools/src' "$d" 2>/dev/null)
+    if [ -n "$hit" ]; then echo "$d/ builds on tools/ (link tessera::run instead):"; echo "$hit"; status=1; fi
+  done
 fi
 [ $status -eq 0 ] && echo "layering: ok"
 exit $status

@@ -30,8 +30,8 @@ void CompareView::recompute() {
   error_.clear();
   if (!measured_ || !hasData()) return;
   try {
-    comparison_ = compareTraces(*measured_, snap_->result.trace, snap_->modelName, snap_->meshText,
-                                snap_->config.input);
+    comparison_ = run::compare_traces(*measured_, snap_->result.trace, snap_->modelName.toStdString(),
+                                      snap_->meshText.toStdString(), snap_->config.input.toStdString());
   } catch (const std::exception& e) {
     error_ = QString::fromStdString(e.what());
   }
@@ -52,30 +52,30 @@ void CompareView::paintEvent(QPaintEvent*) {
                                 : QStringLiteral("Cannot compare %1:\n\n%2").arg(measuredPath_, error_));
     return;
   }
-  const Comparison& c = *comparison_;
+  const run::Comparison& c = *comparison_;
   int y = 28;
   p.setPen(Qt::black);
   QFont bold = p.font();
   bold.setBold(true);
   p.setFont(bold);
   p.drawText(20, y, QStringLiteral("Measured %1 vs simulated %2, mesh %3 on %4")
-                        .arg(c.measuredSource, snap_->modelName, snap_->meshText, snap_->topology.name));
+                        .arg(QString::fromStdString(c.measured_source), snap_->modelName, snap_->meshText, snap_->topology.name));
   p.setFont(font());
   y += 20;
   p.drawText(20, y, QStringLiteral("%1: %2 ranks, %3 steps (mean of %4 after the first); simulated: one iteration. "
                                    "Per rank and step; halo and collectives: time with one in flight.")
-                        .arg(measuredPath_).arg(c.measured.ranks).arg(c.measured.steps).arg(c.measured.stepsUsed));
-  if (!c.mismatch.isEmpty()) {
+                        .arg(measuredPath_).arg(c.measured.ranks).arg(c.measured.steps).arg(c.measured.steps_used));
+  if (!c.mismatch.empty()) {
     y += 20;
     p.setPen(QColor(180, 30, 30));
-    p.drawText(20, y, c.mismatch + QStringLiteral(" — the comparison is not like for like"));
+    p.drawText(20, y, QString::fromStdString(c.mismatch) + QStringLiteral(" — the comparison is not like for like"));
   }
   y += 30;
   // Table: label | measured | simulated | error | bars.
   const int xLabel = 20, xMeas = 190, xSim = 300, xErr = 410, xBars = 500;
   const int barW = std::max(100, width() - xBars - 30);
   double scale = 0;
-  for (const CompareRow& r : c.rows) scale = std::max({scale, r.measuredUs, r.simulatedUs});
+  for (const run::CompareRow& r : c.rows) scale = std::max({scale, r.measured_us, r.simulated_us});
   p.setFont(bold);
   p.drawText(xLabel, y, QStringLiteral("phase / layer group"));
   p.drawText(xMeas, y, QStringLiteral("measured"));
@@ -88,7 +88,7 @@ void CompareView::paintEvent(QPaintEvent*) {
   p.setFont(font());
   const int rowH = std::max(18, std::min(34, (height() - y - 20) / std::max<int>(1, static_cast<int>(c.rows.size()) + 1)));
   bool groupsStarted = false;
-  for (const CompareRow& r : c.rows) {
+  for (const run::CompareRow& r : c.rows) {
     y += rowH;
     if (r.group && !groupsStarted) {
       groupsStarted = true;
@@ -96,16 +96,16 @@ void CompareView::paintEvent(QPaintEvent*) {
       p.drawLine(xLabel, y - rowH + 4, width() - 20, y - rowH + 4);
     }
     p.setPen(Qt::black);
-    p.drawText(xLabel + (r.group ? 12 : 0), y, r.label);
-    p.drawText(xMeas, y, us(r.measuredUs));
-    p.drawText(xSim, y, us(r.simulatedUs));
-    const double e = r.errorPct();
+    p.drawText(xLabel + (r.group ? 12 : 0), y, QString::fromStdString(r.label));
+    p.drawText(xMeas, y, us(r.measured_us));
+    p.drawText(xSim, y, us(r.simulated_us));
+    const double e = r.error_pct();
     p.setPen(std::isnan(e) ? Qt::gray : std::abs(e) <= 20 ? QColor(40, 130, 40) : QColor(180, 30, 30));
     p.drawText(xErr, y, std::isnan(e) ? QStringLiteral("–") : QStringLiteral("%1%2 %").arg(e > 0 ? "+" : "").arg(e, 0, 'f', 1));
     const int h = std::max(4, rowH / 2 - 3);
     if (scale > 0) {
-      p.fillRect(QRectF(xBars, y + 6 - 2 * h - 1, barW * r.measuredUs / scale, h), kMeasured);
-      p.fillRect(QRectF(xBars, y + 6 - h, barW * r.simulatedUs / scale, h), kSimulated);
+      p.fillRect(QRectF(xBars, y + 6 - 2 * h - 1, barW * r.measured_us / scale, h), kMeasured);
+      p.fillRect(QRectF(xBars, y + 6 - h, barW * r.simulated_us / scale, h), kSimulated);
     }
   }
 }

@@ -1,11 +1,11 @@
 // Compare: a measured run's trace (`tessera train --trace`) beside the simulated iteration of the
 // panel's configuration — per phase and per layer group, measured and simulated side by side, and
-// the simulation's error. The breakdown is the model's (phase_compare.hpp); this only paints it.
+// the simulation's error. The breakdown is the run layer's (tessera/run/phase_compare.hpp); this only paints it.
 #pragma once
 
 #include <optional>
 
-#include "phase_compare.hpp"
+#include "tessera/run/phase_compare.hpp"
 #include "views_common.hpp"
 
 namespace tessera::studio {
@@ -18,7 +18,7 @@ class CompareView : public SnapshotView {
   /// snapshot. Throws InvalidArgument with the reader's message for a malformed file.
   void openMeasured(const QString& path);
   /// The comparison shown (none until a measured trace and a snapshot are both there).
-  const std::optional<Comparison>& comparison() const { return comparison_; }
+  const std::optional<run::Comparison>& comparison() const { return comparison_; }
   QString error() const { return error_; }
 
  protected:
@@ -29,7 +29,7 @@ class CompareView : public SnapshotView {
   void recompute();
   std::optional<core::ChromeTrace> measured_;
   QString measuredPath_;
-  std::optional<Comparison> comparison_;
+  std::optional<run::Comparison> comparison_;
   QString error_;
 };
 

@@ -65,6 +65,17 @@ ConfigPanel::ConfigPanel(QWidget* parent) : QWidget(parent) {
   dtype_ = combo(trainableDtypes(), false);
   dtype_->setToolTip(QStringLiteral("The dtypes the trainer trains in (core's nn::training_dtypes)"));
   overlap_ = new QCheckBox(QStringLiteral("overlap halo exchange and all-reduce"));
+  task_ = combo({"classify", "segment"}, false);
+  task_->setToolTip(QStringLiteral("The head and loss: classification (one label per image) or segmentation (per pixel)"));
+  classes_ = new QSpinBox;
+  classes_->setRange(2, 100000);
+  device_ = combo(QStringList{QString()} + toQt(sim::DeviceCatalog().names()), false);
+  device_->setToolTip(QStringLiteral("The device model of every rank; empty: the topology's own"));
+  tf32_ = new QCheckBox(QStringLiteral("time convolutions at the TF32 tensor-core peak"));
+  bucketMib_ = new QSpinBox;
+  bucketMib_->setRange(1, 1024);
+  bucketMib_->setSuffix(QStringLiteral(" MiB"));
+  bucketMib_->setToolTip(QStringLiteral("Gradient all-reduce bucket size"));
   calibration_ = new QLineEdit;
   calibration_->setPlaceholderText(QStringLiteral("none (built-in figures)"));
   calibration_->setToolTip(QStringLiteral(
@@ -95,7 +106,12 @@ ConfigPanel::ConfigPanel(QWidget* parent) : QWidget(parent) {
   form->addRow(QStringLiteral("Optimizer"), optimizer_);
   form->addRow(QStringLiteral("Topology"), row(topology_, topoFile));
   form->addRow(QStringLiteral("dtype"), dtype_);
+  form->addRow(QStringLiteral("Task"), task_);
+  form->addRow(QStringLiteral("Classes"), classes_);
+  form->addRow(QStringLiteral("Device"), device_);
+  form->addRow(QStringLiteral("Bucket"), bucketMib_);
   form->addRow(overlap_);
+  form->addRow(tf32_);
   form->addRow(QStringLiteral("Calibration"), row(calibration_, calibrationFile));
   status_ = new QLabel;
   status_->setWordWrap(true);
@@ -113,19 +129,22 @@ ConfigPanel::ConfigPanel(QWidget* parent) : QWidget(parent) {
       {model_, "model"},       {input_, "input"},         {batch_, "batch"},
       {mesh_, "mesh"},         {shard_, "shard"},         {checkpointing_, "checkpointing"},
       {optimizer_, "optimizer"}, {topology_, "topology"}, {dtype_, "dtype"},
-      {overlap_, "overlap"},   {calibration_, "calibration"}};
+      {overlap_, "overlap"},   {calibration_, "calibration"}, {task_, "task"},
+      {classes_, "classes"},   {device_, "device"},       {tf32_, "tf32"},
+      {bucketMib_, "bucket_mib"}};
   for (const auto& [w, n] : names) w->setObjectName(QString::fromLatin1(n));
 
   connect(model_, &QComboBox::currentTextChanged, this, [this] { emitChanged(); });
   connect(input_, &QLineEdit::editingFinished, this, [this] { emitChanged(); });
-  connect(batch_, &QSpinBox::valueChanged, this, [this] { emitChanged(); });
+  for (QSpinBox* b : {batch_, classes_, bucketMib_})
+    connect(b, &QSpinBox::valueChanged, this, [this] { emitChanged(); });
   connect(mesh_, &QLineEdit::editingFinished, this, [this] {
     enableTopologies();
     emitChanged();
   });
-  for (QComboBox* c : {shard_, checkpointing_, optimizer_, topology_, dtype_})
+  for (QComboBox* c : {shard_, checkpointing_, optimizer_, topology_, dtype_, task_, device_})
     connect(c, &QComboBox::currentTextChanged, this, [this] { emitChanged(); });
-  connect(overlap_, &QCheckBox::toggled, this, [this] { emitChanged(); });
+  for (QCheckBox* b : {overlap_, tf32_}) connect(b, &QCheckBox::toggled, this, [this] { emitChanged(); });
   connect(calibration_, &QLineEdit::editingFinished, this, [this] { emitChanged(); });
   connect(modelFile, &QPushButton::clicked, this, [this] {
     const QString f = QFileDialog::getOpenFileName(this, QStringLiteral("Model JSON"), {}, QStringLiteral("JSON (*.json)"));
@@ -156,6 +175,11 @@ StudioConfig ConfigPanel::config() const {
   c.topology = topology_->currentText().trimmed();
   c.dtype = dtype_->currentText();
   c.overlap = overlap_->isChecked();
+  c.task = task_->currentText();
+  c.classes = classes_->value();
+  c.device = device_->currentText();
+  c.tf32 = tf32_->isChecked();
+  c.bucketMib = bucketMib_->value();
   c.calibration = calibration_->text().trimmed();
   return c;
 }
@@ -172,6 +196,11 @@ void ConfigPanel::setConfig(const StudioConfig& c) {
   setComboText(topology_, c.topology);
   setComboText(dtype_, c.dtype);
   overlap_->setChecked(c.overlap);
+  setComboText(task_, c.task);
+  classes_->setValue(c.classes);
+  setComboText(device_, c.device);
+  tf32_->setChecked(c.tf32);
+  bucketMib_->setValue(c.bucketMib);
   calibration_->setText(c.calibration);
   enableTopologies();
   quiet_ = false;

@@ -46,6 +46,11 @@ class ConfigPanel : public QWidget {
   QComboBox* dtype_;
   QCheckBox* overlap_;
   QLineEdit* calibration_;
+  QComboBox* task_;
+  QSpinBox* classes_;
+  QComboBox* device_;
+  QCheckBox* tf32_;
+  QSpinBox* bucketMib_;
   QLabel* status_;
   QList<int> topologyDevices_;  ///< devices of each topology item (presetDevices)
   bool quiet_ = false;

@@ -1,5 +1,5 @@
-// tessera-studio: the desktop app (`tessera studio`), or with --screenshot DIR a headless render of
-// every view to PNG files.
+// tessera-studio: the desktop app (`tessera studio`), with --screenshot DIR a headless render of
+// every view to PNG files, or with --json the simulation's JSON (as `tessera sim run --json`).
 #include <QApplication>
 #include <QCommandLineParser>
 #include <cstdio>
@@ -7,11 +7,15 @@
 #include "compare_view.hpp"
 #include "main_window.hpp"
 #include "screenshot.hpp"
+#include "simulation.hpp"
+#include "tessera/core/error.hpp"
 
 int main(int argc, char** argv) {
   bool headless = false;
   for (int i = 1; i < argc; ++i)
-    if (QByteArray(argv[i]) == "--screenshot" || QByteArray(argv[i]).startsWith("--screenshot=")) headless = true;
+    if (QByteArray(argv[i]) == "--screenshot" || QByteArray(argv[i]).startsWith("--screenshot=") ||
+        QByteArray(argv[i]) == "--json")
+      headless = true;
   if (headless && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
   QApplication app(argc, argv);
   QApplication::setApplicationName(QStringLiteral("tessera studio"));
@@ -26,6 +30,10 @@ int main(int argc, char** argv) {
   QCommandLineOption measured(QStringList{"measured"},
                               QStringLiteral("A measured trace (tessera train --trace) for the Compare view"),
                               QStringLiteral("FILE"));
+  QCommandLineOption json(QStringList{"json"},
+                          QStringLiteral("Simulate the configuration as the studio does (every rank) and print the "
+                                         "result's JSON (the keys of tessera sim run --json), without a window"));
+  parser.addOption(json);
   parser.addOption(screenshot);
   parser.addOption(measured);
   parser.addOption(config);
@@ -33,6 +41,12 @@ int main(int argc, char** argv) {
   using namespace tessera::studio;
   try {
     const StudioConfig cfg = parser.isSet(config) ? loadConfigFile(parser.value(config)) : StudioConfig{};
+    if (parser.isSet(json)) {
+      const std::shared_ptr<const Snapshot> snap = simulate(cfg);
+      if (!snap->ok()) throw tessera::InvalidArgument(snap->error.toStdString());
+      std::printf("%s\n", snap->json.c_str());
+      return 0;
+    }
     if (parser.isSet(screenshot)) {
       for (const QString& f : renderScreenshots(parser.value(screenshot), cfg, 1500, 900, parser.value(measured)))
         std::printf("wrote %s\n", qPrintable(f));

@@ -1,5 +1,5 @@
-// simulate(): the `tessera sim run --trace` path (folded replay, every rank simulated), then the
-// views' data; LatestWinsWorker and SimulationRunner: background runs where the latest wins.
+// simulate(): run::simulate as `tessera sim run --trace` (folded replay, every rank simulated), then
+// the views' data; LatestWinsWorker and SimulationRunner: background runs where the latest wins.
 #include "simulation.hpp"
 
 #include <QMetaObject>
@@ -7,7 +7,7 @@
 #include <chrono>
 
 #include "tessera/core/error.hpp"
-#include "tessera/sim/fold.hpp"
+#include "tessera/run/simulate.hpp"
 
 namespace tessera::studio {
 
@@ -16,13 +16,15 @@ std::shared_ptr<const Snapshot> simulate(const StudioConfig& config) {
   s->config = config;
   const auto t0 = std::chrono::steady_clock::now();
   try {
-    const ResolvedConfig rc = resolveConfig(config);
+    // Every rank simulated, with the trace: the timeline needs a lane per device.
+    run::SimRun run = run::simulate(resolveConfig(config), /*every_rank=*/true, /*keep_trace=*/true);
+    const ResolvedConfig& rc = run.setup;
     const sim::DeviceCatalog& catalog = rc.catalog;
     s->modelName = QString::fromStdString(rc.train.model.name);
     s->meshText = QString::fromStdString(rc.mesh.to_string());
     s->numRanks = rc.mesh.size();
-    const sim::FoldedReplay folded = sim::replay_folded(rc.train, rc.mesh);
-    s->result = sim::simulate_iteration(folded, rc.topology, catalog, rc.engine, /*fold_engine=*/false);
+    s->json = run.to_json();
+    s->result = std::move(run.result);
     s->shards = buildShardMap(rc.train, rc.mesh);
     s->timeline = buildTimeline(s->result.trace, s->numRanks);
     s->memory = buildMemoryBars(s->result, catalog);

@@ -24,6 +24,7 @@ struct Snapshot {
   QString modelName, meshText;
   int numRanks = 0;
   sim::SimResult result;  ///< simulate_iteration on the folded replay, every rank simulated
+  std::string json;       ///< the result's one JSON form (run::SimRun::to_json), as `tessera sim run --json`
   ShardMap shards;
   TimelineData timeline;
   std::vector<MemoryBar> memory;

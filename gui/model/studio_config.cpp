@@ -1,15 +1,12 @@
-// StudioConfig ↔ JSON, and its conversion through the CLI's own make_train_config and
-// make_sim_setup (topology and calibration).
+// StudioConfig ↔ JSON and ↔ run::RunSpec (which parses and checks every field), and its
+// resolution through run::resolve_sim, as `tessera sim run` does.
 #include "studio_config.hpp"
 
-#include <QFile>
 #include <QJsonDocument>
 #include <QJsonParseError>
 #include <QStringList>
 
 #include "tessera/core/error.hpp"
-#include "sim_setup.hpp"
-#include "train_run.hpp"
 
 namespace tessera::studio {
 
@@ -19,18 +16,15 @@ namespace {
   throw InvalidArgument((origin + QStringLiteral(": ") + what).toStdString());
 }
 
-QString stringField(const QJsonObject& o, const QString& key, const QString& fallback, const QString& origin) {
-  if (!o.contains(key)) return fallback;
-  if (!o.value(key).isString()) fail(origin, QStringLiteral("field \"%1\" must be a string").arg(key));
-  return o.value(key).toString();
-}
+QString q(const std::string& s) { return QString::fromStdString(s); }
 
-/// The trainable dtype named `name`; throws InvalidArgument naming `where` and the dtypes that work.
-core::DType trainableDtype(const QString& name, const QString& where) {
-  if (const auto t = nn::training_dtype(name.toStdString())) return *t;
-  throw InvalidArgument((where + QStringLiteral(" is \"%1\", which the trainer cannot train in (yet); use one of: %2")
-                                     .arg(name, QString::fromStdString(nn::training_dtype_names())))
-                            .toStdString());
+/// The studio's defaults as a run description: ConvNeXt-T at 3x512x2048, batch 1, sp=4.
+run::RunSpec studioDefaults() {
+  run::RunSpec s = run::RunSpec::for_simulation();
+  s.model = "convnext-t";
+  s.input = "3x512x2048";
+  s.batch = 1;
+  return s;
 }
 
 }  // namespace
@@ -63,39 +57,64 @@ QJsonObject StudioConfig::toJson() const {
                 {"batch", batch},         {"mesh", mesh},
                 {"shard", shard},         {"checkpointing", checkpointing},
                 {"optimizer", optimizer}, {"topology", topology},
-                {"dtype", dtype},         {"overlap", overlap}};
+                {"dtype", dtype},         {"overlap", overlap},
+                {"task", task},           {"classes", classes},
+                {"tf32", tf32},           {"bucket_mib", bucketMib}};
+  if (!device.isEmpty()) o.insert("device", device);
   if (!calibration.isEmpty()) o.insert("calibration", calibration);
   return o;
 }
 
+run::RunSpec StudioConfig::toSpec() const {
+  run::RunSpec s = run::RunSpec::for_simulation();
+  s.model = model.toStdString();
+  s.input = input.toStdString();
+  s.batch = batch;
+  s.mesh = mesh.toStdString();
+  s.shard = shard.toStdString();
+  s.checkpointing = checkpointing.toStdString();
+  s.optimizer = optimizer.toStdString();
+  s.topology = topology.toStdString();
+  s.dtype = dtype.toStdString();
+  s.overlap = overlap;
+  s.task = task.toStdString();
+  s.classes = classes;
+  s.device = device.toStdString();
+  s.tf32 = tf32;
+  s.bucket_mib = bucketMib;
+  s.calibration = calibration.toStdString();
+  return s;
+}
+
+StudioConfig StudioConfig::fromSpec(const run::RunSpec& s) {
+  StudioConfig c;
+  c.model = q(s.model);
+  c.input = q(s.input);
+  c.batch = s.batch;
+  c.mesh = q(s.mesh);
+  c.shard = q(s.shard);
+  c.checkpointing = q(s.checkpointing);
+  c.optimizer = q(s.optimizer);
+  c.topology = q(s.topology);
+  c.dtype = q(s.dtype);
+  c.overlap = s.overlap;
+  c.task = q(s.task);
+  c.classes = s.classes;
+  c.device = q(s.device);
+  c.tf32 = s.tf32;
+  c.bucketMib = s.bucket_mib;
+  c.calibration = q(s.calibration);
+  return c;
+}
+
 StudioConfig StudioConfig::fromJson(const QJsonObject& o, const QString& origin) {
-  static const QStringList known = {"model", "input", "batch", "mesh", "shard", "checkpointing",
-                                    "optimizer", "topology", "dtype", "overlap", "calibration"};
+  QStringList known;
+  for (const std::string& f : run::RunSpec::simulation_fields()) known << q(f);
   for (const QString& k : o.keys())
     if (!known.contains(k))
       fail(origin, QStringLiteral("unknown field \"%1\"; known fields: %2").arg(k, known.join(", ")));
-  StudioConfig c;
-  c.model = stringField(o, "model", c.model, origin);
-  c.input = stringField(o, "input", c.input, origin);
-  c.mesh = stringField(o, "mesh", c.mesh, origin);
-  c.shard = stringField(o, "shard", c.shard, origin);
-  c.checkpointing = stringField(o, "checkpointing", c.checkpointing, origin);
-  c.optimizer = stringField(o, "optimizer", c.optimizer, origin);
-  c.topology = stringField(o, "topology", c.topology, origin);
-  c.dtype = stringField(o, "dtype", c.dtype, origin);
-  trainableDtype(c.dtype, origin + QStringLiteral(": field \"dtype\""));
-  c.calibration = stringField(o, "calibration", c.calibration, origin);
-  if (o.contains("batch")) {
-    const QJsonValue v = o.value("batch");
-    if (!v.isDouble() || v.toDouble() != static_cast<double>(v.toInt()) || v.toInt() < 1)
-      fail(origin, QStringLiteral("field \"batch\" must be a positive integer"));
-    c.batch = v.toInt();
-  }
-  if (o.contains("overlap")) {
-    if (!o.value("overlap").isBool()) fail(origin, QStringLiteral("field \"overlap\" must be true or false"));
-    c.overlap = o.value("overlap").toBool();
-  }
-  return c;
+  const QByteArray text = QJsonDocument(o).toJson(QJsonDocument::Compact);
+  return fromSpec(run::RunSpec::from_json(text.toStdString(), studioDefaults(), origin.toStdString()));
 }
 
 StudioConfig StudioConfig::fromJsonText(const QByteArray& text, const QString& origin) {
@@ -107,29 +126,6 @@ StudioConfig StudioConfig::fromJsonText(const QByteArray& text, const QString& o
   return fromJson(doc.object(), origin);
 }
 
-ResolvedConfig resolveConfig(const StudioConfig& c) {
-  tools::TrainArgs a;
-  a.model = c.model.toStdString();
-  a.input = c.input.toStdString();
-  a.batch = c.batch;
-  a.mesh = c.mesh.toStdString();
-  a.shard = c.shard.toStdString();
-  a.checkpointing = c.checkpointing.toStdString();
-  a.optimizer = c.optimizer.toStdString();
-  a.task = "classify";  // as `tessera sim run`
-  a.classes = 1000;
-  a.steps = 1;
-  a.no_overlap = !c.overlap;
-  TESSERA_CHECK(c.batch >= 1, "batch ", c.batch, " must be at least 1");
-  const tools::TrainRunConfig t = tools::make_train_config(a);
-  tools::SimSetup setup = tools::make_sim_setup(c.topology.toStdString(), c.calibration.toStdString());
-  ResolvedConfig r{t.train, t.mesh, std::move(setup.catalog), std::move(setup.options), std::move(setup.topology)};
-  r.train.dtype = trainableDtype(c.dtype, QStringLiteral("dtype"));
-  const int have = static_cast<int>(r.topology.devices().size());
-  TESSERA_CHECK(r.mesh.size() <= have, "mesh ", r.mesh.to_string(), " needs ", r.mesh.size(),
-                " devices but topology '", r.topology.name, "' has ", have,
-                "; choose a smaller mesh or a larger topology (e.g. dgx-a100:2)");
-  return r;
-}
+ResolvedConfig resolveConfig(const StudioConfig& c) { return run::resolve_sim(c.toSpec()); }
 
 }  // namespace tessera::studio

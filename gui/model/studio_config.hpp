@@ -1,20 +1,20 @@
 // The studio's configuration: what the Configuration panel edits, what sessions and --config files
-// hold (JSON), and its conversion to core's training options and sim's topology.
+// hold (JSON, the run description's simulation fields), and its conversion — through the run
+// layer's RunSpec and resolve_sim, as `tessera sim run` — to core's and sim's options.
 #pragma once
 
 #include <QJsonObject>
 #include <QString>
 #include <QStringList>
 
-#include "tessera/core/mesh.hpp"
-#include "tessera/nn/trainer.hpp"
-#include "tessera/sim/devices.hpp"
-#include "tessera/sim/engine.hpp"
-#include "tessera/sim/topology.hpp"
+#include "tessera/run/resolve.hpp"
+#include "tessera/run/spec.hpp"
 
 namespace tessera::studio {
 
-/// One simulated training configuration (the `tessera sim run` options the studio exposes).
+/// One simulated training configuration: the fields of run::RunSpec::simulation_fields() (the
+/// `tessera sim run` options), in Qt's types. Training-only fields (lr, steps, data, ...) change no
+/// simulated figure and are not here.
 struct StudioConfig {
   QString model = QStringLiteral("convnext-t");  ///< preset name or path to a JSON model file
   QString input = QStringLiteral("3x512x2048");  ///< C×H×W of one image
@@ -26,6 +26,11 @@ struct StudioConfig {
   QString topology = QStringLiteral("dgx-a100");   ///< preset or path to a topology JSON file
   QString dtype = QStringLiteral("f32");           ///< one of trainableDtypes()
   bool overlap = true;
+  QString task = QStringLiteral("classify");  ///< classify or segment (the head and loss)
+  int classes = 1000;
+  QString device;      ///< device model of every rank; empty: the topology's
+  bool tf32 = false;   ///< time convolutions at the TF32 tensor-core peak
+  int bucketMib = 4;   ///< gradient all-reduce bucket size (JSON field "bucket_mib")
   /// A `tessera calibrate` file applied as `tessera sim run --calibration` does (the measured
   /// cpu-host device, its shared-memory links and kernel rates); empty: the built-in figures.
   QString calibration;
@@ -33,8 +38,12 @@ struct StudioConfig {
   bool operator==(const StudioConfig&) const = default;
 
   QJsonObject toJson() const;
-  /// Reads the fields present in `o` over the defaults. Throws InvalidArgument naming an unknown
-  /// or ill-typed field and `origin`.
+  /// The run description (RunSpec::for_simulation() with these fields).
+  run::RunSpec toSpec() const;
+  /// The simulation fields of `spec` (the others are left out).
+  static StudioConfig fromSpec(const run::RunSpec& spec);
+  /// Reads the fields present in `o` over the defaults, parsed and checked by RunSpec::from_json.
+  /// Throws InvalidArgument naming an unknown or ill-typed field and `origin`.
   static StudioConfig fromJson(const QJsonObject& o, const QString& origin = QStringLiteral("config"));
   /// Parses JSON text (an object); throws InvalidArgument with the parser's message and offset.
   static StudioConfig fromJsonText(const QByteArray& text, const QString& origin = QStringLiteral("config"));
@@ -51,16 +60,9 @@ int presetDevices(const QString& topology);
 /// Ranks a mesh such as "dp=2,sp=2" has (core::DeviceMesh::parse); 0 when it does not parse.
 int meshRanks(const QString& mesh);
 
-/// What core and sim need to run a configuration: the same conversion `tessera sim run` makes
-/// (tools' make_train_config and make_sim_setup), so that the studio and the CLI simulate exactly
-/// the same thing.
-struct ResolvedConfig {
-  nn::TrainOptions train;
-  core::DeviceMesh mesh;
-  sim::DeviceCatalog catalog;  ///< built-in, with the calibrated device when there is one
-  sim::EngineOptions engine;   ///< the calibration's kernel rates and wait costs, if any
-  sim::Topology topology;
-};
+/// What core and sim need to run a configuration: run::resolve_sim, the same conversion
+/// `tessera sim run` makes, so that the studio and the CLI simulate exactly the same thing.
+using ResolvedConfig = run::SimSetup;
 
 /// Validates and converts; throws tessera::Error (InvalidArgument) with a message for the user
 /// (for a bad calibration file, the loader's, naming the file and the field).

@@ -179,29 +179,29 @@ TEST_CASE("phase breakdown of a hand-built trace", "[gui][compare]") {
     step(v, pid, 200, 1.0);
     step(v, pid, 300, pid == 0 ? 1.0 : 1.5);
   }
-  const PhaseBreakdown b = phaseBreakdown(v);
+  const run::PhaseBreakdown b = run::phase_breakdown(v);
   REQUIRE(b.ranks == 2);
   REQUIRE(b.steps == 3);
-  REQUIRE(b.stepsUsed == 2);
+  REQUIRE(b.steps_used == 2);
   // Per rank and step: (3 step-rank pairs at scale 1, one at 1.5) / 4.
   const double mean = (3 * 1.0 + 1.5) / 4;
-  REQUIRE_THAT(b.phaseUs[kForward], WithinAbs(35 * mean, 1e-9));
-  REQUIRE_THAT(b.phaseUs[kBackward], WithinAbs(30 * mean, 1e-9));
-  REQUIRE_THAT(b.phaseUs[kOptimizer], WithinAbs(4 * mean, 1e-9));
-  REQUIRE_THAT(b.phaseUs[kHalo], WithinAbs(7, 1e-9));  // [2,7) ∪ [4,9)
-  REQUIRE_THAT(b.phaseUs[kCollective], WithinAbs(6, 1e-9));
+  REQUIRE_THAT(b.phase_us[run::kForward], WithinAbs(35 * mean, 1e-9));
+  REQUIRE_THAT(b.phase_us[run::kBackward], WithinAbs(30 * mean, 1e-9));
+  REQUIRE_THAT(b.phase_us[run::kOptimizer], WithinAbs(4 * mean, 1e-9));
+  REQUIRE_THAT(b.phase_us[run::kHalo], WithinAbs(7, 1e-9));  // [2,7) ∪ [4,9)
+  REQUIRE_THAT(b.phase_us[run::kCollective], WithinAbs(6, 1e-9));
   // Iteration: step 1 spans 69, step 2 spans 69 · 1.5 (the slower rank).
-  REQUIRE_THAT(b.iterationUs, WithinAbs((69 + 69 * 1.5) / 2, 1e-9));
-  REQUIRE(b.groupUs.size() == 4);
-  REQUIRE(b.groupUs[0].first == "stem");
-  REQUIRE(b.groupUs[1].first == "stages.0");
-  REQUIRE_THAT(b.groupUs[1].second, WithinAbs(50 * mean, 1e-9));
-  REQUIRE(b.groupUs[2].first == "loss");
-  REQUIRE(b.groupUs[3].first == "optimizer");
-  REQUIRE_THROWS_AS(phaseBreakdown({transfer(0, 0, 1, "halo")}), InvalidArgument);
+  REQUIRE_THAT(b.iteration_us, WithinAbs((69 + 69 * 1.5) / 2, 1e-9));
+  REQUIRE(b.group_us.size() == 4);
+  REQUIRE(b.group_us[0].first == "stem");
+  REQUIRE(b.group_us[1].first == "stages.0");
+  REQUIRE_THAT(b.group_us[1].second, WithinAbs(50 * mean, 1e-9));
+  REQUIRE(b.group_us[2].first == "loss");
+  REQUIRE(b.group_us[3].first == "optimizer");
+  REQUIRE_THROWS_AS(run::phase_breakdown({transfer(0, 0, 1, "halo")}), InvalidArgument);
   v.pop_back();  // drop rank 1's last collective: still 3 steps each
   v.erase(v.begin() + 9);  // drop rank 0's step-1 stem conv: still three steps
-  REQUIRE(phaseBreakdown(v).steps == 3);
+  REQUIRE(run::phase_breakdown(v).steps == 3);
 }
 
 TEST_CASE("compare: a real tessera train trace beside its simulation", "[gui][compare]") {
@@ -212,35 +212,35 @@ TEST_CASE("compare: a real tessera train trace beside its simulation", "[gui][co
   const core::ChromeTrace measured = core::read_chrome_trace_file(path.toStdString());
   const auto snap = simulate(tinyConfig());
   REQUIRE(snap->ok());
-  const Comparison c = compareTraces(measured, snap->result.trace, snap->modelName, snap->meshText, "3x32x64");
-  REQUIRE(c.mismatch.isEmpty());
-  REQUIRE(c.measuredSource.contains("tessera train"));
+  const run::Comparison c = run::compare_traces(measured, snap->result.trace, snap->modelName.toStdString(), snap->meshText.toStdString(), "3x32x64");
+  REQUIRE(c.mismatch.empty());
+  REQUIRE(c.measured_source.find("tessera train") != std::string::npos);
   REQUIRE(c.measured.ranks == 2);
   REQUIRE(c.measured.steps == 3);
-  REQUIRE(c.measured.stepsUsed == 2);
+  REQUIRE(c.measured.steps_used == 2);
   REQUIRE(c.simulated.steps == 1);
-  for (int p = 0; p < kNumPhases; ++p) {
-    INFO(phaseLabel(p).toStdString());
-    REQUIRE(c.measured.phaseUs[p] > 0);
-    REQUIRE(c.simulated.phaseUs[p] > 0);
+  for (int p = 0; p < run::kNumPhases; ++p) {
+    INFO(run::phase_label(p));
+    REQUIRE(c.measured.phase_us[p] > 0);
+    REQUIRE(c.simulated.phase_us[p] > 0);
   }
   // The simulated compute phases add up to the simulated kernels per rank.
   double kernels = 0;
   for (const core::TraceEvent& e : snap->result.trace)
     if (e.ph == 'X' && e.cat == "compute") kernels += e.dur_us;
-  REQUIRE_THAT(c.simulated.phaseUs[kForward] + c.simulated.phaseUs[kBackward] + c.simulated.phaseUs[kOptimizer],
+  REQUIRE_THAT(c.simulated.phase_us[run::kForward] + c.simulated.phase_us[run::kBackward] + c.simulated.phase_us[run::kOptimizer],
                WithinRel(kernels / 2, 1e-9));
-  REQUIRE_THAT(c.simulated.iterationUs, WithinRel(snap->result.iteration_ps / 1e6, 1e-6));
+  REQUIRE_THAT(c.simulated.iteration_us, WithinRel(snap->result.iteration_ps / 1e6, 1e-6));
   // Same layer groups on both sides, in the same order.
-  REQUIRE(c.measured.groupUs.size() == c.simulated.groupUs.size());
-  for (std::size_t i = 0; i < c.measured.groupUs.size(); ++i)
-    REQUIRE(c.measured.groupUs[i].first == c.simulated.groupUs[i].first);
-  REQUIRE(c.rows.size() == 1 + kNumPhases + c.measured.groupUs.size());
-  REQUIRE(std::isfinite(c.rows[0].errorPct()));
+  REQUIRE(c.measured.group_us.size() == c.simulated.group_us.size());
+  for (std::size_t i = 0; i < c.measured.group_us.size(); ++i)
+    REQUIRE(c.measured.group_us[i].first == c.simulated.group_us[i].first);
+  REQUIRE(c.rows.size() == 1 + run::kNumPhases + c.measured.group_us.size());
+  REQUIRE(std::isfinite(c.rows[0].error_pct()));
   // A run of another configuration is flagged.
-  const Comparison other = compareTraces(measured, snap->result.trace, snap->modelName, "sp=4", "3x64x64");
-  REQUIRE(other.mismatch.contains("mesh sp=2 vs sp=4"));
-  REQUIRE(other.mismatch.contains("input"));
+  const run::Comparison other = run::compare_traces(measured, snap->result.trace, snap->modelName.toStdString(), "sp=4", "3x64x64");
+  REQUIRE(other.mismatch.find("mesh sp=2 vs sp=4") != std::string::npos);
+  REQUIRE(other.mismatch.find("input") != std::string::npos);
 
   SECTION("the compare view shows it; a malformed file is refused with the reader's message") {
     CompareView view;

@@ -49,7 +49,7 @@ TEST_CASE("studio config round-trips through JSON and rejects bad input with a m
   REQUIRE(message("{\"model\": ") .find("test.json: not valid JSON") != std::string::npos);
   REQUIRE(message("[1, 2]").find("expected a JSON object") != std::string::npos);
   REQUIRE(message("{\"meshh\": \"sp=2\"}").find("unknown field \"meshh\"") != std::string::npos);
-  REQUIRE(message("{\"batch\": 0}").find("\"batch\" must be a positive integer") != std::string::npos);
+  REQUIRE(message("{\"batch\": 0}").find("field \"batch\" is 0: must be a positive integer") != std::string::npos);
   REQUIRE(message("{\"mesh\": 4}").find("\"mesh\" must be a string") != std::string::npos);
   // A dtype the trainer cannot train in: the field, the value and the dtypes that work.
   const std::string bf16 = message("{\"dtype\": \"bf16\"}");

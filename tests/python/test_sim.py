@@ -96,3 +96,19 @@ def test_trace_and_tables(tmp_path):
     pd = pytest.importorskip("pandas")
     df = tessera.sim.to_frame(r.devices)
     assert isinstance(df, pd.DataFrame) and len(df) == 2 and "memory_bytes.activation" in df.columns
+
+
+def test_compare_equals_cli(tmp_path):
+    """tessera.sim.compare gives what `tessera sim compare --json` gives (the run layer's JSON)."""
+    measured = tmp_path / "measured.json"
+    tessera.train(model="convnext-atto", input="3x32x64", batch=1, mesh="sp=2", task="classify", classes=12,
+                  steps=2, threads=1, warmup=0, trace=str(measured))
+    spec = dict(model="convnext-atto", input="3x32x64", batch=1, mesh="sp=2", task="classify", classes=12,
+                topology="cpu-host:2")
+    py = tessera.sim.compare(str(measured), **spec)
+    c = run_cli("sim", "compare", "--measured", str(measured), "--model", "convnext-atto", "--input", "3x32x64",
+                "--batch", "1", "--mesh", "sp=2", "--task", "classify", "--classes", "12", "--topology", "cpu-host:2")
+    assert py == c
+    assert [r["label"] for r in py["rows"]][:3] == ["iteration", "forward", "backward"] and py["mismatch"] == ""
+    with pytest.raises(tessera.InvalidArgument, match="classes"):
+        tessera.sim.compare(str(measured), classes=1)

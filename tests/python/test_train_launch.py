@@ -61,7 +61,7 @@ def test_launch_python_script_on_ucx_equals_local(tmp_path):
 
 
 def test_unknown_backend_is_refused():
-    with pytest.raises(ValueError, match="--backend 'no-such-backend': not available"):
+    with pytest.raises(ValueError, match="backend 'no-such-backend': not available"):
         tessera.train(backend="no-such-backend", **CONFIG)
 
 

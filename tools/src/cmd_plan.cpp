@@ -9,23 +9,31 @@
 #include "commands.hpp"
 #include "tessera/sim/planner.hpp"
 #include "tessera/sim/units.hpp"
-#include "train_run.hpp"
+#include "spec_options.hpp"
+#include "tessera/run/resolve.hpp"
 
 namespace tessera::tools {
 
 namespace {
 
+run::RunSpec plan_defaults() {
+  run::RunSpec s = run::RunSpec::for_simulation();
+  s.model = "convnext-xl";
+  s.input = "3x512x4096";
+  s.batch = 7;
+  s.topology = "dgx-a100:2";
+  s.mesh = "sp=1";  // the planner chooses the mesh; this only validates model and input
+  return s;
+}
+
 struct PlanArgs {
-  TrainArgs train;
-  std::string topology = "dgx-a100:2";
-  std::string device;
+  SpecOptions spec{plan_defaults()};
   std::string memory_cap;
   std::string shards = "W,H,HW";
   std::string checkpointing = "none,block,stage";
   int devices = 0;
   int bucket_mib = 4;
   int top = 0;
-  bool tf32 = false;
   bool json = false;
 };
 
@@ -50,12 +58,12 @@ std::string quoted(const std::string& s) {
   return out + "\"";
 }
 
-void print_json(const PlanArgs& a, const sim::PlanOptions& o, const sim::Topology& topo,
+void print_json(const run::RunSpec& spec, const sim::PlanOptions& o, const sim::Topology& topo,
                 const sim::PlanResult& r) {
   std::printf(
       "{\"model\": %s, \"input\": %s, \"batch\": %d, \"topology\": %s, \"devices\": %d, "
       "\"memory_cap_bytes\": %.0f, \"best_fit\": %d,\n \"configurations\": [",
-      quoted(o.train.model.name).c_str(), quoted(a.train.input).c_str(), o.train.batch,
+      quoted(o.train.model.name).c_str(), quoted(spec.input).c_str(), o.train.batch,
       quoted(topo.name).c_str(), r.devices, o.memory_cap_bytes, r.best_fit());
   for (std::size_t i = 0; i < r.entries.size(); ++i) {
     const sim::PlanEntry& e = r.entries[i];
@@ -79,13 +87,10 @@ void print_json(const PlanArgs& a, const sim::PlanOptions& o, const sim::Topolog
 }
 
 int run_plan(const PlanArgs& a) {
-  TrainArgs t = a.train;
-  t.mesh = "sp=1";  // the planner chooses the mesh; this only validates model and input
-  TrainRunConfig cfg = make_train_config(t);
-  TESSERA_CHECK(a.bucket_mib >= 1, "--bucket-mib ", a.bucket_mib, " must be at least 1");
-  cfg.train.bucket_bytes = std::size_t(a.bucket_mib) << 20;
+  const run::RunSpec spec = a.spec.spec();
+  const run::SimSetup setup = run::resolve_sim(spec);
   sim::PlanOptions o;
-  o.train = cfg.train;
+  o.train = setup.train;
   o.devices = a.devices;
   o.shards = split_list(a.shards);
   o.checkpointing = split_list(a.checkpointing);
@@ -96,22 +101,19 @@ int run_plan(const PlanArgs& a) {
     o.memory_cap_bytes = static_cast<double>(sim::parse_byte_size(a.memory_cap));
   TESSERA_CHECK(a.memory_cap.empty() || o.memory_cap_bytes > 0, "--memory-cap '", a.memory_cap,
                 "': give a positive size such as 80GB");
-  sim::DeviceCatalog catalog;
-  if (!a.device.empty()) catalog.get(a.device);  // an unknown name fails here, naming the devices
-  o.engine.device = a.device;
-  o.engine.tf32 = a.tf32;
-  const sim::Topology topo = load_topology(a.topology);
-  topo.check_devices(catalog);
+  o.engine = setup.engine;
+  const sim::DeviceCatalog& catalog = setup.catalog;
+  const sim::Topology& topo = setup.topology;
   const auto t0 = std::chrono::steady_clock::now();
   const sim::PlanResult r = sim::plan(o, topo, catalog);
   const double took_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (a.json) {
-    print_json(a, o, topo, r);
+    print_json(spec, o, topo, r);
     return 0;
   }
   std::printf("plan: %s, input %s, global batch %d, %s, %s on %d devices of %s\n",
-              o.train.model.name.c_str(), a.train.input.c_str(), o.train.batch,
+              o.train.model.name.c_str(), spec.input.c_str(), o.train.batch,
               o.train.optimizer.kind.c_str(), o.train.overlap ? "overlap" : "no overlap", r.devices,
               topo.name.c_str());
   if (o.memory_cap_bytes > 0)
@@ -154,39 +156,20 @@ int run_plan(const PlanArgs& a) {
 
 void add_plan_command(CLI::App& app, Action& action) {
   auto a = std::make_shared<PlanArgs>();
-  a->train.model = "convnext-xl";
-  a->train.input = "3x512x4096";
-  a->train.batch = 7;
-  a->train.task = "classify";
-  a->train.classes = 1000;
-  a->train.steps = 1;
   CLI::App* c =
       app.add_subcommand("plan",
                          "Rank meshes, shard dimensions and checkpointing by simulated iteration "
                          "time, with memory fit");
-  c->add_option("--model", a->train.model, "Model preset or JSON model file")
-      ->capture_default_str();
-  c->add_option("--input", a->train.input, "Image size CxHxW")->capture_default_str();
-  c->add_option("--batch", a->train.batch, "Global batch per iteration (split over dp)")
-      ->capture_default_str();
-  c->add_option("--topology", a->topology, "A preset (tessera sim --list) or a topology JSON file")
-      ->capture_default_str();
+  a->spec.add(*c, {"model", "input", "batch", "topology", "optimizer", "task", "classes", "dtype", "device",
+                   "calibration", "bucket_mib", "overlap", "tf32"},
+              /*with_config=*/true);
   c->add_option("--devices", a->devices, "Use the first N devices (default: all of the topology)");
   c->add_option("--memory-cap", a->memory_cap,
                 "Memory limit per device, e.g. 80GB (default: the device's)");
   c->add_option("--shards", a->shards, "Shard dimensions to try: W, H, HW")->capture_default_str();
   c->add_option("--checkpointing", a->checkpointing, "Policies to try: none, block, stage")
       ->capture_default_str();
-  c->add_option("--optimizer", a->train.optimizer, "sgd or adamw")->capture_default_str();
-  c->add_option("--task", a->train.task, "classify or segment")->capture_default_str();
-  c->add_option("--classes", a->train.classes, "Number of classes")->capture_default_str();
-  c->add_option("--device", a->device, "Device model for every rank (default: the topology's)");
-  c->add_option("--bucket-mib", a->bucket_mib, "Gradient all-reduce bucket size in MiB")
-      ->capture_default_str();
   c->add_option("--top", a->top, "Print only the N fastest rows (and the fastest that fits)");
-  c->add_flag("--no-overlap", a->train.no_overlap,
-              "Do not overlap halo exchange and gradient all-reduce");
-  c->add_flag("--tf32", a->tf32, "Time convolutions at the TF32 tensor-core peak");
   c->add_flag("--json", a->json, "Print one JSON object (configurations[], skipped[])");
   c->callback([&action, a] { action = [a] { return run_plan(*a); }; });
 }

@@ -38,7 +38,7 @@ int run_collective(const CollectiveArgs& a) {
   const sim::CollectiveOp op = sim::parse_collective_op(a.op);
   const sim::Algorithm algo = sim::parse_algorithm(a.algorithm);
   const std::int64_t bytes = sim::parse_byte_size(a.bytes);
-  const sim::Topology topo = load_topology(a.topology);
+  const sim::Topology topo = run::load_topology(a.topology);
   std::vector<int> group = topo.devices();
   TESSERA_CHECK(a.ranks >= 0 && a.ranks <= static_cast<int>(group.size()), "--ranks ", a.ranks,
                 ": topology '", topo.name, "' has ", group.size(),
@@ -112,6 +112,7 @@ void add_sim_command(CLI::App& app, Action& action) {
   c->callback([&action, args] { action = [args] { return run_collective(*args); }; });
   add_sim_run_command(*sim, action);
   add_sim_memory_command(*sim, action);
+  add_sim_compare_command(*sim, action);
 
   sim->callback([&action, sim, list] {
     if (*list) {

@@ -10,14 +10,21 @@
 #include "tessera/sim/devices.hpp"
 #include "tessera/sim/fold.hpp"
 #include "tessera/sim/replay.hpp"
-#include "train_run.hpp"
+#include "tessera/run/resolve.hpp"
 
 namespace tessera::tools {
 
 namespace {
 
+run::RunSpec memory_defaults() {
+  run::RunSpec s = run::RunSpec::for_simulation();
+  s.model = "convnext-xl";
+  s.batch = 7;
+  return s;
+}
+
 struct MemoryTableArgs {
-  TrainArgs train;
+  run::RunSpec train = memory_defaults();
   std::string inputs = "3x512x1024,3x512x2048,3x512x4096";
   int sp = 4;
   std::string device = "a100-80gb";
@@ -28,11 +35,11 @@ struct Cell {
 };
 
 // The largest figures over the ranks of one setup.
-Cell replay_cell(TrainArgs t, const std::string& input, int sp, const std::string& checkpointing) {
+Cell replay_cell(run::RunSpec t, const std::string& input, int sp, const std::string& checkpointing) {
   t.input = input;
   t.mesh = "sp=" + std::to_string(sp);
   t.checkpointing = checkpointing;
-  const TrainRunConfig cfg = make_train_config(t);
+  const run::TrainSetup cfg = run::resolve_train(t, /*check_backend=*/false);
   Cell c;
   const sim::FoldedReplay folded = sim::replay_folded(cfg.train, cfg.mesh);  // one replay per class
   for (const sim::RankReplay& r : folded.classes) {
@@ -75,11 +82,6 @@ int run_memory_table(const MemoryTableArgs& a) {
 
 void add_sim_memory_command(CLI::App& sim, Action& action) {
   auto a = std::make_shared<MemoryTableArgs>();
-  a->train.model = "convnext-xl";
-  a->train.batch = 7;
-  a->train.task = "classify";
-  a->train.classes = 1000;
-  a->train.steps = 1;
   CLI::App* c = sim.add_subcommand("memory", "Per-GPU peak memory table: unsharded, block checkpointing, "
                                              "spatial sharding, both (meta replays of the real trainer)");
   c->add_option("--model", a->train.model, "Model preset or JSON model file")->capture_default_str();

@@ -6,8 +6,9 @@
 #include <cstdio>
 
 #include "commands.hpp"
+#include "spec_options.hpp"
 #include "tessera/comm/env_rendezvous.hpp"
-#include "train_run.hpp"
+#include "tessera/run/train.hpp"
 #include "tessera/core/error.hpp"
 
 namespace tessera::tools {
@@ -20,7 +21,7 @@ std::string mib(std::size_t b) {
   return buf;
 }
 
-void print_step(const TrainRunConfig& cfg, const std::vector<nn::StepStats>& ranks, bool tty) {
+void print_step(const run::TrainSetup& cfg, const std::vector<nn::StepStats>& ranks, bool tty) {
   const nn::StepStats& s = ranks[0];
   double worst = 0;
   for (auto& r : ranks) worst = std::max(worst, r.step_time_s);
@@ -37,10 +38,19 @@ void print_step(const TrainRunConfig& cfg, const std::vector<nn::StepStats>& ran
 
 }  // namespace
 
-int run_train_command(TrainRunConfig cfg) {
+struct TrainCommandArgs {
+  SpecOptions spec{run::RunSpec{}};
+  bool json = false;
+};
+
+int run_train_command(const run::TrainSetup& cfg, bool json) {
   // One process per rank (ucx, ...): rank 0 reports for everyone.
   if (cfg.backend != "local" && comm::read_env().rank != 0) {
-    run_training(cfg, nullptr);
+    run::train(cfg, nullptr);
+    return 0;
+  }
+  if (json) {
+    std::printf("%s\n", run::train_json(cfg, run::train(cfg, nullptr)).c_str());
     return 0;
   }
   const bool tty = isatty(fileno(stdout));
@@ -49,9 +59,9 @@ int run_train_command(TrainRunConfig cfg) {
               cfg.train.model.name.c_str(), core::shape_str(cfg.train.input).c_str(), cfg.train.batch,
               cfg.mesh.to_string().c_str(), cfg.train.shard.c_str(), cfg.backend.c_str(), cfg.train.steps,
               cfg.train.checkpointing.c_str(), cfg.train.optimizer.kind.c_str());
-  TrainRunResult res;
+  run::TrainResult res;
   try {
-    res = run_training(cfg, [&](const std::vector<nn::StepStats>& ranks) { print_step(cfg, ranks, tty); });
+    res = run::train(cfg, [&](const std::vector<nn::StepStats>& ranks) { print_step(cfg, ranks, tty); });
   } catch (const NonFiniteError& e) {
     // What the diverged run left behind; main then prints the error itself and exits 1.
     if (tty) std::printf("\n");
@@ -64,15 +74,20 @@ int run_train_command(TrainRunConfig cfg) {
     throw;
   }
   if (tty) std::printf("\n");
-  std::printf("%s", training_summary(cfg, res).c_str());
+  std::printf("%s", run::training_summary(cfg, res).c_str());
   return 0;
 }
 
 void add_train_command(CLI::App& app, Action& action) {
-  auto a = std::make_shared<TrainArgs>();
+  auto a = std::make_shared<TrainCommandArgs>();
   CLI::App* c = app.add_subcommand("train", "Train a model spatially sharded over in-process ranks");
-  add_train_options(*c, *a);
-  c->callback([&action, a] { action = [a] { return run_train_command(make_train_config(*a)); }; });
+  a->spec.add(*c, {"model", "input", "batch", "mesh", "shard", "backend", "steps", "checkpointing", "optimizer", "lr",
+                   "weight_decay", "momentum", "warmup", "clip", "seed", "task", "classes", "drop_path", "data", "save",
+                   "resume", "trace", "metrics", "threads", "timeout_s", "overlap", "dtype", "bucket_mib"},
+              /*with_config=*/true);
+  c->add_flag("--json", a->json, "Print the run's summary as one JSON object (steps[], wall_s, parameters, summary) "
+                                 "instead of the progress lines");
+  c->callback([&action, a] { action = [a] { return run_train_command(run::resolve_train(a->spec.spec()), a->json); }; });
 }
 
 }  // namespace tessera::tools

@@ -5,7 +5,7 @@
 #include <functional>
 #include <string>
 
-#include "sim_setup.hpp"  // load_topology
+#include "tessera/run/resolve.hpp"  // run::load_topology
 #include "tessera/sim/topology.hpp"
 
 namespace tessera::tools {
@@ -25,6 +25,8 @@ void add_sim_command(CLI::App& app, Action& action);
 /// `tessera sim run` (cmd_sim_run.cpp) and `tessera sim memory` (cmd_sim_memory.cpp), added to `sim`.
 void add_sim_run_command(CLI::App& sim, Action& action);
 void add_sim_memory_command(CLI::App& sim, Action& action);
+/// `tessera sim compare` (cmd_sim_compare.cpp): a measured trace beside a simulated one.
+void add_sim_compare_command(CLI::App& sim, Action& action);
 /// `tessera calibrate` (cmd_calibrate.cpp).
 void add_calibrate_command(CLI::App& app, Action& action);
 /// `tessera plan` (cmd_plan.cpp).

@@ -1,103 +1,24 @@
-// The simulator from Python: topologies (presets, JSON), one simulated training iteration (the
-// same calls as `tessera sim run`), the planner (as `tessera plan`) and Chrome-trace export.
-// Results are plain dicts with the CLI's --json keys, so both can be compared field by field.
+// The simulator from Python: topologies (presets, JSON), one simulated training iteration
+// (run::simulate, as `tessera sim run`), the planner (as `tessera plan`) and Chrome-trace export.
+// The run description arrives as JSON (RunSpec::from_json checks it); results are the run layer's
+// one JSON form (run::SimRun::to_json) turned into dicts, the keys of `tessera sim run --json`.
 #include <sstream>
 
 #include "common.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/file_io.hpp"
-#include "tessera/core/trace.hpp"
-#include "tessera/sim/engine.hpp"
-#include "tessera/sim/fold.hpp"
+#include "tessera/run/phase_compare.hpp"
+#include "tessera/run/simulate.hpp"
 #include "tessera/sim/planner.hpp"
 #include "tessera/sim/topology.hpp"
 #include "tessera/sim/units.hpp"
-#include "sim_setup.hpp"
-#include "train_run.hpp"
 
 namespace tessera::python {
 
 namespace {
 
-/// A simulated iteration plus what describes it (for to_dict and the trace's otherData).
-struct SimRun {
-  sim::SimResult result;
-  std::string model, mesh, topology;
-  core::DeviceMesh device_mesh;
-  std::vector<double> capacity_bytes;  ///< per rank
-};
-
-/// The topology argument: a Topology, a preset name or a JSON file path.
-sim::Topology topology_of(const py::object& o) {
-  if (py::isinstance<sim::Topology>(o)) return sim::Topology::from_json(o.cast<const sim::Topology&>().to_json());
-  return tools::load_topology(o.cast<std::string>());  // as the CLI's --topology
-}
-
-tools::TrainArgs train_args(const std::string& model, const std::string& input, int batch, const std::string& mesh,
-                            const std::string& shard, const std::string& checkpointing,
-                            const std::string& optimizer, const std::string& task, int classes, bool overlap) {
-  tools::TrainArgs a;  // the defaults of `tessera sim run` / `tessera plan`
-  a.model = model;
-  a.input = input;
-  a.batch = batch;
-  a.mesh = mesh;
-  a.shard = shard;
-  a.checkpointing = checkpointing;
-  a.optimizer = optimizer;
-  a.task = task;
-  a.classes = classes;
-  a.steps = 1;
-  a.no_overlap = !overlap;
-  return a;
-}
-
-py::dict device_dict(const sim::DeviceResult& d, const core::DeviceMesh& mesh) {
-  py::dict e;
-  e["rank"] = d.rank;
-  e["coords"] = mesh.coords_of(d.rank);
-  e["device"] = d.device;
-  e["peak_memory_bytes"] = d.memory.peak_total;
-  py::dict mem;
-  for (int c = 0; c < core::kNumMemCategories; ++c)
-    mem[py::str(std::string(core::mem_category_name(static_cast<core::MemCategory>(c))))] = d.memory.peak[c];
-  e["memory_bytes"] = mem;
-  e["compute_busy_s"] = static_cast<double>(d.compute_busy_ps) / 1e12;
-  e["comm_busy_s"] = static_cast<double>(d.comm_busy_ps) / 1e12;
-  e["simulated_as"] = d.simulated_as;
-  return e;
-}
-
-py::list devices_list(const SimRun& s) {
-  py::list l;
-  for (std::size_t i = 0; i < s.result.devices.size(); ++i) {
-    py::dict d = device_dict(s.result.devices[i], s.device_mesh);
-    d["capacity_bytes"] = s.capacity_bytes.at(i);
-    l.append(d);
-  }
-  return l;
-}
-
-py::list links_list(const SimRun& s) {
-  py::list l;
-  for (const sim::LinkUse& u : s.result.links) {
-    py::dict d;
-    d["from"] = u.from;
-    d["to"] = u.to;
-    d["kind"] = u.kind;
-    d["bytes"] = u.bytes;
-    d["utilisation"] = u.utilisation;
-    l.append(d);
-  }
-  return l;
-}
-
-std::string trace_json(const SimRun& s) {
-  std::ostringstream os;
-  core::write_chrome_trace(os, s.result.trace, s.result.process_names,
-                           {{"source", "tessera.sim.simulate"}, {"model", s.model}, {"mesh", s.mesh},
-                            {"topology", s.topology}});
-  return os.str();
-}
+/// Parsed JSON text as Python data (json.loads).
+py::object loads(const std::string& text) { return py::module_::import("json").attr("loads")(text); }
 
 py::dict plan_config(const sim::PlanConfig& c) {
   py::dict d;
@@ -127,7 +48,7 @@ void bind_sim(py::module_& m) {
                   "A preset: dgx-a100, dgx-h100, hgx-h200, rtx4090x4, cpu-host, 'dgx-a100:N', ...")
       .def_static("from_json", [](const std::string& text) { return sim::Topology::from_json(text, "Topology.from_json"); },
                   py::arg("text"))
-      .def_static("load", py::overload_cast<const std::string&>(&tools::load_topology), py::arg("spec"),
+      .def_static("load", [](const std::string& spec) { return run::load_topology(spec); }, py::arg("spec"),
                    "A preset name or a topology JSON file.")
       .def_static("preset_names", &sim::Topology::preset_names)
       .def_readwrite("name", &sim::Topology::name)
@@ -136,24 +57,19 @@ void bind_sim(py::module_& m) {
       .def("to_json", &sim::Topology::to_json)
       .def("__repr__", [](const sim::Topology& t) { return "Topology('" + t.name + "': " + t.describe() + ")"; });
 
-  py::class_<SimRun>(s, "SimResult", "One simulated training iteration.")
+  py::class_<run::SimRun>(s, "SimResult", "One simulated training iteration.")
       .def_property_readonly("iteration_time_s",
-                             [](const SimRun& r) { return static_cast<double>(r.result.iteration_ps) / 1e12; })
-      .def_property_readonly("iteration_ps", [](const SimRun& r) { return r.result.iteration_ps; })
-      .def_property_readonly("simulated_ranks", [](const SimRun& r) { return r.result.simulated_ranks; })
-      .def_property_readonly("devices", &devices_list, "Per rank: memory peaks by category, busy times (dicts).")
-      .def_property_readonly("links", &links_list, "Links that carried data, busiest first (dicts).")
-      .def("to_dict", [](const SimRun& r) {
-        py::dict d;
-        d["model"] = r.model;
-        d["mesh"] = r.mesh;
-        d["topology"] = r.topology;
-        d["iteration_time_s"] = static_cast<double>(r.result.iteration_ps) / 1e12;
-        d["devices"] = devices_list(r);
-        d["links"] = links_list(r);
-        return d;
-      }, "The result as plain data, with the keys of `tessera sim run --json`.")
-      .def("trace_events", [](const SimRun& r) {
+                             [](const run::SimRun& r) { return static_cast<double>(r.result.iteration_ps) / 1e12; })
+      .def_property_readonly("iteration_ps", [](const run::SimRun& r) { return r.result.iteration_ps; })
+      .def_property_readonly("simulated_ranks", [](const run::SimRun& r) { return r.result.simulated_ranks; })
+      .def_property_readonly("devices", [](const run::SimRun& r) -> py::object { return loads(r.to_json())["devices"]; },
+                             "Per rank: memory peaks by category, capacity, busy times (dicts).")
+      .def_property_readonly("links", [](const run::SimRun& r) -> py::object { return loads(r.to_json())["links"]; },
+                             "Links that carried data, busiest first (dicts).")
+      .def("to_json", &run::SimRun::to_json, "The result as JSON text: what `tessera sim run --json` prints.")
+      .def("to_dict", [](const run::SimRun& r) { return loads(r.to_json()); },
+           "The result as plain data: to_json() parsed, the keys of `tessera sim run --json`.")
+      .def("trace_events", [](const run::SimRun& r) {
         py::list l;
         for (const core::TraceEvent& e : r.result.trace) {
           if (e.ph != 'X') continue;
@@ -170,81 +86,51 @@ void bind_sim(py::module_& m) {
         }
         return l;
       }, "The timeline's complete events (ph 'X') as dicts: name, cat, pid (rank), tid (lane), ts_us, dur_us.")
-      .def("trace_json", &trace_json, "The timeline as Chrome-trace JSON text (Perfetto, the studio).")
-      .def("write_trace", [](const SimRun& r, const std::string& path) { core::write_file_atomic(path, trace_json(r)); },
-           py::arg("path"), "Writes the Chrome trace to `path` (atomically).");
+      .def("trace_json", [](const run::SimRun& r) { return r.trace_json("tessera.sim.simulate"); },
+           "The timeline as Chrome-trace JSON text (Perfetto, the studio).")
+      .def("write_trace", [](const run::SimRun& r, const std::string& path) {
+             core::write_file_atomic(path, r.trace_json("tessera.sim.simulate"));
+           }, py::arg("path"), "Writes the Chrome trace to `path` (atomically).");
 
   s.def(
       "simulate",
-      [](const std::string& model, const std::string& input, int batch, const std::string& mesh,
-         const py::object& topology, const std::string& shard, const std::string& checkpointing,
-         const std::string& optimizer, const std::string& task, int classes, const std::string& device,
-         bool tf32, int bucket_mib, bool overlap, bool trace) {
-        tools::TrainRunConfig cfg = tools::make_train_config(
-            train_args(model, input, batch, mesh, shard, checkpointing, optimizer, task, classes, overlap));
-        TESSERA_CHECK(bucket_mib >= 1, "simulate: bucket_mib=", bucket_mib, " must be at least 1");
-        cfg.train.bucket_bytes = std::size_t(bucket_mib) << 20;
-        sim::DeviceCatalog catalog;
-        const sim::Topology topo = topology_of(topology);
-        topo.check_devices(catalog);
-        if (!device.empty()) catalog.get(device);  // an unknown name fails here, naming the devices
-        sim::EngineOptions eo;
-        eo.device = device;
-        eo.tf32 = tf32;
-        eo.trace = trace;
-        SimRun run;
-        {
-          py::gil_scoped_release nogil;
-          const sim::FoldedReplay folded = sim::replay_folded(cfg.train, cfg.mesh);
-          // As `tessera sim run`: one simulated slab per kind of equivalent ranks, except for a
-          // trace, where every rank is simulated so that each device has its lanes.
-          run.result = sim::simulate_iteration(folded, topo, catalog, eo, /*fold_engine=*/!trace);
-        }
-        run.model = cfg.train.model.name;
-        run.mesh = cfg.mesh.to_string();
-        run.topology = topo.name;
-        run.device_mesh = cfg.mesh;
-        for (const sim::DeviceResult& d : run.result.devices) run.capacity_bytes.push_back(catalog.get(d.device).capacity_bytes);
-        return run;
+      [](const std::string& spec_json, bool trace) {
+        const run::RunSpec spec =
+            run::RunSpec::from_json(spec_json, run::RunSpec::for_simulation(), "tessera.sim.simulate");
+        py::gil_scoped_release nogil;
+        // As `tessera sim run`: one simulated slab per kind of equivalent ranks, except for a
+        // trace, where every rank is simulated so that each device has its lanes.
+        return run::simulate(spec, trace, "tessera.sim.simulate");
       },
-      py::arg("model"), py::arg("input"), py::arg("batch"), py::arg("mesh"), py::arg("topology"), py::arg("shard"),
-      py::arg("checkpointing"), py::arg("optimizer"), py::arg("task"), py::arg("classes"), py::arg("device"),
-      py::arg("tf32"), py::arg("bucket_mib"), py::arg("overlap"), py::arg("trace"));
+      py::arg("spec_json"), py::arg("trace"),
+      "Simulates the run description `spec_json` (RunSpec JSON over the defaults of tessera sim run).");
 
   s.def(
       "plan",
-      [](const std::string& model, const std::string& input, int batch, const py::object& topology, int devices,
-         const py::object& shards, const py::object& checkpointing, const std::string& memory_cap,
-         const std::string& optimizer, const std::string& task, int classes, const std::string& device, bool tf32,
-         int bucket_mib, bool overlap) {
-        tools::TrainRunConfig cfg = tools::make_train_config(
-            train_args(model, input, batch, "sp=1", "W", "none", optimizer, task, classes, overlap));
-        TESSERA_CHECK(bucket_mib >= 1, "plan: bucket_mib=", bucket_mib, " must be at least 1");
-        cfg.train.bucket_bytes = std::size_t(bucket_mib) << 20;
+      [](const std::string& spec_json, int devices, const py::object& shards, const py::object& checkpointing,
+         const std::string& memory_cap) {
+        run::RunSpec spec = run::RunSpec::from_json(spec_json, run::RunSpec::for_simulation(), "tessera.sim.plan");
+        spec.mesh = "sp=1";  // the planner chooses the mesh; this only validates model and input
+        const run::SimSetup setup = run::resolve_sim(spec);
         sim::PlanOptions o;
-        o.train = cfg.train;
+        o.train = setup.train;
         o.devices = devices;
         o.shards = strings_of(shards);
         o.checkpointing = strings_of(checkpointing);
         for (const std::string& x : o.shards)
           TESSERA_CHECK(x == "W" || x == "H" || x == "HW", "plan: shards ", x, ": list W, H and/or HW");
         if (!memory_cap.empty()) o.memory_cap_bytes = static_cast<double>(sim::parse_byte_size(memory_cap));
-        sim::DeviceCatalog catalog;
-        if (!device.empty()) catalog.get(device);
-        o.engine.device = device;
-        o.engine.tf32 = tf32;
-        const sim::Topology topo = topology_of(topology);
-        topo.check_devices(catalog);
+        o.engine = setup.engine;
         sim::PlanResult r;
         {
           py::gil_scoped_release nogil;
-          r = sim::plan(o, topo, catalog);
+          r = sim::plan(o, setup.topology, setup.catalog);
         }
         py::dict d;
         d["model"] = o.train.model.name;
-        d["input"] = input;
+        d["input"] = spec.input;
         d["batch"] = o.train.batch;
-        d["topology"] = topo.name;
+        d["topology"] = setup.topology.name;
         d["devices"] = r.devices;
         d["memory_cap_bytes"] = o.memory_cap_bytes;
         d["best_fit"] = r.best_fit();
@@ -271,9 +157,24 @@ void bind_sim(py::module_& m) {
         d["skipped"] = skipped;
         return d;
       },
-      py::arg("model"), py::arg("input"), py::arg("batch"), py::arg("topology"), py::arg("devices"),
-      py::arg("shards"), py::arg("checkpointing"), py::arg("memory_cap"), py::arg("optimizer"), py::arg("task"),
-      py::arg("classes"), py::arg("device"), py::arg("tf32"), py::arg("bucket_mib"), py::arg("overlap"));
+      py::arg("spec_json"), py::arg("devices"), py::arg("shards"), py::arg("checkpointing"), py::arg("memory_cap"));
+  s.def(
+      "compare",
+      [](const std::string& measured, const std::string& simulated, const std::string& spec_json) {
+        run::Comparison c;
+        if (!simulated.empty()) {
+          c = run::compare_trace_files(measured, simulated);
+        } else {
+          const run::RunSpec spec =
+              run::RunSpec::from_json(spec_json, run::RunSpec::for_simulation(), "tessera.sim.compare");
+          py::gil_scoped_release nogil;
+          c = run::compare_with_simulation(measured, spec);
+        }
+        return loads(c.to_json());
+      },
+      py::arg("measured"), py::arg("simulated"), py::arg("spec_json"),
+      "run::Comparison::to_json as a dict: a measured trace file against a simulated trace file, or against "
+      "the simulation of the run description.");
   s.def("device_names", [] { return sim::DeviceCatalog().names(); }, "Device models of the built-in catalog.");
 }
 

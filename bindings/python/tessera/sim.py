@@ -1,11 +1,13 @@
 """The simulator: topologies, one simulated training iteration, the planner, Chrome traces.
 
-The same library calls as ``tessera sim run`` and ``tessera plan``; results carry the keys of
-their ``--json`` output.
+The same library calls as ``tessera sim run`` and ``tessera plan`` (the run layer, tessera::run):
+the keyword arguments form the same run description (RunSpec JSON) the CLI's options do, and
+results carry the keys of their ``--json`` output.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Optional, Sequence, Union
 
 from . import _tessera
@@ -15,7 +17,7 @@ Topology = _s.Topology
 SimResult = _s.SimResult
 device_names = _s.device_names
 
-__all__ = ["Topology", "SimResult", "simulate", "plan", "to_frame", "device_names"]
+__all__ = ["Topology", "SimResult", "simulate", "plan", "compare", "to_frame", "device_names"]
 
 
 def _text(v) -> str:
@@ -24,6 +26,13 @@ def _text(v) -> str:
     if isinstance(v, _tessera.DeviceMesh):
         return str(v)
     return "x".join(str(int(x)) for x in v)
+
+
+def _spec_json(**fields) -> str:
+    """The run description (RunSpec) as JSON; a Topology goes in as its own JSON."""
+    if isinstance(fields.get("topology"), Topology):
+        fields["topology"] = json.loads(fields["topology"].to_json())
+    return json.dumps(fields)
 
 
 def simulate(
@@ -42,13 +51,20 @@ def simulate(
     bucket_mib: int = 4,
     overlap: bool = True,
     trace: bool = False,
+    dtype: str = "f32",
+    calibration: str = "",
 ) -> "SimResult":
     """Simulates one training iteration (memory from a meta replay of the real trainer, time
     from the event engine), as ``tessera sim run`` with the same options. ``topology`` is a
     preset name, a topology JSON file or a Topology. With ``trace`` every rank is simulated and
-    the result holds the timeline (``trace_events()``, ``write_trace(path)``)."""
-    return _s.simulate(model, _text(input), batch, _text(mesh), topology, shard, checkpointing,
-                       optimizer, task, classes, device, tf32, bucket_mib, overlap, trace)
+    the result holds the timeline (``trace_events()``, ``write_trace(path)``). ``calibration``: a
+    ``tessera calibrate`` file, as ``--calibration``. ``to_dict()`` is ``json.loads`` of
+    ``to_json()``, the text ``tessera sim run --json`` prints for the same description."""
+    spec = _spec_json(model=model, input=_text(input), batch=batch, mesh=_text(mesh), topology=topology,
+                      shard=shard, checkpointing=checkpointing, optimizer=optimizer, task=task,
+                      classes=classes, device=device, tf32=tf32, bucket_mib=bucket_mib, overlap=overlap,
+                      dtype=dtype, calibration=calibration)
+    return _s.simulate(spec, trace)
 
 
 def plan(
@@ -67,13 +83,31 @@ def plan(
     tf32: bool = False,
     bucket_mib: int = 4,
     overlap: bool = True,
+    dtype: str = "f32",
+    calibration: str = "",
 ) -> dict:
     """Ranks meshes, shard dimensions and checkpointing by simulated iteration time with memory
     fit, as ``tessera plan --json``: a dict with ``configurations`` (fastest first), ``skipped``
     and ``best_fit`` (index of the fastest configuration that fits, -1 when none does)."""
-    return _s.plan(model, _text(input), batch, topology, devices, list(shards) if not isinstance(shards, str) else shards,
-                   list(checkpointing) if not isinstance(checkpointing, str) else checkpointing, memory_cap,
-                   optimizer, task, classes, device, tf32, bucket_mib, overlap)
+    spec = _spec_json(model=model, input=_text(input), batch=batch, topology=topology, optimizer=optimizer,
+                      task=task, classes=classes, device=device, tf32=tf32, bucket_mib=bucket_mib,
+                      overlap=overlap, dtype=dtype, calibration=calibration)
+    return _s.plan(spec, devices, list(shards) if not isinstance(shards, str) else shards,
+                   list(checkpointing) if not isinstance(checkpointing, str) else checkpointing, memory_cap)
+
+
+def compare(measured: str, simulated: str = "", **spec) -> dict:
+    """A measured trace (``tessera train --trace``) beside a simulated one, phase by phase and
+    layer group by layer group, as ``tessera sim compare --json`` and the studio's Compare view:
+    ``simulated`` is a ``tessera sim run --trace`` file, or, when empty, the simulation of the
+    description ``spec`` (the keyword arguments of :func:`simulate`, e.g. ``model=..., input=...,
+    mesh=..., topology="cpu-host:2"``). Returns ``{"rows": [{"label", "group", "measured_us",
+    "simulated_us", "error_pct"}], "measured", "simulated", "measured_source", "mismatch"}``."""
+    if "input" in spec:
+        spec["input"] = _text(spec["input"])
+    if "mesh" in spec:
+        spec["mesh"] = _text(spec["mesh"])
+    return _s.compare(str(measured), str(simulated), _spec_json(**spec))
 
 
 def to_frame(rows):

@@ -3,6 +3,8 @@ thread per rank) or as one rank of a job started by ``tessera launch`` (``backen
 
 from __future__ import annotations
 
+import json
+
 from typing import Callable, Optional, Sequence, Union
 
 from . import _tessera
@@ -41,6 +43,13 @@ def train(
     callback: Optional[Callable[[dict], None]] = None,
     backend: str = "local",
     dtype: str = "f32",
+    momentum: float = 0.9,
+    drop_path: float = -1.0,
+    data: str = "synthetic",
+    bucket_mib: int = 4,
+    metrics: str = "",
+    save: str = "",
+    resume: str = "",
 ) -> dict:
     """Trains ``model`` (a preset name, a model JSON file path, or a ModelSpec) on synthetic data
     over ``mesh`` in-process ranks, exactly as ``tessera train --backend local`` does.
@@ -58,8 +67,10 @@ def train(
     per rank: peak bytes by category and ``total``). The other ranks wait for it (at most
     ``timeout_s``), so keep it short. Exceptions it raises stop the run and propagate.
 
-    Returns ``{"steps": [...], "wall_s", "parameters", "model", "mesh", "backend", "rank",
-    "summary"}``.
+    Returns the run's summary (the JSON ``tessera train --json`` prints, as a dict):
+    ``{"model", "mesh", "backend", "rank", "parameters", "wall_s", "steps": [...], "summary"}``.
+    ``momentum``, ``drop_path``, ``data``, ``bucket_mib``, ``metrics``, ``save`` and ``resume`` are
+    the options of ``tessera train`` of the same names.
 
     A diverged run (a step's loss or gradient is not finite, e.g. at too high an ``lr`` without
     ``clip``) raises :class:`tessera.NonFiniteError` (a ``FloatingPointError``) on every rank at
@@ -71,6 +82,11 @@ def train(
     ``dtype``: ``"f32"``, or ``"f64"``: the exact answer a float32 run is compared against (the
     dtypes the trainer can train in; others raise with the list).
     """
-    return _tessera._train(model, _input_text(input), batch, _mesh_text(mesh), shard, steps, optimizer,
-                           lr, weight_decay, warmup, clip, seed, task, classes, checkpointing, threads,
-                           overlap, trace, timeout_s, callback, backend, dtype)
+    fields = dict(model=model.to_json() if isinstance(model, _tessera.ModelSpec) else model,
+                  input=_input_text(input), batch=batch, mesh=_mesh_text(mesh), shard=shard, steps=steps,
+                  optimizer=optimizer, lr=lr, weight_decay=weight_decay, warmup=warmup, clip=clip, seed=seed,
+                  task=task, classes=classes, checkpointing=checkpointing, threads=threads, overlap=overlap,
+                  trace=trace, timeout_s=timeout_s, backend=backend, dtype=dtype, momentum=momentum,
+                  drop_path=drop_path, data=data, bucket_mib=bucket_mib, metrics=metrics, save=save,
+                  resume=resume)
+    return _tessera._train(json.dumps(fields), callback)

@@ -1,12 +1,12 @@
-// run_training: one thread per rank on the local backend, or one rank per process (env://
-// rendezvous) on a multi-process backend such as ucx; each rank with its own Trainer.
-#include "train_run.hpp"
+// run::train: one thread per rank on the local backend, or one rank per process (env://
+// rendezvous) on a multi-process backend such as ucx; each rank with its own Trainer. Moved here
+// from tools/src/train_run.cpp so that the CLI and the Python module run the same loop.
+#include "tessera/run/train.hpp"
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
@@ -17,122 +17,11 @@
 #include "tessera/core/file_io.hpp"
 #include "tessera/core/tracing.hpp"
 
-namespace tessera::tools {
-
-void add_train_options(CLI::App& c, TrainArgs& a) {
-  c.add_option("--model", a.model, "Model preset (convnext-atto ... convnext-xl, regnetx-200mf, regnety-400mf, ...) "
-               "or a JSON model file")->capture_default_str();
-  c.add_option("--input", a.input, "Image size CxHxW (H and W multiples of 32)")->capture_default_str();
-  c.add_option("--batch", a.batch, "Global batch size")->capture_default_str();
-  c.add_option("--mesh", a.mesh, "Device mesh: sp=4, dp=2,sp=2 or sp_h=2,sp_w=2")->capture_default_str();
-  c.add_option("--shard", a.shard, "Spatial dimension a mesh dim named sp splits: W or H (HW needs sp_h,sp_w)")
-      ->capture_default_str();
-  c.add_option("--backend", a.backend, "Communication backend")->capture_default_str();
-  c.add_option("--steps", a.steps, "Training steps")->capture_default_str();
-  c.add_option("--checkpointing", a.checkpointing, "Activation checkpointing: none, block or stage")->capture_default_str();
-  c.add_option("--optimizer", a.optimizer, "sgd or adamw")->capture_default_str();
-  c.add_option("--lr", a.lr, "Peak learning rate")->capture_default_str();
-  c.add_option("--weight-decay", a.weight_decay, "Weight decay")->capture_default_str();
-  c.add_option("--momentum", a.momentum, "SGD momentum")->capture_default_str();
-  c.add_option("--warmup", a.warmup, "Warmup steps (then cosine decay)")->capture_default_str();
-  c.add_option("--clip", a.clip, "Global gradient-norm clip (0 = off)")->capture_default_str();
-  c.add_option("--seed", a.seed, "Seed for weights, data and DropPath")->capture_default_str();
-  c.add_option("--task", a.task, "classify or segment")->capture_default_str();
-  c.add_option("--classes", a.classes, "Number of classes")->capture_default_str();
-  c.add_option("--drop-path", a.drop_path, "Stochastic-depth rate (default: the model's)");
-  c.add_option("--data", a.data, "synthetic, or a folder of .npy images with labels.npy")->capture_default_str();
-  c.add_option("--save", a.save, "Write a checkpoint here at the end");
-  c.add_option("--resume", a.resume, "Resume from this checkpoint");
-  c.add_option("--trace", a.trace, "Write the Chrome-trace timeline (Perfetto) here");
-  c.add_option("--metrics", a.metrics, "Write one JSON object per step here (JSON lines)");
-  c.add_option("--threads", a.threads, "Compute threads per rank (0 = cores / ranks)")->capture_default_str();
-  c.add_option("--timeout", a.timeout_s, "Deadline of every communication wait, seconds")->capture_default_str();
-  c.add_flag("--no-overlap", a.no_overlap, "Do not overlap halo exchange and gradient all-reduce with compute");
-  c.add_option("--dtype", a.dtype, "Training dtype: f32, or f64 (float64: the exact answer a float32 run is "
-               "compared against)")->capture_default_str();
-}
+namespace tessera::run {
 
 namespace {
 
-core::Shape parse_chw(const std::string& s) {
-  core::Shape v;
-  std::stringstream ss(s);
-  std::string part;
-  while (std::getline(ss, part, 'x')) {
-    try {
-      std::size_t used = 0;
-      v.push_back(std::stoll(part, &used));
-      if (used != part.size()) throw std::invalid_argument(part);
-    } catch (const std::exception&) {
-      throw InvalidArgument("--input '" + s + "': expected CxHxW, e.g. 3x512x2048");
-    }
-  }
-  TESSERA_CHECK(v.size() == 3 && v[0] > 0 && v[1] > 0 && v[2] > 0, "--input '", s,
-                "': expected three positive sizes CxHxW, e.g. 3x512x2048");
-  return v;
-}
-
-}  // namespace
-
-TrainRunConfig make_train_config(const TrainArgs& a) {
-  TrainRunConfig c;
-  nn::TrainOptions& t = c.train;
-  if (a.model.size() > 5 && a.model.substr(a.model.size() - 5) == ".json") {
-    TESSERA_CHECK(std::filesystem::exists(a.model), "--model '", a.model, "': no such file");
-    t.model = nn::model_from_json(core::read_file(a.model), a.model);
-  } else {
-    t.model = nn::model_preset(a.model);
-  }
-  TESSERA_CHECK(a.task == "classify" || a.task == "segment", "--task '", a.task, "': expected classify or segment");
-  t.model.task = a.task == "classify" ? nn::Task::Classify : nn::Task::Segment;
-  t.model.num_classes = a.classes;
-  if (a.drop_path >= 0) t.model.drop_path = a.drop_path;
-  t.input = parse_chw(a.input);
-  t.model.in_channels = static_cast<int>(t.input[0]);
-  t.batch = a.batch;
-  t.shard = a.shard;
-  std::transform(t.shard.begin(), t.shard.end(), t.shard.begin(), ::toupper);
-  t.checkpointing = a.checkpointing;
-  t.optimizer.kind = a.optimizer;
-  t.optimizer.lr = a.lr;
-  t.optimizer.weight_decay = a.weight_decay;
-  t.optimizer.momentum = a.momentum;
-  t.steps = a.steps;
-  t.warmup_steps = a.warmup;
-  t.clip_norm = a.clip;
-  t.seed = a.seed;
-  t.overlap = !a.no_overlap;
-  const std::optional<core::DType> dtype = nn::training_dtype(a.dtype);
-  TESSERA_CHECK(dtype.has_value(), "--dtype '", a.dtype, "': the trainer trains in ", nn::training_dtype_names());
-  t.dtype = *dtype;
-  t.model.validate();
-  c.mesh = core::DeviceMesh::parse(a.mesh);
-  comm::Registry comms;
-  register_builtin_backends(comms);
-  std::string why_not;
-  for (const auto& st : register_plugin_backends(comms))
-    if (st.name == a.backend && !st.loaded) why_not = " (" + st.why + ")";
-  std::string avail;
-  for (const auto& n : comms.names()) avail += (avail.empty() ? "" : ", ") + n;
-  TESSERA_CHECK(comms.contains(a.backend), "--backend '", a.backend, "': not available", why_not, "; available: ", avail);
-  c.timeout = std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000));
-  c.backend = a.backend;
-  const int cores = std::max(1u, std::thread::hardware_concurrency());
-  c.threads = a.threads > 0 ? a.threads : std::max(1, cores / c.mesh.size());
-  c.data = a.data;
-  c.save = a.save;
-  c.resume = a.resume;
-  c.trace = a.trace;
-  c.metrics = a.metrics;
-  TESSERA_CHECK(a.steps >= 1, "--steps ", a.steps, " must be at least 1");
-  // Validate the layout now, so a bad mesh or input fails before any thread starts.
-  nn::input_layout(c.mesh, t.shard, t.batch, t.input, t.model.total_stride());
-  return c;
-}
-
-namespace {
-
-std::shared_ptr<const data::Dataset> make_dataset(const TrainRunConfig& c) {
+std::shared_ptr<const data::Dataset> make_dataset(const TrainSetup& c) {
   if (c.data == "synthetic") {
     data::SyntheticOptions o;
     o.task = c.train.model.task == nn::Task::Classify ? data::Task::Classify : data::Task::Segment;
@@ -150,7 +39,7 @@ const char* kCategoryKeys[] = {"parameter", "gradient", "optimizer_state", "acti
 
 }  // namespace
 
-std::string metrics_line(const TrainRunConfig& cfg, const std::vector<nn::StepStats>& ranks) {
+std::string metrics_line(const TrainSetup& cfg, const std::vector<nn::StepStats>& ranks) {
   const nn::StepStats& s = ranks[0];
   double worst = 0, data = 0;
   for (auto& r : ranks) worst = std::max(worst, r.step_time_s), data = std::max(data, r.data_time_s);
@@ -175,10 +64,10 @@ namespace {
 using Gather = std::function<std::vector<nn::StepStats>(const nn::StepStats&)>;
 
 /// One rank's training loop; `gather` collects every rank's figures (collective).
-void rank_loop(const TrainRunConfig& cfg, comm::Backend& world, const std::shared_ptr<const data::Dataset>& dataset,
-               compute::Registry& computes, core::TraceRecorder& recorder, TrainRunResult& res,
+void rank_loop(const TrainSetup& cfg, comm::Backend& world, const std::shared_ptr<const data::Dataset>& dataset,
+               compute::Registry& computes, core::TraceRecorder& recorder, TrainResult& res,
                std::string& metrics_text, const Gather& gather,
-               const std::function<void(const std::vector<nn::StepStats>&)>& on_step) {
+               const StepCallback& on_step) {
   const int rank = world.rank();
   auto alloc = std::make_shared<core::Allocator>("rank " + std::to_string(rank));
   auto cpu = computes.create("cpu", compute::BackendOptions{cfg.threads});
@@ -232,13 +121,14 @@ constexpr std::size_t kStatDoubles = 7 + core::kNumMemCategories;
 /// One rank per process (ucx, ...): env:// rendezvous, the world backend from the registry,
 /// figures gathered with all_gather. A failure aborts the job so the other ranks stop at once
 /// (except a NonFiniteError, which every rank throws at the same step by itself).
-void run_distributed(const TrainRunConfig& cfg, const std::shared_ptr<const data::Dataset>& dataset,
-                     compute::Registry& computes, core::TraceRecorder& recorder, TrainRunResult& res,
-                     std::string& metrics_text, const std::function<void(const std::vector<nn::StepStats>&)>& on_step) {
+void run_distributed(const TrainSetup& cfg, const std::shared_ptr<const data::Dataset>& dataset,
+                     compute::Registry& computes, core::TraceRecorder& recorder, TrainResult& res,
+                     std::string& metrics_text, const StepCallback& on_step) {
   const comm::EnvInfo info = comm::read_env();
-  TESSERA_CHECK(info.size == cfg.mesh.size(), "--mesh ", cfg.mesh.to_string(), " has ", cfg.mesh.size(),
+  TESSERA_CHECK(info.size == cfg.mesh.size(), "mesh ", cfg.mesh.to_string(), " has ", cfg.mesh.size(),
                 " ranks but this job has ", info.size, " processes (", info.source,
                 " variables); start one process per rank, e.g. tessera launch --nproc ", cfg.mesh.size(), " -- train ...");
+  res.rank = info.rank;
   WorldBackend job = make_world_backend(cfg.backend, cfg.timeout, info);
   comm::Backend* world = job.world.get();
   try {
@@ -282,14 +172,13 @@ void run_distributed(const TrainRunConfig& cfg, const std::shared_ptr<const data
 
 }  // namespace
 
-TrainRunResult run_training(const TrainRunConfig& cfg,
-                            const std::function<void(const std::vector<nn::StepStats>&)>& on_step) {
+TrainResult train(const TrainSetup& cfg, const StepCallback& on_step) {
   const int n = cfg.mesh.size();
   auto dataset = make_dataset(cfg);
   compute::Registry computes;
   register_builtin_backends(computes);
   core::TraceRecorder recorder;
-  TrainRunResult res;
+  TrainResult res;
   std::string metrics_text;
   const auto t0 = std::chrono::steady_clock::now();
   auto write_trace = [&] {
@@ -337,7 +226,7 @@ TrainRunResult run_training(const TrainRunConfig& cfg,
   return res;
 }
 
-std::string training_summary(const TrainRunConfig& cfg, const TrainRunResult& r) {
+std::string training_summary(const TrainSetup& cfg, const TrainResult& r) {
   std::ostringstream os;
   char buf[256];
   if (r.steps.empty()) return "no steps were run\n";
@@ -378,4 +267,51 @@ std::string training_summary(const TrainRunConfig& cfg, const TrainRunResult& r)
   return os.str();
 }
 
-}  // namespace tessera::tools
+TrainResult train(const RunSpec& spec, const StepCallback& on_step) { return train(resolve_train(spec), on_step); }
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+Json step_object(const std::vector<nn::StepStats>& ranks) {
+  const nn::StepStats& s = ranks.at(0);
+  Json d;
+  d["step"] = s.step;
+  d["loss"] = s.loss;
+  d["grad_norm"] = s.grad_norm;
+  d["lr"] = s.lr;
+  d["step_time_s"] = s.step_time_s;
+  Json times = Json::array(), mem = Json::array();
+  for (const nn::StepStats& r : ranks) {
+    times.push_back(r.step_time_s);
+    Json m = Json::object();
+    for (int c = 0; c < core::kNumMemCategories; ++c)
+      m[std::string(core::mem_category_name(static_cast<core::MemCategory>(c)))] = r.memory.peak[c];
+    m["total"] = r.memory.peak_total;
+    mem.push_back(m);
+  }
+  d["step_time_s_per_rank"] = times;
+  d["peak_memory_bytes"] = mem;
+  return d;
+}
+
+}  // namespace
+
+std::string step_json(const std::vector<nn::StepStats>& ranks) { return step_object(ranks).dump(); }
+
+std::string train_json(const TrainSetup& setup, const TrainResult& r) {
+  Json o;
+  o["model"] = setup.train.model.name;
+  o["mesh"] = setup.mesh.to_string();
+  o["backend"] = setup.backend;
+  o["rank"] = r.rank;
+  o["parameters"] = r.parameters;
+  o["wall_s"] = r.wall_s;
+  Json steps = Json::array();
+  for (const auto& s : r.steps) steps.push_back(step_object(s));
+  o["steps"] = steps;
+  o["summary"] = training_summary(setup, r);
+  return o.dump(1);
+}
+
+}  // namespace tessera::run

@@ -1,0 +1,54 @@
+// A RunSpec resolved into what core and sim take: the trainer's options and the mesh (training
+// and simulation), the backend, threads and files (training), the device catalog, engine options
+// and topology with a calibration applied (simulation). The one place front ends convert.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "tessera/core/mesh.hpp"
+#include "tessera/nn/trainer.hpp"
+#include "tessera/run/spec.hpp"
+#include "tessera/sim/devices.hpp"
+#include "tessera/sim/engine.hpp"
+#include "tessera/sim/topology.hpp"
+
+namespace tessera::run {
+
+/// "3x512x2048" as {3, 512, 2048}; throws InvalidArgument naming field `input`.
+core::Shape parse_chw(const std::string& s);
+
+/// A topology preset name, a path to a topology JSON file when one exists there, or the
+/// topology's JSON itself (text starting with '{'); devices (the cpu-host presets' links) from
+/// `catalog`.
+sim::Topology load_topology(const std::string& spec, const sim::DeviceCatalog& catalog = sim::DeviceCatalog{});
+
+/// The trainer's options and the mesh of `spec`: the model (preset, file or inline JSON) with
+/// task, classes, drop path and input channels applied, the optimizer, dtype, steps, overlap and
+/// bucket size; the input's layout on the mesh is checked. Throws InvalidArgument naming the field.
+struct TrainSetup {
+  nn::TrainOptions train;
+  core::DeviceMesh mesh;
+  std::string backend = "local";
+  int threads = 1;  ///< resolved: spec.threads, or cores / ranks
+  std::string data = "synthetic";
+  std::string save, resume, trace, metrics;
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+};
+/// `check_backend`: also check that spec.backend is registered (training; a simulation needs none).
+TrainSetup resolve_train(const RunSpec& spec, bool check_backend = true);
+
+/// What a simulation takes: the trainer's options and mesh (as resolve_train), the built-in
+/// device catalog and engine options with the calibration applied (sim::apply_calibration), the
+/// topology loaded from that catalog, and the engine's device and tf32. Checks that the device
+/// exists and that the mesh fits the topology.
+struct SimSetup {
+  nn::TrainOptions train;
+  core::DeviceMesh mesh;
+  sim::DeviceCatalog catalog;
+  sim::EngineOptions engine;
+  sim::Topology topology;
+};
+SimSetup resolve_sim(const RunSpec& spec);
+
+}  // namespace tessera::run

@@ -1,0 +1,88 @@
+// The run description every front end fills (the `tessera` CLI, tessera studio, the Python
+// module): one typed record of what to train or simulate, parsed and validated here once — from
+// JSON or from field=value strings — with errors that name the field.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera::run {
+
+/// Everything a training run or a simulated iteration is made of. Defaults are those of
+/// `tessera train` (RunSpec{}); `for_simulation()` gives those of `tessera sim run`.
+struct RunSpec {
+  std::string model = "convnext-atto";  ///< a preset, a JSON model file, or inline model JSON ("{...}")
+  std::string input = "3x256x1024";     ///< CxHxW of one image
+  int batch = 2;                        ///< global batch
+  std::string mesh = "sp=2";            ///< "sp=4", "dp=2,sp=2", "sp_h=2,sp_w=2"
+  std::string shard = "W";              ///< W, H or HW: what a mesh dim named sp splits
+  std::string checkpointing = "none";   ///< none, block or stage
+  std::string optimizer = "adamw";      ///< sgd or adamw
+  double lr = 2e-3;
+  double weight_decay = 0.05;
+  double momentum = 0.9;  ///< SGD's
+  int warmup = 5;         ///< warmup steps, then cosine decay
+  double clip = 1.0;      ///< global gradient-norm clip; 0: off
+  int steps = 30;
+  std::uint64_t seed = 0;
+  // Segmentation by default: its per-pixel loss visibly falls within the ~30 steps the default
+  // run takes; classifying one shape that covers a few percent of a 256x1024 image takes
+  // hundreds of steps before the loss leaves chance.
+  std::string task = "segment";  ///< classify or segment
+  int classes = 5;
+  double drop_path = -1;             ///< stochastic-depth rate; < 0: the model's own
+  std::string data = "synthetic";    ///< synthetic, or a folder of .npy images with labels.npy
+  std::string dtype = "f32";         ///< one of nn::training_dtypes()
+  std::string backend = "local";     ///< communication backend (training)
+  int threads = 0;                   ///< compute threads per rank; 0: cores / ranks
+  double timeout_s = 300;            ///< deadline of every communication wait
+  bool overlap = true;               ///< overlap halo exchange and gradient all-reduce with compute
+  int bucket_mib = 4;                ///< gradient all-reduce bucket size
+  std::string topology = "dgx-a100"; ///< simulation: a preset, a topology JSON file or inline JSON
+  std::string device;                ///< simulation: device model of every rank; empty: the topology's
+  std::string calibration;           ///< simulation: a `tessera calibrate` file; empty: built-in figures
+  bool tf32 = false;                 ///< simulation: time convolutions at the TF32 tensor-core peak
+  std::string trace;                 ///< write the Chrome trace here (empty: none)
+  std::string metrics, save, resume; ///< training: metrics JSON lines, checkpoint out, checkpoint in
+
+  bool operator==(const RunSpec&) const = default;
+
+  /// The defaults of `tessera sim run` and tessera.sim.simulate: classify over 1000 classes, sp=4,
+  /// one step.
+  static RunSpec for_simulation();
+
+  /// Sets field `name` from its text ("3x64x256", "true", "0.1"), as a command line or keyword
+  /// arguments give it. Throws InvalidArgument naming the field and the value: an unknown field
+  /// (listing the known ones), a value of the wrong type or out of range.
+  void set(const std::string& name, const std::string& value);
+
+  /// Reads the fields present in the JSON object `text` over `base`. Throws InvalidArgument naming
+  /// `origin` and the field for invalid JSON, an unknown field (listing the known ones), a value of
+  /// the wrong JSON type or out of range.
+  static RunSpec from_json(const std::string& text, const RunSpec& base,
+                           const std::string& origin = "run description");
+  /// from_json on the contents of `path` (its name as the origin).
+  static RunSpec from_json_file(const std::string& path, const RunSpec& base);
+
+  /// Every field, as one JSON object; from_json(to_json()) == *this.
+  std::string to_json() const;
+  /// Only the fields in `names`, in their order.
+  std::string to_json(const std::vector<std::string>& names) const;
+
+  /// Checks every field's value (set and from_json do it per field; this is for a RunSpec filled
+  /// member by member). Throws InvalidArgument as set() does.
+  void validate() const;
+
+  /// The text of field `name` as set() takes it.
+  std::string get(const std::string& name) const;
+
+  /// All field names, in declaration order.
+  static const std::vector<std::string>& field_names();
+  /// The fields that change a simulated iteration (what the studio edits; `trace` apart).
+  static const std::vector<std::string>& simulation_fields();
+  /// One line of help for field `name`, for command lines and docs.
+  static std::string help(const std::string& name);
+};
+
+}  // namespace tessera::run

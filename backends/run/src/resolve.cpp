@@ -1,0 +1,132 @@
+// resolve_train and resolve_sim: a RunSpec into core's TrainOptions + DeviceMesh and sim's
+// catalog, engine options and topology (what make_train_config, make_sim_setup and the studio's
+// resolveConfig did, each on its own, before).
+#include "tessera/run/resolve.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "tessera/builtin_backends.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/core/file_io.hpp"
+#include "tessera/nn/models.hpp"
+#include "tessera/sim/calibration.hpp"
+
+namespace tessera::run {
+
+core::Shape parse_chw(const std::string& s) {
+  core::Shape v;
+  std::stringstream ss(s);
+  std::string part;
+  while (std::getline(ss, part, 'x')) {
+    try {
+      std::size_t used = 0;
+      v.push_back(std::stoll(part, &used));
+      if (used != part.size()) throw std::invalid_argument(part);
+    } catch (const std::exception&) {
+      throw InvalidArgument("input '" + s + "': expected CxHxW, e.g. 3x512x2048");
+    }
+  }
+  TESSERA_CHECK(v.size() == 3 && v[0] > 0 && v[1] > 0 && v[2] > 0, "input '", s,
+                "': expected three positive sizes CxHxW, e.g. 3x512x2048");
+  return v;
+}
+
+sim::Topology load_topology(const std::string& spec, const sim::DeviceCatalog& catalog) {
+  if (!spec.empty() && spec.front() == '{') return sim::Topology::from_json(spec, catalog, "topology JSON");
+  std::ifstream in(spec);
+  if (!in) return sim::Topology::preset(spec, catalog);
+  std::stringstream text;
+  text << in.rdbuf();
+  sim::Topology t = sim::Topology::from_json(text.str(), catalog, "topology file '" + spec + "'");
+  if (t.name.empty()) t.name = spec;
+  return t;
+}
+
+namespace {
+
+nn::ModelSpec load_model(const std::string& m) {
+  if (!m.empty() && m.front() == '{') return nn::model_from_json(m, "model JSON");
+  if (m.size() > 5 && m.substr(m.size() - 5) == ".json") {
+    TESSERA_CHECK(std::filesystem::exists(m), "model '", m, "': no such file");
+    return nn::model_from_json(core::read_file(m), m);
+  }
+  return nn::model_preset(m);
+}
+
+}  // namespace
+
+TrainSetup resolve_train(const RunSpec& spec, bool check_backend) {
+  spec.validate();
+  TrainSetup c;
+  nn::TrainOptions& t = c.train;
+  t.model = load_model(spec.model);
+  t.model.task = spec.task == "classify" ? nn::Task::Classify : nn::Task::Segment;
+  t.model.num_classes = spec.classes;
+  if (spec.drop_path >= 0) t.model.drop_path = spec.drop_path;
+  t.input = parse_chw(spec.input);
+  t.model.in_channels = static_cast<int>(t.input[0]);
+  t.batch = spec.batch;
+  t.shard = spec.shard;
+  std::transform(t.shard.begin(), t.shard.end(), t.shard.begin(), ::toupper);
+  t.checkpointing = spec.checkpointing;
+  t.optimizer.kind = spec.optimizer;
+  t.optimizer.lr = spec.lr;
+  t.optimizer.weight_decay = spec.weight_decay;
+  t.optimizer.momentum = spec.momentum;
+  t.steps = spec.steps;
+  t.warmup_steps = spec.warmup;
+  t.clip_norm = spec.clip;
+  t.seed = spec.seed;
+  t.overlap = spec.overlap;
+  t.dtype = *nn::training_dtype(spec.dtype);  // validate() checked it
+  t.bucket_bytes = std::size_t(spec.bucket_mib) << 20;
+  t.model.validate();
+  c.mesh = core::DeviceMesh::parse(spec.mesh);
+  if (check_backend) {
+    comm::Registry comms;
+    register_builtin_backends(comms);
+    std::string why_not;
+    for (const auto& st : register_plugin_backends(comms))
+      if (st.name == spec.backend && !st.loaded) why_not = " (" + st.why + ")";
+    std::string avail;
+    for (const auto& n : comms.names()) avail += (avail.empty() ? "" : ", ") + n;
+    TESSERA_CHECK(comms.contains(spec.backend), "backend '", spec.backend, "': not available", why_not,
+                  "; available: ", avail);
+  }
+  c.backend = spec.backend;
+  c.timeout = std::chrono::milliseconds(static_cast<long long>(spec.timeout_s * 1000));
+  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  c.threads = spec.threads > 0 ? spec.threads : std::max(1, cores / c.mesh.size());
+  c.data = spec.data;
+  c.save = spec.save;
+  c.resume = spec.resume;
+  c.trace = spec.trace;
+  c.metrics = spec.metrics;
+  // Validate the layout now, so a bad mesh or input fails before any thread starts.
+  nn::input_layout(c.mesh, t.shard, t.batch, t.input, t.model.total_stride());
+  return c;
+}
+
+SimSetup resolve_sim(const RunSpec& spec) {
+  TrainSetup t = resolve_train(spec, /*check_backend=*/false);
+  SimSetup s{std::move(t.train), std::move(t.mesh), {}, {}, {}};
+  // Calibrate first: the cpu-host presets take the measured device's shared-memory links.
+  if (!spec.calibration.empty())
+    sim::apply_calibration(sim::load_calibration(spec.calibration), s.catalog, s.engine);
+  s.topology = load_topology(spec.topology, s.catalog);
+  s.topology.check_devices(s.catalog);
+  if (!spec.device.empty()) s.catalog.get(spec.device);  // an unknown name fails here, naming the devices
+  s.engine.device = spec.device;
+  s.engine.tf32 = spec.tf32;
+  const int have = static_cast<int>(s.topology.devices().size());
+  TESSERA_CHECK(s.mesh.size() <= have, "mesh ", s.mesh.to_string(), " has ", s.mesh.size(),
+                " ranks but topology '", s.topology.name, "' has ", have, " devices",
+                "; choose a smaller mesh or a larger topology (e.g. dgx-a100:2)");
+  return s;
+}
+
+}  // namespace tessera::run

@@ -1,0 +1,336 @@
+// RunSpec: the field table (name, member, help, check) behind set(), from_json(), to_json() and
+// validate(), so that every field is parsed and checked in one place.
+#include "tessera/run/spec.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <variant>
+
+#include "tessera/core/error.hpp"
+#include "tessera/core/file_io.hpp"
+#include "tessera/core/mesh.hpp"
+#include "tessera/nn/trainer.hpp"
+#include "tessera/run/resolve.hpp"
+
+namespace tessera::run {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+using Member = std::variant<std::string RunSpec::*, int RunSpec::*, double RunSpec::*, bool RunSpec::*,
+                            std::uint64_t RunSpec::*>;
+
+/// One field: its name, where it lives, a line of help, and its check (the rule it breaks, or "").
+struct Field {
+  const char* name;
+  Member member;
+  const char* help;
+  std::string (*check)(RunSpec&);
+};
+
+std::string ok_or(bool ok, const char* rule) { return ok ? std::string() : std::string(rule); }
+
+std::string one_of(const std::string& v, std::initializer_list<const char*> allowed) {
+  std::string list;
+  for (const char* a : allowed) {
+    if (v == a) return {};
+    list += (list.empty() ? "" : ", ") + std::string(a);
+  }
+  return "expected one of: " + list;
+}
+
+const std::vector<Field>& fields() {
+  static const std::vector<Field> table = {
+      {"model", &RunSpec::model, "Model preset (convnext-atto ... convnext-xl, regnetx-200mf, regnety-400mf, ...), "
+       "a JSON model file, or the model's JSON itself",
+       [](RunSpec& s) { return ok_or(!s.model.empty(), "expected a preset name or a JSON model file"); }},
+      {"input", &RunSpec::input, "Image size CxHxW (H and W multiples of the model's stride, 32)",
+       [](RunSpec& s) {
+         try {
+           parse_chw(s.input);
+           return std::string();
+         } catch (const Error&) {
+           return std::string("expected three positive sizes CxHxW, e.g. 3x512x2048");
+         }
+       }},
+      {"batch", &RunSpec::batch, "Global batch size", [](RunSpec& s) { return ok_or(s.batch >= 1, "must be a positive integer"); }},
+      {"mesh", &RunSpec::mesh, "Device mesh: sp=4, dp=2,sp=2 or sp_h=2,sp_w=2",
+       [](RunSpec& s) {
+         try {
+           core::DeviceMesh::parse(s.mesh);
+           return std::string();
+         } catch (const Error& e) {
+           return std::string(e.what());
+         }
+       }},
+      {"shard", &RunSpec::shard, "Spatial dimension a mesh dim named sp splits: W or H (HW needs sp_h,sp_w)",
+       [](RunSpec& s) {
+         std::transform(s.shard.begin(), s.shard.end(), s.shard.begin(), ::toupper);
+         return one_of(s.shard, {"W", "H", "HW"});
+       }},
+      {"checkpointing", &RunSpec::checkpointing, "Activation checkpointing: none, block or stage",
+       [](RunSpec& s) { return one_of(s.checkpointing, {"none", "block", "stage"}); }},
+      {"optimizer", &RunSpec::optimizer, "sgd or adamw", [](RunSpec& s) { return one_of(s.optimizer, {"sgd", "adamw"}); }},
+      {"lr", &RunSpec::lr, "Peak learning rate",
+       [](RunSpec& s) { return ok_or(std::isfinite(s.lr) && s.lr >= 0, "must be a finite number >= 0"); }},
+      {"weight_decay", &RunSpec::weight_decay, "Weight decay",
+       [](RunSpec& s) { return ok_or(std::isfinite(s.weight_decay) && s.weight_decay >= 0, "must be a finite number >= 0"); }},
+      {"momentum", &RunSpec::momentum, "SGD momentum",
+       [](RunSpec& s) { return ok_or(s.momentum >= 0 && s.momentum < 1, "must be in [0, 1)"); }},
+      {"warmup", &RunSpec::warmup, "Warmup steps (then cosine decay)",
+       [](RunSpec& s) { return ok_or(s.warmup >= 0, "must be at least 0"); }},
+      {"clip", &RunSpec::clip, "Global gradient-norm clip (0 = off)",
+       [](RunSpec& s) { return ok_or(std::isfinite(s.clip) && s.clip >= 0, "must be a finite number >= 0 (0: off)"); }},
+      {"steps", &RunSpec::steps, "Training steps", [](RunSpec& s) { return ok_or(s.steps >= 1, "must be at least 1"); }},
+      {"seed", &RunSpec::seed, "Seed for weights, data and DropPath", [](RunSpec&) { return std::string(); }},
+      {"task", &RunSpec::task, "classify or segment", [](RunSpec& s) { return one_of(s.task, {"classify", "segment"}); }},
+      {"classes", &RunSpec::classes, "Number of classes", [](RunSpec& s) { return ok_or(s.classes >= 2, "must be at least 2"); }},
+      {"drop_path", &RunSpec::drop_path, "Stochastic-depth rate (negative: the model's own)",
+       [](RunSpec& s) { return ok_or(s.drop_path < 1, "must be below 1 (negative: the model's own)"); }},
+      {"data", &RunSpec::data, "synthetic, or a folder of .npy images with labels.npy",
+       [](RunSpec& s) { return ok_or(!s.data.empty(), "expected synthetic or a folder"); }},
+      {"dtype", &RunSpec::dtype, "Training dtype: f32, or f64 (float64: the exact answer a float32 run is compared against)",
+       [](RunSpec& s) {
+         return nn::training_dtype(s.dtype) ? std::string()
+                                            : "the trainer cannot train in it (yet); use one of: " + nn::training_dtype_names();
+       }},
+      {"backend", &RunSpec::backend, "Communication backend (tessera backends lists them)",
+       [](RunSpec& s) { return ok_or(!s.backend.empty(), "expected a backend name such as local"); }},
+      {"threads", &RunSpec::threads, "Compute threads per rank (0 = cores / ranks)",
+       [](RunSpec& s) { return ok_or(s.threads >= 0, "must be at least 0 (0: cores / ranks)"); }},
+      {"timeout_s", &RunSpec::timeout_s, "Deadline of every communication wait, seconds",
+       [](RunSpec& s) { return ok_or(std::isfinite(s.timeout_s) && s.timeout_s > 0, "must be a positive number of seconds"); }},
+      {"overlap", &RunSpec::overlap, "Overlap halo exchange and gradient all-reduce with compute",
+       [](RunSpec&) { return std::string(); }},
+      {"bucket_mib", &RunSpec::bucket_mib, "Gradient all-reduce bucket size in MiB",
+       [](RunSpec& s) { return ok_or(s.bucket_mib >= 1, "must be at least 1"); }},
+      {"topology", &RunSpec::topology, "A topology preset (tessera sim --list), a topology JSON file or its JSON itself",
+       [](RunSpec& s) { return ok_or(!s.topology.empty(), "expected a preset name or a topology JSON file"); }},
+      {"device", &RunSpec::device, "Device model for every rank (default: the topology's)",
+       [](RunSpec&) { return std::string(); }},
+      {"calibration", &RunSpec::calibration,
+       "A tessera calibrate file: its device (cpu-host, with the measured shared-memory links of the cpu-host "
+       "presets) and kernel rates replace the built-in figures",
+       [](RunSpec&) { return std::string(); }},
+      {"tf32", &RunSpec::tf32, "Time convolutions at the TF32 tensor-core peak", [](RunSpec&) { return std::string(); }},
+      {"trace", &RunSpec::trace, "Write the Chrome-trace timeline (Perfetto) here", [](RunSpec&) { return std::string(); }},
+      {"metrics", &RunSpec::metrics, "Write one JSON object per step here (JSON lines)", [](RunSpec&) { return std::string(); }},
+      {"save", &RunSpec::save, "Write a checkpoint here at the end", [](RunSpec&) { return std::string(); }},
+      {"resume", &RunSpec::resume, "Resume from this checkpoint", [](RunSpec&) { return std::string(); }},
+  };
+  return table;
+}
+
+const Field* find(const std::string& name) {
+  for (const Field& f : fields())
+    if (name == f.name) return &f;
+  return nullptr;
+}
+
+std::string known_list() {
+  std::string s;
+  for (const Field& f : fields()) s += (s.empty() ? "" : ", ") + std::string(f.name);
+  return s;
+}
+
+const Field& find_or_throw(const std::string& name, const std::string& where) {
+  const Field* f = find(name);
+  TESSERA_CHECK(f != nullptr, where, "unknown field \"", name, "\"; known fields: ", known_list());
+  return *f;
+}
+
+Json value_json(const RunSpec& s, const Field& f) {
+  return std::visit([&](auto m) { return Json(s.*m); }, f.member);
+}
+
+std::string value_text(const RunSpec& s, const Field& f) {
+  if (auto m = std::get_if<std::string RunSpec::*>(&f.member)) return s.**m;
+  return value_json(s, f).dump();
+}
+
+// The text of a value as set() parses it; "" and the kind expected when it does not parse.
+bool parse_text(RunSpec& s, const Field& f, const std::string& text, std::string& expected) {
+  struct Visitor {
+    RunSpec& s;
+    const std::string& t;
+    std::string& expected;
+    bool operator()(std::string RunSpec::*m) const {
+      s.*m = t;
+      return true;
+    }
+    bool operator()(bool RunSpec::*m) const {
+      std::string l = t;
+      std::transform(l.begin(), l.end(), l.begin(), ::tolower);
+      if (l == "true" || l == "1" || l == "on" || l == "yes") return s.*m = true, true;
+      if (l == "false" || l == "0" || l == "off" || l == "no") return s.*m = false, true;
+      expected = "expected true or false";
+      return false;
+    }
+    bool operator()(int RunSpec::*m) const {
+      try {
+        std::size_t used = 0;
+        const long long v = std::stoll(t, &used);
+        if (used == t.size() && v >= std::numeric_limits<int>::min() && v <= std::numeric_limits<int>::max())
+          return s.*m = static_cast<int>(v), true;
+      } catch (const std::exception&) {
+      }
+      expected = "expected an integer";
+      return false;
+    }
+    bool operator()(std::uint64_t RunSpec::*m) const {
+      try {
+        std::size_t used = 0;
+        if (!t.empty() && t[0] != '-') {
+          const unsigned long long v = std::stoull(t, &used);
+          if (used == t.size()) return s.*m = v, true;
+        }
+      } catch (const std::exception&) {
+      }
+      expected = "expected a non-negative integer";
+      return false;
+    }
+    bool operator()(double RunSpec::*m) const {
+      try {
+        std::size_t used = 0;
+        const double v = std::stod(t, &used);
+        if (used == t.size()) return s.*m = v, true;
+      } catch (const std::exception&) {
+      }
+      expected = "expected a number";
+      return false;
+    }
+  };
+  return std::visit(Visitor{s, text, expected}, f.member);
+}
+
+// A JSON value into the field; the JSON type expected when it does not fit.
+bool parse_json(RunSpec& s, const Field& f, const Json& v, std::string& expected) {
+  struct Visitor {
+    RunSpec& s;
+    const Json& v;
+    std::string& expected;
+    bool operator()(std::string RunSpec::*m) const {
+      if (v.is_string()) return s.*m = v.get<std::string>(), true;
+      // A model or topology given as its own JSON object.
+      if (v.is_object() && (m == &RunSpec::model || m == &RunSpec::topology)) return s.*m = v.dump(), true;
+      expected = m == &RunSpec::model || m == &RunSpec::topology ? "a string or a JSON object" : "a string";
+      return false;
+    }
+    bool operator()(bool RunSpec::*m) const {
+      if (v.is_boolean()) return s.*m = v.get<bool>(), true;
+      expected = "true or false";
+      return false;
+    }
+    bool operator()(int RunSpec::*m) const {
+      if (v.is_number_integer() && v.get<long long>() >= std::numeric_limits<int>::min() &&
+          v.get<long long>() <= std::numeric_limits<int>::max())
+        return s.*m = v.get<int>(), true;
+      expected = "an integer";
+      return false;
+    }
+    bool operator()(std::uint64_t RunSpec::*m) const {
+      if (v.is_number_unsigned() || (v.is_number_integer() && v.get<long long>() >= 0))
+        return s.*m = v.get<std::uint64_t>(), true;
+      expected = "a non-negative integer";
+      return false;
+    }
+    bool operator()(double RunSpec::*m) const {
+      if (v.is_number()) return s.*m = v.get<double>(), true;
+      expected = "a number";
+      return false;
+    }
+  };
+  return std::visit(Visitor{s, v, expected}, f.member);
+}
+
+}  // namespace
+
+RunSpec RunSpec::for_simulation() {
+  RunSpec s;
+  s.task = "classify";
+  s.classes = 1000;
+  s.mesh = "sp=4";
+  s.steps = 1;
+  return s;
+}
+
+void RunSpec::set(const std::string& name, const std::string& value) {
+  const Field& f = find_or_throw(name, "");
+  RunSpec next = *this;
+  std::string expected;
+  TESSERA_CHECK(parse_text(next, f, value, expected), name, " '", value, "': ", expected);
+  const std::string rule = f.check(next);
+  TESSERA_CHECK(rule.empty(), name, " '", value, "': ", rule);
+  *this = std::move(next);
+}
+
+RunSpec RunSpec::from_json(const std::string& text, const RunSpec& base, const std::string& origin) {
+  Json doc;
+  try {
+    doc = Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    throw InvalidArgument(detail::cat(origin, ": not valid JSON at byte ", e.byte, ": ", e.what()));
+  }
+  TESSERA_CHECK(doc.is_object(), origin, ": expected a JSON object such as {\"model\": \"convnext-t\", \"mesh\": \"sp=4\"}");
+  RunSpec s = base;
+  for (const auto& [key, v] : doc.items()) {
+    const Field& f = find_or_throw(key, origin + ": ");
+    std::string expected;
+    TESSERA_CHECK(parse_json(s, f, v, expected), origin, ": field \"", key, "\" must be ", expected);
+    const std::string rule = f.check(s);
+    TESSERA_CHECK(rule.empty(), origin, ": field \"", key, "\" is ", v.dump(), ": ", rule);
+  }
+  return s;
+}
+
+RunSpec RunSpec::from_json_file(const std::string& path, const RunSpec& base) {
+  std::string text;
+  try {
+    text = core::read_file(path);
+  } catch (const Error& e) {
+    throw InvalidArgument(detail::cat("run description '", path, "': cannot be read (", e.what(), ")"));
+  }
+  return from_json(text, base, "run description '" + path + "'");
+}
+
+std::string RunSpec::to_json() const { return to_json(field_names()); }
+
+std::string RunSpec::to_json(const std::vector<std::string>& names) const {
+  Json o = Json::object();
+  for (const std::string& n : names) o[n] = value_json(*this, find_or_throw(n, ""));
+  return o.dump(1);
+}
+
+void RunSpec::validate() const {
+  RunSpec copy = *this;
+  for (const Field& f : fields()) {
+    const std::string rule = f.check(copy);
+    TESSERA_CHECK(rule.empty(), f.name, " '", value_text(*this, f), "': ", rule);
+  }
+}
+
+std::string RunSpec::get(const std::string& name) const { return value_text(*this, find_or_throw(name, "")); }
+
+const std::vector<std::string>& RunSpec::field_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const Field& f : fields()) v.emplace_back(f.name);
+    return v;
+  }();
+  return names;
+}
+
+const std::vector<std::string>& RunSpec::simulation_fields() {
+  static const std::vector<std::string> names = {"model",    "input",      "batch",    "mesh",   "shard",
+                                                 "checkpointing", "optimizer", "task", "classes", "dtype",
+                                                 "overlap",  "bucket_mib", "topology", "device", "calibration",
+                                                 "tf32"};
+  return names;
+}
+
+std::string RunSpec::help(const std::string& name) { return find_or_throw(name, "").help; }
+
+}  // namespace tessera::run

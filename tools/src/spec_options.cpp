@@ -1,0 +1,41 @@
+// SpecOptions: CLI11 options named after RunSpec's fields, applied with RunSpec::set.
+#include "spec_options.hpp"
+
+namespace tessera::tools {
+
+void SpecOptions::add(CLI::App& c, const std::vector<std::string>& fields, bool with_config) {
+  if (with_config)
+    c.add_option("--config", config_,
+                 "A run description (JSON object of these options' fields, e.g. {\"mesh\": \"dp=2,sp=2\", "
+                 "\"bucket_mib\": 8}); options given here override it");
+  for (const std::string& f : fields) {
+    std::string help = run::RunSpec::help(f);
+    CLI::Option* o = nullptr;
+    if (f == "overlap") {
+      o = c.add_flag("--no-overlap", flags_[f], "Do not overlap halo exchange and gradient all-reduce with compute");
+    } else if (f == "tf32") {
+      o = c.add_flag("--tf32", flags_[f], help);
+    } else {
+      std::string name = f == "timeout_s" ? "timeout" : f;
+      for (char& ch : name)
+        if (ch == '_') ch = '-';
+      o = c.add_option("--" + name, text_[f], help);
+      const std::string def = defaults_.get(f);
+      if (!def.empty()) o->default_str(def);
+    }
+    options_.emplace_back(f, o);
+  }
+}
+
+run::RunSpec SpecOptions::spec() const {
+  run::RunSpec s = config_.empty() ? defaults_ : run::RunSpec::from_json_file(config_, defaults_);
+  for (const auto& [field, opt] : options_) {
+    if (opt->count() == 0) continue;
+    if (field == "overlap") s.set("overlap", "false");
+    else if (field == "tf32") s.set("tf32", "true");
+    else s.set(field, text_.at(field));
+  }
+  return s;
+}
+
+}  // namespace tessera::tools
