@@ -83,6 +83,11 @@ TEST_CASE("run spec: text values are parsed into their fields", "[run]") {
   REQUIRE(s.get("batch") == "4");
   REQUIRE(s.get("overlap") == "false");
   for (const std::string& f : RunSpec::field_names()) REQUIRE_FALSE(RunSpec::help(f).empty());
+  REQUIRE(RunSpec::value_kind("model") == "TEXT");
+  REQUIRE(RunSpec::value_kind("batch") == "INT");
+  REQUIRE(RunSpec::value_kind("lr") == "FLOAT");
+  REQUIRE(RunSpec::value_kind("tf32") == "BOOL");
+  REQUIRE(RunSpec::value_kind("seed") == "INT");
 }
 
 TEST_CASE("run spec: JSON errors name the origin, the field and what it must be", "[run]") {

@@ -19,7 +19,7 @@ void SpecOptions::add(CLI::App& c, const std::vector<std::string>& fields, bool 
       std::string name = f == "timeout_s" ? "timeout" : f;
       for (char& ch : name)
         if (ch == '_') ch = '-';
-      o = c.add_option("--" + name, text_[f], help);
+      o = c.add_option("--" + name, text_[f], help)->type_name(run::RunSpec::value_kind(f));
       const std::string def = defaults_.get(f);
       if (!def.empty()) o->default_str(def);
     }

@@ -333,4 +333,9 @@ const std::vector<std::string>& RunSpec::simulation_fields() {
 
 std::string RunSpec::help(const std::string& name) { return find_or_throw(name, "").help; }
 
+std::string RunSpec::value_kind(const std::string& name) {
+  static const char* const kinds[] = {"TEXT", "INT", "FLOAT", "BOOL", "INT"};  // Member's order
+  return kinds[find_or_throw(name, "").member.index()];
+}
+
 }  // namespace tessera::run

@@ -83,6 +83,8 @@ struct RunSpec {
   static const std::vector<std::string>& simulation_fields();
   /// One line of help for field `name`, for command lines and docs.
   static std::string help(const std::string& name);
+  /// What field `name` holds, as a command line's help names it: "TEXT", "INT", "FLOAT", "BOOL".
+  static std::string value_kind(const std::string& name);
 };
 
 }  // namespace tessera::run
