@@ -26,8 +26,9 @@ void Engine::add_mirrored_traffic(std::vector<double>& edge_bytes) {
       if (!keep[d]) c[d] += coords(r)[d] - coords(mirror_[r])[d];
     const auto it = rank_at.find(c);
     if (it == rank_at.end())
-      throw InternalError(detail::cat("sim: folding: renaming rank ", peer, " for rank ", r, " (a copy of rank ",
-                                      mirror_[r], ") leaves the mesh; simulate without folding"));
+      throw InternalError(detail::cat("sim: folding: renaming rank ", peer, " for rank ", r,
+                                      " (a copy of rank ", mirror_[r],
+                                      ") leaves the mesh; simulate without folding"));
     return it->second;
   };
 
@@ -36,30 +37,43 @@ void Engine::add_mirrored_traffic(std::vector<double>& edge_bytes) {
   for (const auto& [pair, bytes] : halo_pair_bytes_)
     for (int r : copies[pair.first]) {
       const int dst = renamed(pair.second, r, keep_none);
-      for (int e : topo_.route(ranks_[r].node, ranks_[dst].node)) edge_bytes[e] += static_cast<double>(bytes);
+      for (int e : topo_.route(ranks_[r].node, ranks_[dst].node))
+        edge_bytes[e] += static_cast<double>(bytes);
     }
 
   // Collectives: a group keeps the coordinates it spans and moves with the rank along the others.
   // A renamed group with a simulated member ran in the simulation itself; the others are added,
   // over the same interval as the collective they copy (the copies' timelines are the models').
-  std::map<std::vector<int>, std::vector<std::vector<int>>> missing;  // group → its unsimulated copies
-  const auto missing_copies = [&](const std::vector<int>& group) -> const std::vector<std::vector<int>>& {
+  std::map<std::vector<int>, std::vector<std::vector<int>>>
+      missing;                                               // group → its unsimulated copies
+  std::map<std::vector<int>, std::vector<int>> copied_from;  // an unsimulated copy → its group
+  const auto missing_copies =
+      [&](const std::vector<int>& group) -> const std::vector<std::vector<int>>& {
     auto it = missing.find(group);
     if (it != missing.end()) return it->second;
     std::vector<bool> spans(keep_none.size(), false);
     for (int m : group)
-      for (std::size_t d = 0; d < spans.size(); ++d) spans[d] = spans[d] || coords(m)[d] != coords(group[0])[d];
+      for (std::size_t d = 0; d < spans.size(); ++d)
+        spans[d] = spans[d] || coords(m)[d] != coords(group[0])[d];
     std::set<std::vector<int>> found;
     for (int m : group)
       for (int r : copies[m]) {
         bool moves = false;
-        for (std::size_t d = 0; d < spans.size(); ++d) moves = moves || (!spans[d] && coords(r)[d] != coords(m)[d]);
+        for (std::size_t d = 0; d < spans.size(); ++d)
+          moves = moves || (!spans[d] && coords(r)[d] != coords(m)[d]);
         if (!moves) continue;  // the same group
         std::vector<int> g;
         for (int x : group) g.push_back(renamed(x, r, spans));
-        if (std::none_of(g.begin(), g.end(), [&](int x) { return mirror_[x] == x; })) found.insert(std::move(g));
+        if (std::none_of(g.begin(), g.end(), [&](int x) { return mirror_[x] == x; }))
+          found.insert(std::move(g));
       }
-    return missing.emplace(group, std::vector<std::vector<int>>(found.begin(), found.end())).first->second;
+    for (const std::vector<int>& g : found)
+      if (!copied_from.emplace(g, group).second && copied_from.at(g) != group)
+        throw InternalError(
+            detail::cat("sim: folding: a collective group of ", g.size(),
+                        " ranks copies two simulated groups; simulate without folding"));
+    return missing.emplace(group, std::vector<std::vector<int>>(found.begin(), found.end()))
+        .first->second;
   };
   // A copy runs the algorithm its model chose (what its own simulation picks on a topology that
   // treats the slabs alike, the assumption that lets the copies take the models' timelines), so
@@ -71,8 +85,8 @@ void Engine::add_mirrored_traffic(std::vector<double>& edge_bytes) {
       const CollectiveUse& u = coll_uses_[i];
       std::vector<int> nodes;
       for (int m : g) nodes.push_back(ranks_[m].node);
-      const CollectivePlan plan =
-          plan_collective(topo_, parse_collective_op(u.name), parse_algorithm(u.algorithm), nodes, u.bytes);
+      const CollectivePlan plan = plan_collective(topo_, parse_collective_op(u.name),
+                                                  parse_algorithm(u.algorithm), nodes, u.bytes);
       std::map<int, double> carried;  // directed edge → bytes, in topology edge order
       for (const CollectiveStep& step : plan.steps)
         for (const Transfer& t : step.transfers)
@@ -83,13 +97,15 @@ void Engine::add_mirrored_traffic(std::vector<double>& edge_bytes) {
         if (b <= 0) continue;
         coll_edge_bytes_[e] += b;
         const DirectedEdge de = topo_.edge(e);
-        copy.links.push_back({topo_.nodes()[de.from].name, topo_.nodes()[de.to].name, topo_.links()[de.link].kind, b});
+        copy.links.push_back({topo_.nodes()[de.from].name, topo_.nodes()[de.to].name,
+                              topo_.links()[de.link].kind, b});
       }
       coll_uses_.push_back(std::move(copy));
     }
   // In the order they started (a copy after its model).
-  std::stable_sort(coll_uses_.begin(), coll_uses_.end(),
-                   [](const CollectiveUse& a, const CollectiveUse& b) { return a.start_ps < b.start_ps; });
+  std::stable_sort(
+      coll_uses_.begin(), coll_uses_.end(),
+      [](const CollectiveUse& a, const CollectiveUse& b) { return a.start_ps < b.start_ps; });
 }
 
 }  // namespace tessera::sim::detail_engine

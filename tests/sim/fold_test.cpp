@@ -32,7 +32,9 @@ std::map<std::tuple<std::string, std::string, std::string>, std::pair<double, do
     const sim::SimResult& r) {
   std::map<std::tuple<std::string, std::string, std::string>, std::pair<double, double>> t;
   for (const sim::LinkUse& l : r.links) {
-    const bool fresh = t.emplace(std::make_tuple(l.from, l.to, l.kind), std::make_pair(l.bytes, l.utilisation)).second;
+    const bool fresh =
+        t.emplace(std::make_tuple(l.from, l.to, l.kind), std::make_pair(l.bytes, l.utilisation))
+            .second;
     REQUIRE(fresh);
   }
   return t;
@@ -47,7 +49,8 @@ std::vector<std::string> collective_table(const sim::SimResult& r) {
     os << c.name << " " << c.layer << " " << c.algorithm << " [";
     for (int m : c.ranks) os << m << ",";
     os << "] " << c.bytes << " " << c.start_ps << "-" << c.end_ps;
-    for (const sim::CollectiveLinkBytes& l : c.links) os << " " << l.from << ">" << l.to << ":" << l.kind << "=" << l.bytes;
+    for (const sim::CollectiveLinkBytes& l : c.links)
+      os << " " << l.from << ">" << l.to << ":" << l.kind << "=" << l.bytes;
     t.push_back(os.str());
   }
   std::sort(t.begin(), t.end());
