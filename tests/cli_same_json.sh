@@ -3,7 +3,8 @@
 # --config --json and tessera.sim.simulate(**description) print byte-identical results for a
 # description with every simulation field away from its default (a calibration file included).
 # They simulate every rank (the studio always does; the CLI and Python when a trace is wanted); the
-# CLI's folded run (no trace) gives the same figures, only simulated_as/simulated_ranks differ.
+# CLI's folded run (no trace) gives the same figures, links included; only simulated_as and
+# simulated_ranks differ.
 #   tests/cli_same_json.sh <tessera> <tessera-studio or none> <python module dir or none>
 set -euo pipefail
 bin=$1 studio=$2 pydir=$3
@@ -53,15 +54,15 @@ spec = json.load(open(f"{tmp}/spec.json"))
 assert every["mesh"] == "dp=2,sp=2" and every["topology"] == "cpu-host:4" and len(every["devices"]) == 4, every
 assert all(d["device"] == "cpu-host" for d in every["devices"])
 assert every["model"].startswith("regnety"), every["model"]
-# Folding changes no time or memory figure, only which rank each device was simulated as. Link bytes
-# are the mirrored slab's (here the shm links of the two unsimulated ranks carry a few percent more
-# when every rank runs), so links are compared as the set that carried data.
+# Folding changes no time, memory or link figure (the unsimulated ranks' halo transfers and
+# collectives are counted on their own links), only which rank each device was simulated as.
 def strip(r):
     r = {k: v for k, v in r.items() if k != "simulated_ranks"}
     r["devices"] = [{x: y for x, y in d.items() if x != "simulated_as"} for d in r["devices"]]
-    r["links"] = sorted((l["from"], l["to"], l["kind"]) for l in r["links"])
     return r
 assert strip(every) == strip(folded), "folded != every rank"
+assert every["links"] == folded["links"], "folded links != every rank's"
+assert len({l["from"] for l in every["links"]}) == 5, every["links"]  # the 4 cpus and the memory
 assert folded["simulated_ranks"] < every["simulated_ranks"] == 4, (folded["simulated_ranks"], every["simulated_ranks"])
 assert json.load(open(f"{tmp}/cli_override.json"))["mesh"] == "dp=2,sp=1"
 uncal = json.load(open(f"{tmp}/cli_uncal.json"))

@@ -43,6 +43,7 @@ for d in devs:
 assert run["iteration_time_s"] == traced["iteration_time_s"], (run["iteration_time_s"], traced["iteration_time_s"])
 for a, b in zip(devs, traced["devices"]):
     assert a["peak_memory_bytes"] == b["peak_memory_bytes"] and a["memory_bytes"] == b["memory_bytes"], (a, b)
+assert run["links"] == traced["links"], "folded links != every rank's"
 # Four-way sharding holds less activation memory per rank than one rank with the same per-replica batch.
 assert devs[0]["memory_bytes"]["activation"] < one["devices"][0]["memory_bytes"]["activation"] / 2
 assert devs[0]["memory_bytes"]["halo_buffer"] > 0 and one["devices"][0]["memory_bytes"]["halo_buffer"] == 0

@@ -130,6 +130,7 @@ void Engine::post_p2p(int r, int i) {
     (t.send ? m.send : m.recv) = {r, i};
     if (t.send) m.bytes = t.bytes;
     if (m.send.first >= 0 && m.recv.first >= 0) {
+      if (active_.size() < ranks_.size()) halo_pair_bytes_[{src, dst}] += m.bytes;  // folded: for the copies
       const int f = net_.start(ranks_[src].node, ranks_[dst].node, m.bytes);
       flow_match_[f] = std::make_tuple(src, dst, m.seq);
     }
@@ -161,17 +162,11 @@ void Engine::arrive_collective(int r, int i) {
   if (static_cast<int>(g.members.size()) < simulated_members(op.group)) return;
   Picos dur = 0;
   if (op.group.size() > 1 && op.bytes > 0 && op.name != "barrier") {
-    std::vector<int> nodes;
-    for (int m : op.group) nodes.push_back(ranks_.at(m).node);
-    const auto key = std::make_tuple(op.name, nodes, op.bytes);
-    auto it = coll_cache_.find(key);
-    if (it == coll_cache_.end())
-      it = coll_cache_.emplace(key, simulate_collective(topo_, parse_collective_op(op.name), opt_.collective_algorithm,
-                                                        nodes, op.bytes)).first;
-    dur = it->second.time_ps;
-    CollectiveUse use{op.name, op.layer, algorithm_name(it->second.algorithm), op.group, op.bytes, now_, now_ + dur, {}};
+    const CollectiveResult& c = collective(op.name, op.group, op.bytes);
+    dur = c.time_ps;
+    CollectiveUse use{op.name, op.layer, algorithm_name(c.algorithm), op.group, op.bytes, now_, now_ + dur, {}};
     for (std::size_t e = 0; e < coll_edge_bytes_.size(); ++e) {
-      const double b = it->second.edge_bytes[e];
+      const double b = c.edge_bytes[e];
       if (b <= 0) continue;
       coll_edge_bytes_[e] += b;
       const DirectedEdge de = topo_.edge(static_cast<int>(e));
@@ -183,6 +178,18 @@ void Engine::arrive_collective(int r, int i) {
     ranks_[mr].start[mi] = now_;
     schedule(mr, mi, now_ + dur);
   }
+}
+
+const CollectiveResult& Engine::collective(const std::string& name, const std::vector<int>& group,
+                                           std::int64_t bytes) {
+  std::vector<int> nodes;
+  for (int m : group) nodes.push_back(ranks_.at(m).node);
+  const auto key = std::make_tuple(name, nodes, bytes);
+  auto it = coll_cache_.find(key);
+  if (it == coll_cache_.end())
+    it = coll_cache_.emplace(key, simulate_collective(topo_, parse_collective_op(name), opt_.collective_algorithm,
+                                                      nodes, bytes)).first;
+  return it->second;
 }
 
 void Engine::finish(int r, int i, Picos t) {

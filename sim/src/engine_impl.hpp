@@ -74,6 +74,14 @@ class Engine {
   std::vector<CriticalStep> critical_path(std::vector<int>& flows) const;
   /// Sets critical = true on the trace events of the path's ops and flows (critical_path.cpp).
   void mark_critical(const std::vector<CriticalStep>& path, const std::vector<int>& flows);
+  /// With folding: adds to `edge_bytes` the halo transfers and collectives that the mirrored ranks
+  /// would have run (each simulated transfer and collective renamed as FoldedReplay::replay_for
+  /// renames it, routed between the renamed ranks' own devices), and appends those collectives to
+  /// coll_uses_ (engine_mirror.cpp). Nothing when every rank is simulated.
+  void add_mirrored_traffic(std::vector<double>& edge_bytes);
+  /// Runs (cached) the collective `name` of `bytes` per rank over `group`'s devices.
+  const CollectiveResult& collective(const std::string& name, const std::vector<int>& group,
+                                     std::int64_t bytes);
 
   const Topology& topo_;
   EngineOptions opt_;
@@ -93,6 +101,7 @@ class Engine {
   std::map<std::tuple<std::string, std::vector<int>, std::int64_t>, CollectiveResult> coll_cache_;
   std::vector<double> coll_edge_bytes_;
   std::vector<CollectiveUse> coll_uses_;  ///< SimResult::collectives
+  std::map<std::pair<int, int>, std::int64_t> halo_pair_bytes_;  ///< (src, dst) rank → bytes sent
   std::vector<core::TraceEvent> trace_;
 };
 

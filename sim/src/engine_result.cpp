@@ -110,8 +110,10 @@ SimResult Engine::result() {
     d.comm_busy_ps = m.comm_busy_ps;
   }
   const double seconds = static_cast<double>(res.iteration_ps) / static_cast<double>(kPicosPerSecond);
+  std::vector<double> halo_bytes = net_.edge_bytes();
+  add_mirrored_traffic(halo_bytes);
   for (int e = 0; e < topo_.num_edges(); ++e) {
-    const double bytes = net_.edge_bytes()[e] + coll_edge_bytes_[e];
+    const double bytes = halo_bytes[e] + coll_edge_bytes_[e];
     if (bytes <= 0) continue;
     LinkUse l;
     const DirectedEdge de = topo_.edge(e);

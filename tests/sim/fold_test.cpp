@@ -1,8 +1,13 @@
 // Symmetric-rank folding: a folded replay renames a representative's program into exactly the
 // program replay_rank gives for every rank (dp replicas, interior and border spatial shards,
 // multi-hop halos, 2-D tiles, uneven batches, SyncBN), and the folded engine gives the same
-// iteration time, per-device timelines and memory as simulating every rank.
+// iteration time, per-device timelines, memory, link bytes and collectives as simulating every
+// rank.
+#include <algorithm>
 #include <cstdio>
+#include <map>
+#include <sstream>
+#include <tuple>
 
 #include "sim_test_util.hpp"
 #include "support/catch.hpp"
@@ -20,6 +25,36 @@ nn::TrainOptions small(const std::string& family, core::Shape input, int batch,
   o.shard = shard;
   o.checkpointing = checkpointing;
   return o;
+}
+
+/// (from, to, kind) → (bytes, utilisation) of every link that carried data.
+std::map<std::tuple<std::string, std::string, std::string>, std::pair<double, double>> link_table(
+    const sim::SimResult& r) {
+  std::map<std::tuple<std::string, std::string, std::string>, std::pair<double, double>> t;
+  for (const sim::LinkUse& l : r.links) {
+    const bool fresh =
+        t.emplace(std::make_tuple(l.from, l.to, l.kind), std::make_pair(l.bytes, l.utilisation))
+            .second;
+    REQUIRE(fresh);
+  }
+  return t;
+}
+
+/// Every collective as (name, layer, algorithm, group, bytes, start, end, links), sorted.
+std::vector<std::string> collective_table(const sim::SimResult& r) {
+  std::vector<std::string> t;
+  for (const sim::CollectiveUse& c : r.collectives) {
+    std::ostringstream os;
+    os.precision(17);
+    os << c.name << " " << c.layer << " " << c.algorithm << " [";
+    for (int m : c.ranks) os << m << ",";
+    os << "] " << c.bytes << " " << c.start_ps << "-" << c.end_ps;
+    for (const sim::CollectiveLinkBytes& l : c.links)
+      os << " " << l.from << ">" << l.to << ":" << l.kind << "=" << l.bytes;
+    t.push_back(os.str());
+  }
+  std::sort(t.begin(), t.end());
+  return t;
 }
 
 struct Case {
@@ -86,6 +121,10 @@ TEST_CASE("folded and unfolded simulations agree", "[sim][fold]") {
       {small("convnext", {3, 64, 1024}, 8, "W", "block"), "dp=4,sp=4", "dgx-a100:2"},
       {small("convnext", {3, 64, 1024}, 4), "dp=2,sp=8", "dgx-h100:2:fat-tree"},
       {small("regnet", {3, 128, 256}, 4), "dp=2,sp_h=2,sp_w=2", "dgx-a100"},
+      // Shard H with squeeze-excitation pools (all-reduces within each replica's sp group).
+      {small("regnet", {3, 128, 64}, 4, "H", "block"), "dp=2,sp=2", "cpu-host:4"},
+      {small("regnet", {3, 256, 64}, 4, "H"), "dp=2,sp=4", "dgx-a100"},
+      {small("convnext", {3, 512, 64}, 4, "H"), "dp=2,sp=8", "dgx-h100:2:fat-tree"},
   };
   const sim::DeviceCatalog cat;
   for (const SimCase& c : sims) {
@@ -116,5 +155,11 @@ TEST_CASE("folded and unfolded simulations agree", "[sim][fold]") {
       REQUIRE(a.memory.peak_total == b.memory.peak_total);
       REQUIRE(a.memory.peak == b.memory.peak);
     }
+    // Every link carries the same bytes (the mirrored ranks' halos and collectives included), so
+    // its utilisation is the same too; and the same collectives run over the same links.
+    REQUIRE(link_table(folded) == link_table(full));
+    REQUIRE(link_table(expanded) == link_table(full));
+    REQUIRE(collective_table(folded) == collective_table(full));
+    REQUIRE(collective_table(expanded) == collective_table(full));
   }
 }

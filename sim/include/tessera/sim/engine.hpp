@@ -124,7 +124,8 @@ struct SimResult {
   int simulated_ranks = 0;            ///< ranks whose programs ran (fewer than devices when folded)
   std::vector<LinkUse> links;         ///< links that carried data, busiest first
   /// Collectives that moved data (a group of more than one rank, bytes > 0, not a barrier), in
-  /// the order they started; over the simulated ranks (a folded simulation runs each once).
+  /// the order they started. Folded: each run once, plus the copies of those whose renamed group
+  /// has no simulated member, over their models' intervals (fold.hpp, simulate_iteration).
   std::vector<CollectiveUse> collectives;
   std::vector<core::TraceEvent> trace;  ///< core's trace schema (write with core::write_chrome_trace)
   std::vector<std::pair<int, std::string>> process_names;

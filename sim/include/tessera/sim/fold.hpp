@@ -53,8 +53,11 @@ std::string replay_difference(const RankReplay& a, const RankReplay& b);
 /// assumes the topology treats the slabs alike (true for the presets, where halo traffic of
 /// different slabs shares no link that can limit it). A collective starts when every simulated
 /// member has reached it and lasts what it lasts for the whole group. SimResult::devices still has
-/// one entry per rank (DeviceResult::simulated_as names the rank it copies); the trace and the
-/// link figures cover the simulated ranks' transfers and every collective.
+/// one entry per rank (DeviceResult::simulated_as names the rank it copies); the trace covers the
+/// simulated ranks. The links and collectives are those of simulating every rank: each copy's
+/// halo transfers and the collectives of groups without a simulated member (within a mirrored
+/// slab) are renamed from their models and counted on the copies' own routes, a copied collective
+/// with the algorithm its model chose (docs/simulator.md, "Links of the copies").
 /// With `fold_engine` false every rank is simulated from its relabelled replay (expand()), which
 /// is exactly simulate_iteration(replay_all(...)).
 SimResult simulate_iteration(const FoldedReplay& folded, const Topology& topology,
