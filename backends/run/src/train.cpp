@@ -35,7 +35,8 @@ std::shared_ptr<const data::Dataset> make_dataset(const TrainSetup& c) {
   return data::open_npy_folder(c.data, c.train.model.num_classes);
 }
 
-const char* kCategoryKeys[] = {"parameter", "gradient", "optimizer_state", "activation", "halo_buffer", "workspace"};
+/// The memory category names, core's (the keys of every memory figure in JSON).
+std::string_view category(int c) { return core::mem_category_name(static_cast<core::MemCategory>(c)); }
 
 }  // namespace
 
@@ -51,7 +52,7 @@ std::string metrics_line(const TrainSetup& cfg, const std::vector<nn::StepStats>
      << ",\"peak_bytes\":[";
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     os << (r ? "," : "") << "{\"rank\":" << r << ",\"total\":" << ranks[r].memory.peak_total;
-    for (int c = 0; c < core::kNumMemCategories; ++c) os << ",\"" << kCategoryKeys[c] << "\":" << ranks[r].memory.peak[c];
+    for (int c = 0; c < core::kNumMemCategories; ++c) os << ",\"" << category(c) << "\":" << ranks[r].memory.peak[c];
     os << "}";
   }
   os << "]}";
@@ -244,8 +245,8 @@ std::string training_summary(const TrainSetup& cfg, const TrainResult& r) {
                 r.steps.size(), r.wall_s, static_cast<long long>(r.parameters), r.steps.front()[0].loss,
                 r.steps.back()[0].loss, med, times.front(), times.back(), cfg.train.batch / med);
   os << buf << "peak memory per rank (MiB):\n  rank        total";
-  for (const char* k : kCategoryKeys) {
-    std::snprintf(buf, sizeof buf, " %15s", k);
+  for (int c = 0; c < core::kNumMemCategories; ++c) {
+    std::snprintf(buf, sizeof buf, " %15s", std::string(category(c)).c_str());
     os << buf;
   }
   os << "\n";
@@ -286,7 +287,7 @@ Json step_object(const std::vector<nn::StepStats>& ranks) {
     times.push_back(r.step_time_s);
     Json m = Json::object();
     for (int c = 0; c < core::kNumMemCategories; ++c)
-      m[std::string(core::mem_category_name(static_cast<core::MemCategory>(c)))] = r.memory.peak[c];
+      m[std::string(category(c))] = r.memory.peak[c];
     m["total"] = r.memory.peak_total;
     mem.push_back(m);
   }
