@@ -52,6 +52,11 @@ class Backend {
 
 struct BackendOptions {
   int num_threads = 1;
+  /// Device index for backends on an accelerator ("cuda": the CUDA device ordinal).
+  int device = 0;
+  /// Allow TF32 tensor-core math for f32 convolutions and matrix products (as --tf32 means in the
+  /// simulator); off: full f32 accuracy.
+  bool tf32 = false;
 };
 
 using BackendFactory = std::function<std::unique_ptr<Backend>(const BackendOptions&)>;
