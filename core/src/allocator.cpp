@@ -54,6 +54,19 @@ std::string_view mem_category_name(MemCategory c) noexcept {
 
 Allocator::Allocator(std::string name, bool meta) : name_(std::move(name)), meta_(meta) {}
 
+Allocator::Allocator(std::string name, std::shared_ptr<DeviceMemory> device)
+    : name_(std::move(name)), device_(std::move(device)) {
+  TESSERA_CHECK(device_ != nullptr, "allocator '", name_, "': no device memory given");
+}
+
+std::string_view memory_space_name(MemorySpace s) noexcept {
+  switch (s) {
+    case MemorySpace::Host: return "host";
+    case MemorySpace::Cuda: return "cuda";
+  }
+  return "?";
+}
+
 void* Allocator::allocate(std::size_t bytes, MemCategory category) {
   const int c = static_cast<int>(category);
   {
@@ -69,17 +82,27 @@ void* Allocator::allocate(std::size_t bytes, MemCategory category) {
     if (stats_.current[c] > stats_.peak[c]) stats_.peak[c] = stats_.current[c];
     if (stats_.current_total > stats_.peak_total) stats_.peak_total = stats_.current_total;
     ++stats_.num_allocations;
-    if (!meta_ && kCache && bytes >= kMinCachedBlock) {
+    if (!meta_ && !device_ && kCache && bytes >= kMinCachedBlock) {
       auto it = cache_.find(round_up(bytes));
       if (it != cache_.end()) {
         void* p = it->second;
         cached_bytes_ -= it->first;
         cache_.erase(it);
+        note_reserved();
         return p;
       }
     }
+    note_reserved();
   }
   if (meta_) return nullptr;
+  if (device_) {
+    try {
+      return device_->allocate(bytes);  // the device's own pool caches
+    } catch (...) {
+      deallocate(nullptr, bytes, category);
+      throw;
+    }
+  }
   const std::size_t rounded = round_up(bytes);
   void* p = std::aligned_alloc(kAlignment, rounded);
   if (p == nullptr) {
@@ -96,6 +119,10 @@ void Allocator::deallocate(void* p, std::size_t bytes, MemCategory category) noe
   stats_.current[c] -= bytes;
   stats_.current_total -= bytes;
   if (p == nullptr) return;
+  if (device_) {
+    device_->deallocate(p, bytes);
+    return;
+  }
   const std::size_t rounded = round_up(bytes);
   if (kCache && bytes >= kMinCachedBlock && cached_bytes_ + rounded <= kMaxCachedBytes) {
     try {
@@ -110,7 +137,15 @@ void Allocator::deallocate(void* p, std::size_t bytes, MemCategory category) noe
 
 MemStats Allocator::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return stats_;
+  MemStats s = stats_;
+  if (device_) {
+    s.reserved = device_->reserved_bytes();
+    s.peak_reserved = device_->peak_reserved_bytes();
+  } else {
+    s.reserved = s.current_total + cached_bytes_;
+    s.peak_reserved = peak_reserved_;
+  }
+  return s;
 }
 
 void Allocator::reset_peaks() {
@@ -118,6 +153,7 @@ void Allocator::reset_peaks() {
   stats_.peak = stats_.current;
   stats_.peak_total = stats_.current_total;
   stats_.num_allocations = 0;
+  peak_reserved_ = stats_.current_total + cached_bytes_;
 }
 
 void Allocator::set_capacity(std::size_t bytes) {

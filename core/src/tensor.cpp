@@ -72,7 +72,11 @@ Tensor Tensor::empty(Shape shape, DType dtype, MemCategory category, AllocatorPt
 
 Tensor Tensor::zeros(Shape shape, DType dtype, MemCategory category, AllocatorPtr allocator) {
   Tensor t = empty(std::move(shape), dtype, category, std::move(allocator));
-  if (!t.is_meta()) std::memset(t.raw_data(), 0, t.nbytes());
+  if (t.is_meta() || t.numel() == 0) return t;
+  if (DeviceMemory* dm = t.device())
+    dm->fill(t, 0.0);
+  else
+    std::memset(t.raw_data(), 0, t.nbytes());
   return t;
 }
 
@@ -117,6 +121,10 @@ bool Tensor::is_contiguous() const noexcept {
 
 MemCategory Tensor::category() const noexcept {
   return storage_ ? storage_->category() : MemCategory::Workspace;
+}
+
+DeviceMemory* Tensor::device() const noexcept {
+  return storage_ && storage_->allocator() ? storage_->allocator()->device() : nullptr;
 }
 
 const AllocatorPtr& Tensor::allocator() const noexcept {
@@ -178,6 +186,19 @@ Tensor Tensor::clone(MemCategory category) const {
   return t;
 }
 
+Tensor Tensor::to(const AllocatorPtr& allocator, MemCategory category) const {
+  Tensor t = empty(shape_, dtype_, category, allocator);
+  t.copy_from(*this);
+  return t;
+}
+
+Tensor Tensor::to_host() const {
+  if (is_host()) return *this;
+  Tensor t = empty(shape_, dtype_, category(), nullptr);
+  t.copy_from(*this);
+  return t;
+}
+
 namespace {
 
 // Walks every element of two same-shaped strided tensors; the innermost contiguous run is handed
@@ -210,6 +231,10 @@ void Tensor::copy_from(const Tensor& src) {
   TESSERA_CHECK(dtype_ == src.dtype_, "copy_from: dtype ", dtype_name(src.dtype_), " into ",
                 dtype_name(dtype_));
   if (numel() == 0 || is_meta() || src.is_meta()) return;
+  if (DeviceMemory* dm = device() ? device() : src.device()) {
+    dm->copy(*this, src);
+    return;
+  }
   const std::size_t es = dtype_size(dtype_);
   if (is_contiguous() && src.is_contiguous()) {
     std::memmove(raw_data(), src.raw_data(), nbytes());
@@ -225,6 +250,12 @@ void Tensor::add_from(const Tensor& src) {
   TESSERA_CHECK(dtype_ == src.dtype_, "add_from: dtype ", dtype_name(src.dtype_), " into ",
                 dtype_name(dtype_));
   if (numel() == 0 || is_meta() || src.is_meta()) return;
+  if (device() || src.device()) {
+    TESSERA_CHECK(space() == src.space(), "add_from: ", src.describe(), " into ", describe(),
+                  ": both must be in the same memory; copy one of them first (to() / to_host())");
+    device()->add(*this, src);
+    return;
+  }
   const std::size_t es = dtype_size(dtype_);
   auto body = [&](auto zero) {
     using T = decltype(zero);
@@ -248,6 +279,10 @@ void Tensor::add_from(const Tensor& src) {
 
 void Tensor::fill(double value) {
   if (numel() == 0 || is_meta()) return;
+  if (DeviceMemory* dm = device()) {
+    dm->fill(*this, value);
+    return;
+  }
   const std::size_t es = dtype_size(dtype_);
   auto body = [&](auto typed) {
     using T = decltype(typed);
@@ -273,7 +308,12 @@ void Tensor::fill(double value) {
 }
 
 std::string Tensor::describe() const {
-  return std::string(dtype_name(dtype_)) + shape_str(shape_);
+  std::string d = std::string(dtype_name(dtype_)) + shape_str(shape_);
+  if (!is_host()) {
+    d += '@';
+    d.append(memory_space_name(space()));
+  }
+  return d;
 }
 
 }  // namespace tessera::core

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tessera/comm/store.hpp"
+#include "tessera/core/device.hpp"
 #include "tessera/core/dtype.hpp"
 
 namespace tessera::comm {
@@ -19,8 +20,8 @@ namespace tessera::comm {
 enum class ReduceOp : std::uint8_t { Sum, Avg, Max, Min };
 std::string_view reduce_op_name(ReduceOp op) noexcept;
 
-/// Where a buffer lives.
-enum class MemorySpace : std::uint8_t { Host, Cuda };
+/// Where a buffer lives (core's enum: a tensor's space is a buffer's space).
+using core::MemorySpace;
 
 /// A view of `count` contiguous elements. Never owns memory; the memory must stay valid until the
 /// Work of the operation that uses it has completed.

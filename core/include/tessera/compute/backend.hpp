@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tessera/core/device.hpp"
 #include "tessera/core/tensor.hpp"
 
 namespace tessera::compute {
@@ -48,15 +49,18 @@ class Backend {
 
   /// Optional: names the layer the next calls belong to (tracing decorators use it).
   virtual void set_scope(std::string_view) {}
+
+  /// The memory this backend computes on: null for host memory (cpu), else its device memory.
+  /// Tensors for this backend are allocated on it (core::Allocator(name, device_memory())).
+  virtual std::shared_ptr<core::DeviceMemory> device_memory() { return nullptr; }
+  /// Waits until every kernel issued so far has finished (a no-op for synchronous backends).
+  virtual void synchronize() {}
 };
 
 struct BackendOptions {
-  int num_threads = 1;
-  /// Device index for backends on an accelerator ("cuda": the CUDA device ordinal).
-  int device = 0;
-  /// Allow TF32 tensor-core math for f32 convolutions and matrix products (as --tf32 means in the
-  /// simulator); off: full f32 accuracy.
-  bool tf32 = false;
+  int num_threads = 1;   ///< host threads a call may use
+  int device = 0;        ///< device index, for backends that compute on a device
+  bool tf32 = false;     ///< let fp32 convolutions and matrix products use TF32 tensor cores
 };
 
 using BackendFactory = std::function<std::unique_ptr<Backend>(const BackendOptions&)>;

@@ -10,6 +10,8 @@
 #include <string>
 #include <string_view>
 
+#include "tessera/core/device.hpp"
+
 namespace tessera::core {
 
 /// What a block of memory holds. The simulator's memory model predicts the same categories.
@@ -33,12 +35,18 @@ struct MemStats {
   std::size_t current_total = 0;
   std::size_t peak_total = 0;
   std::size_t num_allocations = 0;  ///< allocations made since construction or reset_peaks()
+  /// What the memory really holds for these tensors: on a device, the pool's reserve (cache
+  /// included); on the host, the booked bytes plus the block cache. peak_reserved: its high mark.
+  std::size_t reserved = 0;
+  std::size_t peak_reserved = 0;
 
   std::size_t current_of(MemCategory c) const { return current[static_cast<int>(c)]; }
   std::size_t peak_of(MemCategory c) const { return peak[static_cast<int>(c)]; }
 };
 
-/// Host allocator for one rank. Thread-safe. Blocks are 64-byte aligned.
+/// Allocator for one rank's tensors in one memory space. Thread-safe. Host blocks are 64-byte
+/// aligned; device blocks come from the DeviceMemory the allocator was built on (a compute
+/// backend's), which also serves Tensor's copies and fills there.
 /// Every allocation is booked under a category; `stats()` reports current and peak bytes.
 /// An optional capacity makes an allocation that would exceed it throw OutOfMemory, which lets a
 /// run check "does this fit on a device of N bytes" on the host.
@@ -50,7 +58,13 @@ struct MemStats {
 class Allocator {
  public:
   explicit Allocator(std::string name = "host", bool meta = false);
+  /// Books tensors in `device`'s memory (a compute backend's device_memory()).
+  Allocator(std::string name, std::shared_ptr<DeviceMemory> device);
   bool is_meta() const noexcept { return meta_; }
+  /// Host unless built on a DeviceMemory.
+  MemorySpace space() const noexcept { return device_ ? device_->space() : MemorySpace::Host; }
+  /// The device memory behind this allocator; null for host (and meta) allocators.
+  DeviceMemory* device() const noexcept { return device_.get(); }
   Allocator(const Allocator&) = delete;
   Allocator& operator=(const Allocator&) = delete;
 
@@ -80,11 +94,16 @@ class Allocator {
  private:
   std::string name_;
   bool meta_ = false;
+  std::shared_ptr<DeviceMemory> device_;
   mutable std::mutex mu_;
   MemStats stats_;
   std::size_t capacity_ = 0;
   std::multimap<std::size_t, void*> cache_;  // rounded size → free block
   std::size_t cached_bytes_ = 0;
+  std::size_t peak_reserved_ = 0;  // host: high mark of booked + cached bytes
+  void note_reserved() {  // under mu_
+    if (stats_.current_total + cached_bytes_ > peak_reserved_) peak_reserved_ = stats_.current_total + cached_bytes_;
+  }
 };
 
 using AllocatorPtr = std::shared_ptr<Allocator>;

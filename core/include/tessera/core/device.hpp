@@ -1,30 +1,54 @@
-// Device-memory seam (placeholder copy of the coordinator's spec; main's version replaces it on merge).
+// The device-memory seam: memory a compute backend provides for tensors off the host (a CUDA
+// device), and the few value operations core needs on it. Core never dereferences device memory
+// and includes no CUDA: it calls these, and a backend (backends/compute/cuda) implements them.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace tessera::core {
 
 class Tensor;
 
+/// Where a tensor's bytes live. Host memory is readable by host code; Cuda memory only by the
+/// backend that owns it (kernels, copies).
 enum class MemorySpace : std::uint8_t { Host, Cuda };
 
-/// Memory a compute backend provides for tensors off the host, and the value operations core needs on it.
-/// Core never dereferences device memory; it calls these.
+/// "host", "cuda".
+std::string_view memory_space_name(MemorySpace s) noexcept;
+
+/// Device memory of one rank, provided by its compute backend (compute::Backend::device_memory).
+/// An Allocator built on it books tensors by category exactly as on the host and takes its blocks
+/// from here; Tensor's copy_from / add_from / fill route here when a tensor lives on the device.
+/// Operations are ordered on the backend's compute stream, so they are ordered with its kernels.
 class DeviceMemory {
  public:
   virtual ~DeviceMemory() = default;
   virtual MemorySpace space() const noexcept = 0;
+  /// "cuda:0 (NVIDIA H200, 139 GiB)".
   virtual std::string describe() const = 0;
+
+  /// A device block of `bytes` (stream-ordered; may come from a cache). Throws OutOfMemory naming
+  /// the request and the device's free and total memory.
   virtual void* allocate(std::size_t bytes) = 0;
   virtual void deallocate(void* p, std::size_t bytes) noexcept = 0;
+  /// What the device really holds for this memory (pool reserve and cache included): at least
+  /// the bytes tensors use.
   virtual std::size_t reserved_bytes() const = 0;
   virtual std::size_t peak_reserved_bytes() const = 0;
+
+  /// dst = src elementwise: same shape and dtype, any strides; each side in this memory, in
+  /// another DeviceMemory of the same space in this process (ranks sharing one GPU), or on the
+  /// host. A copy into host memory returns when the data is there.
   virtual void copy(const Tensor& dst, const Tensor& src) = 0;
+  /// dst += src: dst in this memory, src in this or another DeviceMemory of the same space;
+  /// float dtypes.
   virtual void add(const Tensor& dst, const Tensor& src) = 0;
+  /// Every element of dst (in this memory) = value; any dtype for 0, float dtypes otherwise.
   virtual void fill(const Tensor& dst, double value) = 0;
+  /// Waits until every operation issued so far has finished.
   virtual void synchronize() = 0;
 };
 

@@ -1,4 +1,4 @@
-// Dense strided tensor on the host, its storage booked with a rank's Allocator.
+// Dense strided tensor, on the host or on a device, its storage booked with a rank's Allocator.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +35,8 @@ class Storage {
   void* data() const noexcept { return data_; }
   /// Booked but holding no memory (from a meta Allocator).
   bool is_meta() const noexcept { return allocator_ && allocator_->is_meta(); }
+  /// Where the bytes are: the allocator's space (host without one).
+  MemorySpace space() const noexcept { return allocator_ ? allocator_->space() : MemorySpace::Host; }
   std::size_t bytes() const noexcept { return bytes_; }
   MemCategory category() const noexcept { return category_; }
   const AllocatorPtr& allocator() const noexcept { return allocator_; }
@@ -50,6 +52,10 @@ class Storage {
 /// A dense N-d tensor (layout NCHW for images): shape, strides in elements, an offset into shared
 /// storage. Copies of a Tensor share storage; `narrow` makes views; `clone` copies data.
 /// Without an allocator, storage is plain heap memory that no one books (tests, scratch).
+/// A tensor whose allocator is built on a DeviceMemory lives on that device: views, shapes and
+/// raw_data() (the device address, for kernels) work as on the host; copy_from, add_from, fill,
+/// clone and to() run through the device memory; data<T>() and at<T>() refuse it (host code
+/// cannot read device memory: copy it with to_host() first).
 class Tensor {
  public:
   Tensor() = default;
@@ -85,13 +91,22 @@ class Tensor {
   /// True when both tensors view the same storage.
   bool shares_storage(const Tensor& other) const noexcept { return storage_ == other.storage_; }
 
-  /// Address of the first element.
+  /// Host, or the device of the allocator.
+  MemorySpace space() const noexcept { return storage_ ? storage_->space() : MemorySpace::Host; }
+  bool is_host() const noexcept { return space() == MemorySpace::Host; }
+  /// The device memory holding this tensor; null on the host.
+  DeviceMemory* device() const noexcept;
+
+  /// Address of the first element (a device address for a device tensor).
   void* raw_data() const noexcept;
-  /// Typed address of the first element; throws InvalidArgument on a dtype mismatch.
+  /// Typed host address of the first element; throws InvalidArgument on a dtype mismatch or for a
+  /// tensor in device memory.
   template <class T>
   T* data() const {
     TESSERA_CHECK(dtype_of<T> == dtype_, "tensor ", describe(), ": requested element type ",
                   dtype_name(dtype_of<T>), " but the tensor holds ", dtype_name(dtype_));
+    TESSERA_CHECK(is_host(), "tensor ", describe(), " is in ", memory_space_name(space()),
+                  " memory, which host code cannot read: copy it to the host first (to_host())");
     return static_cast<T*>(raw_data());
   }
   /// Element at an index (bounds-checked; for tests and small tools, not for kernels).
@@ -109,9 +124,13 @@ class Tensor {
   /// A contiguous copy, booked under `category` (default: this tensor's) with this allocator.
   Tensor clone() const;
   Tensor clone(MemCategory category) const;
+  /// A contiguous copy in `allocator`'s memory (host or device), booked under `category`.
+  Tensor to(const AllocatorPtr& allocator, MemCategory category) const;
+  /// This tensor when it is on the host, else a contiguous host copy (unbooked scratch).
+  Tensor to_host() const;
 
   /// Copies `src` (same shape and dtype, any strides) into this tensor's elements (a no-op when
-  /// either is meta).
+  /// either is meta). Either side may be on a device: the copy runs through its DeviceMemory.
   void copy_from(const Tensor& src);
   /// Adds `src` (same shape, float dtype) elementwise into this tensor.
   void add_from(const Tensor& src);
@@ -119,7 +138,7 @@ class Tensor {
   void fill(double value);
   void zero() { fill(0.0); }
 
-  /// "f32[2,96,128,512]".
+  /// "f32[2,96,128,512]"; "f32[2,96,128,512]@cuda" on a device.
   std::string describe() const;
 
  private:

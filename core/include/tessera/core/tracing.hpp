@@ -31,6 +31,8 @@ class TracingCompute final : public compute::Backend {
   int num_threads() const noexcept override { return inner_.num_threads(); }
   void set_num_threads(int n) override { inner_.set_num_threads(n); }
   void execute(const compute::OpCall& call) override;
+  std::shared_ptr<core::DeviceMemory> device_memory() override { return inner_.device_memory(); }
+  void synchronize() override { inner_.synchronize(); }
 
  private:
   compute::Backend& inner_;
