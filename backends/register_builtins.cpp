@@ -4,6 +4,9 @@
 #include "tessera/comm/local.hpp"
 #include "tessera/compute/cpu.hpp"
 #include "tessera/core/error.hpp"
+#ifdef TESSERA_HAVE_CUDA_BACKEND
+#include "tessera/compute/cuda.hpp"
+#endif
 
 namespace tessera {
 
@@ -42,6 +45,18 @@ WorldBackend make_world_backend(const std::string& name, std::chrono::millisecon
 
 void register_builtin_backends(compute::Registry& registry) {
   registry.add("cpu", &compute::cpu::create);
+#ifdef TESSERA_HAVE_CUDA_BACKEND
+  // Opens libtessera_compute_cuda.so on first use (so no other run loads cuDNN/cuBLAS).
+  registry.add("cuda", &compute::cuda::create);
+#endif
+}
+
+std::string compute_backend_unusable(const std::string& name) {
+#ifdef TESSERA_HAVE_CUDA_BACKEND
+  if (name == "cuda") return compute::cuda::why_unusable();
+#endif
+  (void)name;
+  return "";
 }
 
 }  // namespace tessera

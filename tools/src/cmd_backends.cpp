@@ -44,7 +44,13 @@ void add_backends_command(CLI::App& app, Action& action) {
       std::printf("\ncompute backends:\n");
       compute::Registry computes;
       register_builtin_backends(computes);
-      for (const auto& n : computes.names()) std::printf("  %-8s built in\n", n.c_str());
+      for (const auto& n : computes.names()) {
+        const std::string unusable = compute_backend_unusable(n);
+        if (unusable.empty())
+          std::printf("  %-8s built in\n", n.c_str());
+        else
+          std::printf("  %-8s built, %s\n", n.c_str(), unusable.c_str());
+      }
       return 0;
     };
   });

@@ -37,7 +37,13 @@ WorldBackend make_world_backend(const std::string& name, std::chrono::millisecon
 /// The same, with `info` read from this process's environment (comm::read_env()).
 WorldBackend make_world_backend(const std::string& name, std::chrono::milliseconds timeout);
 
-/// Adds every compute backend this build contains ("cpu", ...) to `registry`.
+/// Adds every compute backend this build contains ("cpu", and "cuda" where built with CUDA: a
+/// factory that opens libtessera_compute_cuda.so on first use) to `registry`.
 void register_builtin_backends(compute::Registry& registry);
+
+/// Why the compute backend `name` of this build cannot run in this process, "" when it can:
+/// for "cuda", a library that does not load or "no CUDA device visible (cudaGetDeviceCount: ...)".
+/// Initialises the CUDA runtime for "cuda" (never before a fork).
+std::string compute_backend_unusable(const std::string& name);
 
 }  // namespace tessera

@@ -57,6 +57,7 @@ std::string probe_devices() {
 
 CudaBackend::CudaBackend(const BackendOptions& o)
     : memory_(std::make_shared<CudaMemory>(checked_device(o))),
+      workspace_alloc_(std::make_shared<core::Allocator>(memory_->describe() + " workspace", memory_)),
       tf32_(o.tf32),
       conv_(nullptr, o.tf32),
       linear_(nullptr, o.tf32) {
@@ -92,9 +93,16 @@ void CudaBackend::compute_waits_for_comm() {
   TESSERA_CUDA_CHECK(cudaStreamWaitEvent(memory_->compute_stream(), comm_done_, 0));
 }
 
+void CudaBackend::set_workspace_allocator(std::shared_ptr<core::Allocator> a) {
+  TESSERA_CHECK(a && a->device() == memory_.get(), "cuda: set_workspace_allocator needs an allocator over ",
+                memory_->describe(), " (core::Allocator(name, backend.device_memory())); got '",
+                a ? a->name() : std::string("null"), "'");
+  workspace_alloc_ = std::move(a);
+}
+
 void CudaBackend::execute(const OpCall& c) {
   memory_->make_current();
-  const Workspace ws = workspace();
+  const Workspace ws(*memory_, workspace_alloc_);
   switch (c.kind) {
     case OpKind::Conv2dForward:
       return conv_.forward(ws, c.conv, c.input("x"), c.input("w"), c.input_if("bias"), c.output("y"));

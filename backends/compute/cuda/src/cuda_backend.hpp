@@ -32,7 +32,9 @@ class CudaBackend final : public compute::Backend, public CudaDevice {
   int num_threads() const noexcept override { return 1; }
   void set_num_threads(int) override {}
   void execute(const OpCall& call) override;
-  std::shared_ptr<core::DeviceMemory> device_memory() { return memory_; }
+  std::shared_ptr<core::DeviceMemory> device_memory() override { return memory_; }
+  /// Waits for both streams.
+  void synchronize() override { memory_->synchronize(); }
 
   int device() const noexcept override { return memory_->device(); }
   void* compute_stream() const noexcept override { return memory_->compute_stream(); }
@@ -40,14 +42,15 @@ class CudaBackend final : public compute::Backend, public CudaDevice {
   void comm_waits_for_compute() override;
   void compute_waits_for_comm() override;
   bool tf32() const noexcept override { return tf32_; }
+  void set_workspace_allocator(std::shared_ptr<core::Allocator> a) override;
+  const std::shared_ptr<core::Allocator>& workspace_allocator() const noexcept override { return workspace_alloc_; }
 
   /// The convolution algorithm cache (tests).
   const CudnnConv& convolutions() const noexcept { return conv_; }
 
  private:
-  Workspace workspace() const { return Workspace(*memory_, nullptr); }
-
   std::shared_ptr<CudaMemory> memory_;
+  std::shared_ptr<core::Allocator> workspace_alloc_;
   bool tf32_ = false;
   cudaEvent_t compute_done_ = nullptr, comm_done_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;

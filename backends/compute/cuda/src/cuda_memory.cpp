@@ -28,6 +28,7 @@ CudaMemory::CudaMemory(int device) : device_(device) {
   make_current();
   cudaDeviceProp prop{};
   TESSERA_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+  sm_count_ = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
   describe_ = detail::cat("cuda:", device_, " (", prop.name, ", ", prop.totalGlobalMem >> 30, " GiB)");
   TESSERA_CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
   TESSERA_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_, cudaStreamNonBlocking));

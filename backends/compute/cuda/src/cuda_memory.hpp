@@ -41,6 +41,8 @@ class CudaMemory final : public core::DeviceMemory {
   void synchronize() override;
 
   int device() const noexcept { return device_; }
+  /// The device's streaming multiprocessors (kernel grids are sized by it).
+  int sm_count() const noexcept { return sm_count_; }
   cudaStream_t compute_stream() const noexcept { return compute_; }
   cudaStream_t comm_stream() const noexcept { return comm_; }
   /// Makes this thread's current device the backend's (every entry point calls it first).
@@ -55,6 +57,7 @@ class CudaMemory final : public core::DeviceMemory {
   void device_copy(const core::Tensor& dst, const core::Tensor& src);
 
   int device_ = 0;
+  int sm_count_ = 1;
   std::string describe_;
   cudaStream_t compute_ = nullptr;
   cudaStream_t comm_ = nullptr;
@@ -62,8 +65,8 @@ class CudaMemory final : public core::DeviceMemory {
 };
 
 /// A contiguous device tensor of `shape` on `mem`'s pool, freed (stream-ordered) when the last
-/// copy goes; not booked in any category (scratch of one call: staging, workspaces booked by
-/// their caller).
+/// copy goes; booked nowhere and, to core, a host tensor (from_blob): only for the memory's own
+/// staging, handed to its kernels by pointer (library workspaces go through Workspace).
 core::Tensor device_scratch(CudaMemory& mem, core::Shape shape, core::DType dtype);
 
 }  // namespace tessera::compute::cuda

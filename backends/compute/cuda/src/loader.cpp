@@ -23,7 +23,7 @@ Loaded open_plugin() {
   if (path.empty()) {
     std::string where;
     for (const auto& d : plugin_search_path()) where += (where.empty() ? "" : ", ") + d;
-    l.why = detail::cat("cuda: ", kLibraryFile, " not found in ", where.empty() ? "(no folders)" : where,
+    l.why = detail::cat(kLibraryFile, " not found in ", where.empty() ? "(no folders)" : where,
                         " (build target tessera_compute_cuda, or set TESSERA_PLUGIN_PATH)");
     return l;
   }
@@ -31,19 +31,19 @@ Loaded open_plugin() {
   void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* e = ::dlerror();
-    l.why = detail::cat("cuda: cannot load ", path, ": ", e ? e : "unknown dlopen error",
+    l.why = detail::cat("cannot load ", path, ": ", e ? e : "unknown dlopen error",
                         " (is cuDNN/cuBLAS on the library path? check with ldd)");
     return l;
   }
   auto* entry = reinterpret_cast<PluginV1Fn>(::dlsym(handle, kEntrySymbol));
   if (!entry) {
-    l.why = detail::cat("cuda: ", path, " lacks the entry point ", kEntrySymbol,
+    l.why = detail::cat(path, " lacks the entry point ", kEntrySymbol,
                         "; rebuild it with this tessera");
     return l;
   }
   const PluginV1* t = entry();
   if (!t || t->api_version != kPluginApiV1 || !t->probe || !t->create) {
-    l.why = detail::cat("cuda: ", path, " reports api_version ", t ? t->api_version : -1, ", expected ",
+    l.why = detail::cat(path, " reports api_version ", t ? t->api_version : -1, ", expected ",
                         kPluginApiV1, " with probe and create; rebuild it with this tessera");
     return l;
   }
@@ -62,7 +62,7 @@ const Loaded& loaded() {
 
 const PluginV1& load_plugin() {
   const Loaded& l = loaded();
-  if (!l.table) throw Unsupported(l.why);
+  if (!l.table) throw Unsupported("cuda: " + l.why);
   return *l.table;
 }
 

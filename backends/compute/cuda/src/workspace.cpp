@@ -3,8 +3,13 @@
 
 namespace tessera::compute::cuda {
 
+Workspace::Workspace(CudaMemory& mem, core::AllocatorPtr booking) : mem_(mem), booking_(std::move(booking)) {
+  TESSERA_ASSERT(booking_ && booking_->device() == &mem_, "cuda workspace: the booking allocator must be over ",
+                 mem_.describe());
+}
+
 core::Tensor Workspace::tensor(core::Shape shape, core::DType dtype) const {
-  return device_scratch(mem_, std::move(shape), dtype);
+  return core::Tensor::empty(std::move(shape), dtype, core::MemCategory::Workspace, booking_);
 }
 
 core::Tensor Workspace::bytes(std::size_t bytes) const {

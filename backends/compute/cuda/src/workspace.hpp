@@ -1,5 +1,6 @@
-// Scratch device memory for one library call (cuDNN/cuBLAS workspaces, staging, zero-padded
-// frames): from the backend's pool, booked as MemCategory::Workspace while it lives.
+// Scratch device memory for one call (cuDNN/cuBLAS workspaces, zero-padded frames, staging, the
+// kernels' partial sums): device tensors from an allocator over the backend's pool, booked as
+// MemCategory::Workspace while they live.
 #pragma once
 
 #include <cstddef>
@@ -12,8 +13,8 @@ namespace tessera::compute::cuda {
 
 class Workspace {
  public:
-  /// `booking`: the allocator (over `mem`) that books the blocks; null books nothing.
-  Workspace(CudaMemory& mem, core::AllocatorPtr booking) : mem_(mem), booking_(std::move(booking)) {}
+  /// `booking`: an allocator over `mem` (core::Allocator(name, mem)).
+  Workspace(CudaMemory& mem, core::AllocatorPtr booking);
 
   /// A contiguous device tensor of `shape` (uninitialised), freed stream-ordered when its last
   /// copy goes (so it may be dropped as soon as the work using it is enqueued).

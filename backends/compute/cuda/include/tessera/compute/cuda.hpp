@@ -27,6 +27,12 @@ class CudaDevice {
   virtual void compute_waits_for_comm() = 0;
   /// Whether f32 convolutions and matrix products may use TF32 tensor cores (BackendOptions::tf32).
   virtual bool tf32() const noexcept = 0;
+  /// Books the backend's workspaces (library workspaces, padded frames, kernel partial sums) in
+  /// `a`, an allocator over this backend's device_memory() (the rank's allocator, so its
+  /// Workspace figures include them). Until called, the backend books them in an allocator of
+  /// its own (workspace_allocator()). InvalidArgument for an allocator over other memory.
+  virtual void set_workspace_allocator(std::shared_ptr<core::Allocator> a) = 0;
+  virtual const std::shared_ptr<core::Allocator>& workspace_allocator() const noexcept = 0;
 };
 
 /// The plugin's one exported entry point, looked up with dlsym(kEntrySymbol). The library is built
