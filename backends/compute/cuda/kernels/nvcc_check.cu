@@ -31,4 +31,12 @@ void run_on_check_launcher(const OpCall& call) {
   run_kernel_op(l, call);
 }
 
+/// And the tensor helpers (every word size of the raw copy and fill).
+void tensors_on_check_launcher(const core::Tensor& src, core::Tensor& dst) {
+  CheckLauncher l;
+  run_tensor_copy(l, src, dst);
+  run_tensor_add(l, src, dst);
+  run_tensor_fill(l, dst, 0.0);
+}
+
 }  // namespace tessera::compute::cuda::kernels::nvcc_check

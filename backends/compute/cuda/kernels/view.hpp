@@ -30,14 +30,27 @@ struct View {
     return n;
   }
   /// The element offset of row-major linear index i (last dim fastest), 0 ≤ i < numel().
-  TESSERA_HD std::int64_t offset_of(std::int64_t i) const {
+  TESSERA_HD std::int64_t offset_of(std::int64_t i) const { return offset_from(0, i); }
+  /// The offset of row-major index i over dims [first, ndim) alone (the pixel p of an (N,C,P)
+  /// tensor is offset_from(2, p)); 0 when first ≥ ndim.
+  TESSERA_HD std::int64_t offset_from(int first, std::int64_t i) const {
     std::int64_t off = 0;
-    for (int d = ndim - 1; d > 0; --d) {
+    for (int d = ndim - 1; d > first; --d) {
       const std::int64_t q = i / shape[d];
       off += (i - q * shape[d]) * stride[d];
       i = q;
     }
-    return ndim > 0 ? off + i * stride[0] : 0;
+    return first < ndim ? off + i * stride[first] : 0;
+  }
+  /// Product of the extents of dims [first, ndim) (1 when first ≥ ndim).
+  TESSERA_HD std::int64_t numel_from(int first) const {
+    std::int64_t n = 1;
+    for (int d = first; d < ndim; ++d) n *= shape[d];
+    return n;
+  }
+  /// Element (n, c, p) of an (N, C, P…) view (ndim ≥ 2; p row-major over dims 2..).
+  TESSERA_HD T& ncp(std::int64_t n, std::int64_t c, std::int64_t p) const {
+    return data[n * stride[0] + c * stride[1] + offset_from(2, p)];
   }
   /// The element of row-major linear index i.
   TESSERA_HD T& at(std::int64_t i) const { return data[offset_of(i)]; }

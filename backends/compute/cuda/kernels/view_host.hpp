@@ -17,8 +17,11 @@ View<T> make_view(const core::Tensor& t) {
   using E = std::remove_const_t<T>;
   TESSERA_CHECK(t.ndim() <= kMaxDims, "cuda kernels: tensor ", t.describe(), " has ", t.ndim(),
                 " dims; the kernels take at most ", kMaxDims, " (reshape it first)");
+  TESSERA_CHECK(core::dtype_of<E> == t.dtype(), "cuda kernels: tensor ", t.describe(), " viewed as ",
+                core::dtype_name(core::dtype_of<E>), " elements");
   View<T> v;
-  v.data = t.numel() > 0 ? t.data<E>() : nullptr;
+  // raw_data, not data<E>: the address may be a device pointer, which the host never dereferences.
+  v.data = t.numel() > 0 ? static_cast<T*>(t.raw_data()) : nullptr;
   v.ndim = t.ndim();
   for (int d = 0; d < v.ndim; ++d) {
     v.shape[d] = t.size(d);
@@ -27,7 +30,7 @@ View<T> make_view(const core::Tensor& t) {
   return v;
 }
 
-/// The view of `t` as raw elements of `bytes`-sized words (same-dtype copies of any dtype).
+/// The view of `t` as words W of its element size (the raw copies and fills of any dtype).
 template <class W>
 View<W> make_raw_view(const core::Tensor& t) {
   TESSERA_CHECK(t.ndim() <= kMaxDims, "cuda kernels: tensor ", t.describe(), " has ", t.ndim(),
