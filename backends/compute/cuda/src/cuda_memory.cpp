@@ -174,6 +174,15 @@ void CudaMemory::fill(const Tensor& dst, double value) {
   launch_fill(strided_view(dst), value, compute_);
 }
 
+void CudaMemory::copy_bytes(void* dst, const void* src, std::size_t bytes) {
+  if (bytes == 0) return;
+  make_current();
+  TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, compute_));
+  cudaPointerAttributes a{};
+  TESSERA_CUDA_CHECK(cudaPointerGetAttributes(&a, dst));
+  if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged) TESSERA_CUDA_CHECK(cudaStreamSynchronize(compute_));
+}
+
 void CudaMemory::synchronize() {
   make_current();
   TESSERA_CUDA_CHECK(cudaStreamSynchronize(compute_));
