@@ -79,6 +79,26 @@ TEST_CASE("cuda kernels: View offsets and coalesce name the tensor's elements", 
   REQUIRE(&v1.at(0) == one.data<float>());
 }
 
+TEST_CASE("cuda kernels: index division is exact past 32 bits", "[cuda_kernels]") {
+  const std::int64_t big = std::int64_t(1) << 33;
+  for (std::int64_t a : {std::int64_t(0), std::int64_t(7), std::int64_t(4294967295), big + 5, 3 * big + 12345})
+    for (std::int64_t b : {std::int64_t(1), std::int64_t(3), std::int64_t(4294967296), big + 1})
+      REQUIRE(kn::k_div(a, b) == a / b);
+  // A view of more than 2^32 elements (never dereferenced): offsets through both division paths.
+  kn::View<const float> v;
+  v.ndim = 3;
+  v.shape[0] = 3;
+  v.shape[1] = big;
+  v.shape[2] = 5;
+  v.stride[0] = 1;
+  v.stride[1] = 3;
+  v.stride[2] = 3 * big;
+  for (std::int64_t i : {std::int64_t(0), std::int64_t(9), 5 * big + 7, 15 * big - 1}) {
+    const std::int64_t i0 = i / (5 * big), i1 = (i / 5) % big, i2 = i % 5;
+    REQUIRE(v.offset_of(i) == i0 + 3 * i1 + 3 * big * i2);
+  }
+}
+
 /// A host Workspace source of plain memory.
 struct PlainWorkspace {
   std::vector<double> buf;

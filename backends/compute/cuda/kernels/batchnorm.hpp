@@ -64,7 +64,7 @@ struct BatchNormForwardParams {
 template <class T>
 struct BatchNormForwardBody {
   static TESSERA_HD void run(const BatchNormForwardParams<T>& q, std::int64_t i) {
-    const std::int64_t c = (i / q.p) % q.c;
+    const std::int64_t pl = k_div(i, q.p), c = pl - k_div(pl, q.c) * q.c;
     const T a = T(double(q.rstd.vec(c)) * double(q.gamma.vec(c)));
     q.y.at(i) = (q.x.at(i) - q.mean.vec(c)) * a + q.beta.vec(c);
   }
@@ -117,7 +117,7 @@ struct BatchNormBackwardDataParams {
 template <class T>
 struct BatchNormBackwardDataBody {
   static TESSERA_HD void run(const BatchNormBackwardDataParams<T>& q, std::int64_t i) {
-    const std::int64_t c = (i / q.p) % q.c;
+    const std::int64_t pl = k_div(i, q.p), c = pl - k_div(pl, q.c) * q.c;
     // dx = k1·(dy − k0 − (x − mean)·k2), the constants rounded to T as on the cpu backend.
     const double r = double(q.rstd.vec(c));
     const T k0 = T(q.sum_dy.vec(c) / q.count), k1 = T(double(q.gamma.vec(c)) * r),

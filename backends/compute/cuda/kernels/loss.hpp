@@ -59,7 +59,7 @@ struct LabelCheckCombineBody {
 template <class T>
 struct SoftmaxCePixelBody {
   static TESSERA_HD void run(const SoftmaxCeParams<T>& q, std::int64_t item) {
-    const std::int64_t n = item / q.p, px = item - n * q.p, K = q.k;
+    const std::int64_t n = k_div(item, q.p), px = item - n * q.p, K = q.k;
     const std::int64_t xo = n * q.logits.stride[0] + q.logits.offset_from(2, px), xs = q.logits.stride[1];
     const std::int64_t label = q.labels.at(item);
     if (K == 0) {  // no classes: every label was < 0 (checked), nothing to write

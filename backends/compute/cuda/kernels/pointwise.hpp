@@ -78,7 +78,7 @@ struct ScaleSamplesParams {
 template <class T>
 struct ScaleSamplesBody {
   static TESSERA_HD void run(const ScaleSamplesParams<T>& p, std::int64_t i) {
-    p.y.at(i) = p.x.at(i) * p.s.vec(i / p.per_sample);
+    p.y.at(i) = p.x.at(i) * p.s.vec(k_div(i, p.per_sample));
   }
 };
 template <class L, class T>

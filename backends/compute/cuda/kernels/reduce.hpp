@@ -39,13 +39,13 @@ struct RowPartialParams {
 template <class Src, int K>
 struct RowPartialBody {
   static TESSERA_HD void run(const RowPartialParams<Src, K>& q, std::int64_t item) {
-    const std::int64_t row = item / q.tiles, t = item - row * q.tiles;
+    const std::int64_t row = k_div(item, q.tiles), t = item - row * q.tiles;
     const RowSpace& s = q.space;
-    const std::int64_t n0 = s.per_plane ? row / s.c : 0, c = s.per_plane ? row - n0 * s.c : row;
+    const std::int64_t n0 = s.per_plane ? k_div(row, s.c) : 0, c = s.per_plane ? row - n0 * s.c : row;
     double acc[K] = {};
     const std::int64_t m = s.terms();
     for (std::int64_t j = t; j < m; j += q.tiles) {
-      const std::int64_t dn = j / s.p;
+      const std::int64_t dn = k_div(j, s.p);
       q.src.add(n0 + dn, c, j - dn * s.p, acc);
     }
     const std::int64_t total = s.rows() * q.tiles;

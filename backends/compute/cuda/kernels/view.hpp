@@ -36,7 +36,7 @@ struct View {
   TESSERA_HD std::int64_t offset_from(int first, std::int64_t i) const {
     std::int64_t off = 0;
     for (int d = ndim - 1; d > first; --d) {
-      const std::int64_t q = i / shape[d];
+      const std::int64_t q = k_div(i, shape[d]);
       off += (i - q * shape[d]) * stride[d];
       i = q;
     }
