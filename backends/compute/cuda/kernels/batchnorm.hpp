@@ -43,7 +43,9 @@ struct ChannelMomentsParams {
   View<const T> x;
   View<double> sum, sumsq;
 };
-inline RowSpace channel_space(const auto& x) { return {x.shape[0], x.shape[1], x.numel_from(2), false}; }
+inline RowSpace channel_space(const auto& x) {
+  return {x.shape[0], x.shape[1], x.numel_from(2), false};
+}
 template <class T>
 std::size_t workspace_bytes(const ChannelMomentsParams<T>& q) {
   return row_reduce_bytes<2>(channel_space(q.x));
@@ -51,7 +53,8 @@ std::size_t workspace_bytes(const ChannelMomentsParams<T>& q) {
 template <class L, class T>
 void run_channel_moments(L& l, const ChannelMomentsParams<T>& q) {
   void* ws = l.workspace(workspace_bytes(q));
-  run_row_reduce<2>(l, channel_space(q.x), MomentsSrc<T>{q.x}, Moments2Store<T>{q.sum, q.sumsq, {}}, ws);
+  run_row_reduce<2>(l, channel_space(q.x), MomentsSrc<T>{q.x}, Moments2Store<T>{q.sum, q.sumsq, {}},
+                    ws);
 }
 
 // ---- batchnorm_forward ---------------------------------------------------------------------

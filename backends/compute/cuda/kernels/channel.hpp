@@ -68,7 +68,8 @@ struct NcStore {
   std::int64_t c;
   bool accumulate;
   TESSERA_HD void store(std::int64_t row, const double* v) const {
-    const std::int64_t n = out.ndim == 2 ? k_div(row, c) : 0, ch = out.ndim == 2 ? row - n * c : row;
+    const std::int64_t n = out.ndim == 2 ? k_div(row, c) : 0,
+                       ch = out.ndim == 2 ? row - n * c : row;
     T& d = nc_at(out, n, ch);
     d = T((accumulate ? double(d) : 0.0) + v[0]);
   }

@@ -121,7 +121,8 @@ void run_layernorm_backward(L& l, LayerNormBackwardParams<T> q) {
   q.c = q.x.shape[1];
   q.p = q.x.numel_from(2);
   void* ws = l.workspace(workspace_bytes(q));
-  run_row_reduce<2>(l, {q.x.shape[0], q.c, q.p, false}, LayerNormGradSrc<T>{q.dy, q.x, q.mean, q.rstd, q.p},
+  run_row_reduce<2>(l, {q.x.shape[0], q.c, q.p, false},
+                    LayerNormGradSrc<T>{q.dy, q.x, q.mean, q.rstd, q.p},
                     GammaBetaStore<T>{q.dgamma, q.dbeta, q.accumulate}, ws);
   l.template pass<LayerNormBackwardDxBody<T>>(q, q.x.shape[0] * q.p);
 }

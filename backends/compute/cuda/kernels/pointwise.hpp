@@ -20,7 +20,9 @@ struct AddParams {
 };
 template <class T>
 struct AddBody {
-  static TESSERA_HD void run(const AddParams<T>& p, std::int64_t i) { p.y.at(i) = p.a.at(i) + p.b.at(i); }
+  static TESSERA_HD void run(const AddParams<T>& p, std::int64_t i) {
+    p.y.at(i) = p.a.at(i) + p.b.at(i);
+  }
 };
 template <class L, class T>
 void run_add(L& l, AddParams<T> p) {

@@ -29,7 +29,8 @@ TESSERA_HD inline Index4 unravel4(std::int64_t i, std::int64_t C, std::int64_t H
   return r;
 }
 template <class T>
-TESSERA_HD inline T& at4(const View<T>& v, std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w) {
+TESSERA_HD inline T& at4(const View<T>& v, std::int64_t n, std::int64_t c, std::int64_t h,
+                         std::int64_t w) {
   return v.data[n * v.stride[0] + c * v.stride[1] + h * v.stride[2] + w * v.stride[3]];
 }
 
@@ -52,7 +53,8 @@ struct UpsampleBackwardBody {
     const Index4 o = unravel4(i, q.dst.shape[1], q.dst.shape[2], q.dst.shape[3]);
     T s = T(0);
     for (std::int64_t a = 0; a < q.f; ++a)
-      for (std::int64_t b = 0; b < q.f; ++b) s += at4(q.src, o.n, o.c, o.h * q.f + a, o.w * q.f + b);
+      for (std::int64_t b = 0; b < q.f; ++b)
+        s += at4(q.src, o.n, o.c, o.h * q.f + a, o.w * q.f + b);
     at4(q.dst, o.n, o.c, o.h, o.w) = s;
   }
 };
