@@ -185,6 +185,20 @@ TEST_CASE("cuda kernels: a label >= K is refused before anything is written", "[
   REQUIRE(loss.data<double>()[0] == -1);
 }
 
+TEST_CASE("cuda kernels: library ops and half dtypes are refused as unsupported", "[cuda_kernels]") {
+  compute::cuda::HostLoopBackend be;
+  const Tensor x = Tensor::zeros({2, 3}), w = Tensor::zeros({4, 3});
+  Tensor y = Tensor::zeros({2, 4});
+  REQUIRE_THAT(error_of<Unsupported>([&] { compute::linear_forward(be, x, w, nullptr, y); }),
+               Catch::Matchers::Contains("cuDNN/cuBLAS"));
+  for (DType dt : {DType::BF16, DType::F16}) {
+    const Tensor a = Tensor::zeros({5}, dt), b = Tensor::zeros({5}, dt);
+    Tensor c = Tensor::zeros({5}, dt);
+    REQUIRE_THAT(error_of<Unsupported>([&] { compute::add(be, a, b, c); }),
+                 Catch::Matchers::Contains("bf16/f16 come with a later issue"));
+  }
+}
+
 /// Workspace and pass calls of one op, as a launcher sees them.
 struct Calls {
   int workspaces = 0, passes = 0;
