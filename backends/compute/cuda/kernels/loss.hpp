@@ -133,7 +133,7 @@ BadLabel run_softmax_cross_entropy(L& l, SoftmaxCeParams<T> q) {
   q.check_tiles = tiles_of(pixels);
   const SoftmaxCeLayout s = softmax_ce_layout(q);
   auto* ws = static_cast<unsigned char*>(l.workspace(s.total));
-  q.bad = reinterpret_cast<std::int64_t*>(ws);
+  q.bad = reinterpret_cast<std::int64_t*>(ws + s.bad_off);
   q.terms = reinterpret_cast<double*>(ws + s.terms_off);
   q.partial = reinterpret_cast<double*>(ws + s.partial_off);
   l.template pass<LabelCheckTileBody<T>>(q, q.check_tiles);
