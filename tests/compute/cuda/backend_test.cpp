@@ -211,6 +211,28 @@ TEST_CASE(
     }
 }
 
+TEST_CASE("cuda (GPU): the convolution algorithm is chosen once per geometry", "[cuda][gpu]") {
+  TESSERA_CUDA_REQUIRE_GPU(g);
+  auto* dev = dynamic_cast<compute::cuda::CudaDevice*>(g.backend.get());
+  REQUIRE(dev != nullptr);
+  const compute::Conv2dParams p{3, 3, 1, 1, 1, 1, 1, 1, 1};
+  const Tensor x = g.put(test::random_tensor({2, 4, 8, 8}, DType::F32, 31));
+  const Tensor w = g.put(test::random_tensor({6, 4, 3, 3}, DType::F32, 32));
+  Tensor y = Tensor::zeros({2, 6, 8, 8}, DType::F32, MemCategory::Activation, g.alloc);
+  REQUIRE(dev->cached_conv_algorithms() == 0);
+  compute::conv2d_forward(*g.backend, p, x, w, nullptr, y);
+  REQUIRE(dev->cached_conv_algorithms() == 1);
+  compute::conv2d_forward(*g.backend, p, x, w, nullptr, y);
+  REQUIRE(dev->cached_conv_algorithms() == 1);
+  // Another geometry (a stride) and another op each choose their own.
+  Tensor y2 = Tensor::zeros({2, 6, 4, 4}, DType::F32, MemCategory::Activation, g.alloc);
+  compute::conv2d_forward(*g.backend, {3, 3, 2, 2, 1, 1, 1, 1, 1}, x, w, nullptr, y2);
+  REQUIRE(dev->cached_conv_algorithms() == 2);
+  Tensor dx = Tensor::zeros({2, 4, 8, 8}, DType::F32, MemCategory::Gradient, g.alloc);
+  compute::conv2d_backward_data(*g.backend, p, y, w, dx);
+  REQUIRE(dev->cached_conv_algorithms() == 3);
+}
+
 TEST_CASE("cuda (GPU): cuBLAS linear forward and backward match the cpu backend", "[cuda][gpu]") {
   TESSERA_CUDA_REQUIRE_GPU(g);
   compute::cpu::CpuBackend cpu(1);

@@ -47,8 +47,7 @@ class CudaBackend final : public compute::Backend, public CudaDevice {
     return workspace_alloc_;
   }
 
-  /// The convolution algorithm cache (tests).
-  const CudnnConv& convolutions() const noexcept { return conv_; }
+  std::size_t cached_conv_algorithms() const noexcept override { return conv_.cached_algorithms(); }
 
  private:
   std::shared_ptr<CudaMemory> memory_;
