@@ -281,7 +281,12 @@ std::string Report::details() const {
 
 bool must_support(std::string_view backend, compute::OpKind op, DType dtype) {
   const bool float_dtype = dtype == DType::F32 || dtype == DType::F64;
-  return backend == "cpu" && float_dtype && op < compute::OpKind::kCount;
+  if (!float_dtype || op >= compute::OpKind::kCount) return false;
+  if (backend == "cpu") return true;
+  // The cuda backend's own kernels: every op but the library calls (cuDNN, cuBLAS).
+  const bool library_op = compute::is_conv(op) || op == compute::OpKind::LinearForward ||
+                          op == compute::OpKind::LinearBackward;
+  return backend == "cuda-kernels@host" && !library_op;
 }
 
 // ---- the host ↔ backend transfer ---------------------------------------------------------------

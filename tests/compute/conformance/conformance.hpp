@@ -207,7 +207,8 @@ Report check_op(compute::Backend& backend, compute::OpKind op, DType dtype,
 void run_conformance_case(compute::Backend& backend, compute::OpKind op, DType dtype);
 
 /// True when `backend` must support `op` in `dtype` (its Unsupported there is a failure, not a
-/// skip): cpu must support every op in f32 and f64.
+/// skip): cpu must support every op in f32 and f64, cuda-kernels@host every op but the
+/// convolutions and linear_forward / linear_backward (cuDNN / cuBLAS calls of the cuda backend).
 bool must_support(std::string_view backend, compute::OpKind op, DType dtype);
 
 /// Threads every backend of the suite is created with.

@@ -1,28 +1,33 @@
-// The compute conformance suite's test cases: one per backend × op × dtype of the registry
+// The compute conformance suite's test cases: one per backend × op × dtype of the suite's registry
 // ("conformance.cpu.conv2d_forward.f32", registered at start-up from the registry's names), one
-// that every OpKind has a case, and a summary table of backend × op × dtype → outcome.
+// that every OpKind has a case, and a summary table of backend × op × dtype → outcome. The suite's
+// registry is every built-in backend plus cuda-kernels@host (the cuda backend's kernel bodies on a
+// host loop, which is not for users and so not built in).
 #include <algorithm>
 #include <cstdio>
 #include <memory>
 
 #include "compute/conformance/conformance.hpp"
 #include "tessera/builtin_backends.hpp"
+#include "tessera/compute/cuda_kernels.hpp"
 
 namespace tessera::test::compute_conformance {
 namespace {
 
 using compute::OpKind;
 
-compute::Registry builtin_registry() {
+/// The backends the suite runs: register_builtin_backends' list and cuda-kernels@host.
+compute::Registry suite_registry() {
   compute::Registry r;
   register_builtin_backends(r);
+  r.add("cuda-kernels@host", compute::cuda::create_host_loop);
   return r;
 }
 
 std::unique_ptr<compute::Backend> create_backend(const std::string& name) {
   compute::BackendOptions o;
   o.num_threads = kThreads;
-  return builtin_registry().create(name, o);
+  return suite_registry().create(name, o);
 }
 
 /// Prints "unsupported: <backend> <op> <dtype> [<variant>]: <message>" for each unsupported
@@ -51,7 +56,7 @@ namespace {
 
 /// Registers one test case per backend of the registry × op × dtype, before Catch2 runs.
 const bool kRegistered = [] {
-  for (const std::string& backend : builtin_registry().names())
+  for (const std::string& backend : suite_registry().names())
     for (int k = 0; k < int(OpKind::kCount); ++k)
       for (DType dt : kDTypes) {
         const OpKind op = static_cast<OpKind>(k);
@@ -80,9 +85,9 @@ TEST_CASE("conformance.every_op_has_a_case", "[conformance]") {
 }
 
 TEST_CASE("conformance.summary", "[conformance]") {
-  const std::vector<std::string> backends = builtin_registry().names();
+  const std::vector<std::string> backends = suite_registry().names();
   REQUIRE(std::find(backends.begin(), backends.end(), "cpu") != backends.end());
-  std::printf("%-8s %-28s %-5s %-12s %-32s %s\n", "backend", "op", "dtype", "outcome",
+  std::printf("%-17s %-28s %-5s %-12s %-32s %s\n", "backend", "op", "dtype", "outcome",
               "variants pass/unsupported/fail", "worst error / bound");
   int failed = 0, unsupported = 0;
   std::string problems;
@@ -96,7 +101,7 @@ TEST_CASE("conformance.summary", "[conformance]") {
         const std::string counts =
             detail::cat(r.count(Outcome::Pass), "/", r.count(Outcome::Unsupported), "/",
                         r.count(Outcome::Fail));
-        std::printf("%-8s %-28s %-5s %-12s %-32s %.3g\n", backend.c_str(),
+        std::printf("%-17s %-28s %-5s %-12s %-32s %.3g\n", backend.c_str(),
                     std::string(compute::op_name(op)).c_str(),
                     std::string(core::dtype_name(dt)).c_str(), outcome_name(o), counts.c_str(),
                     r.worst_share());

@@ -1,0 +1,311 @@
+// The cuda backend's own kernels (backends/compute/cuda/kernels) beyond what the conformance suite
+// checks: View offsets and coalesce against core's tensors, the tensor helpers behind
+// copy_from / add_from / fill, the label check of softmax_cross_entropy, and the execution model's
+// promises — the same bits whatever order a pass's items run in, workspace requested at most once
+// per op and before its first pass.
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "kernels/dispatch.hpp"
+#include "kernels/pass.hpp"
+#include "support/test_utils.hpp"
+#include "support/views.hpp"
+#include "tessera/compute/cuda_kernels.hpp"
+#include "tessera/compute/ops.hpp"
+
+namespace tessera::test {
+namespace {
+
+namespace kn = compute::cuda::kernels;
+using core::DType;
+using core::Shape;
+using core::Tensor;
+
+template <class E, class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "(no exception)";
+}
+
+/// v rounded to dt.
+std::vector<double> rounded_copy(std::vector<double> v, DType dt) {
+  if (dt == DType::F32)
+    for (double& e : v) e = float(e);
+  return v;
+}
+
+/// The address of row-major element i of t, walking its shape and strides.
+const char* address_of(const Tensor& t, std::int64_t i) {
+  std::int64_t off = 0;
+  for (int d = t.ndim() - 1; d >= 0; --d) {
+    off += (i % t.size(d)) * t.stride(d);
+    i /= t.size(d);
+  }
+  return static_cast<const char*>(t.raw_data()) + off * std::int64_t(core::dtype_size(t.dtype()));
+}
+
+TEST_CASE("cuda kernels: View offsets and coalesce name the tensor's elements", "[cuda_kernels]") {
+  const Layout layout =
+      GENERATE(Layout::Contiguous, Layout::NarrowLast, Layout::NarrowChannels, Layout::StrideTwo);
+  INFO(layout_name(layout));
+  const Shape shape{2, 3, 5, 7};
+  const Tensor a = make(random_doubles(210, 1), shape, DType::F32, layout);
+  const Tensor b = make(random_doubles(210, 2), shape, DType::F32);
+  kn::View<const float> va = kn::make_view<const float>(a), vb = kn::make_view<const float>(b);
+  REQUIRE(va.numel() == a.numel());
+  for (std::int64_t i = 0; i < a.numel(); ++i)
+    REQUIRE(reinterpret_cast<const char*>(&va.at(i)) == address_of(a, i));
+  kn::coalesce(va, vb);
+  REQUIRE(va.numel() == a.numel());
+  REQUIRE(va.ndim == vb.ndim);
+  if (layout == Layout::Contiguous || layout == Layout::StrideTwo) REQUIRE(va.ndim == 1);
+  if (layout == Layout::NarrowLast) REQUIRE(va.ndim == 2);  // (30, 7) rows 10 apart
+  for (std::int64_t i = 0; i < a.numel(); ++i) {
+    REQUIRE(reinterpret_cast<const char*>(&va.at(i)) == address_of(a, i));
+    REQUIRE(reinterpret_cast<const char*>(&vb.at(i)) == address_of(b, i));
+  }
+  // Extent-1 dims drop out; an all-ones shape becomes a scalar.
+  const Tensor one = Tensor::zeros({1, 1, 1});
+  kn::View<const float> v1 = kn::make_view<const float>(one);
+  kn::coalesce(v1);
+  REQUIRE(v1.ndim == 0);
+  REQUIRE(v1.numel() == 1);
+  REQUIRE(&v1.at(0) == one.data<float>());
+}
+
+TEST_CASE("cuda kernels: index division is exact past 32 bits", "[cuda_kernels]") {
+  const std::int64_t big = std::int64_t(1) << 33;
+  for (std::int64_t a :
+       {std::int64_t(0), std::int64_t(7), std::int64_t(4294967295), big + 5, 3 * big + 12345})
+    for (std::int64_t b : {std::int64_t(1), std::int64_t(3), std::int64_t(4294967296), big + 1})
+      REQUIRE(kn::k_div(a, b) == a / b);
+  // A view of more than 2^32 elements (never dereferenced): offsets through both division paths.
+  kn::View<const float> v;
+  v.ndim = 3;
+  v.shape[0] = 3;
+  v.shape[1] = big;
+  v.shape[2] = 5;
+  v.stride[0] = 1;
+  v.stride[1] = 3;
+  v.stride[2] = 3 * big;
+  for (std::int64_t i : {std::int64_t(0), std::int64_t(9), 5 * big + 7, 15 * big - 1}) {
+    const std::int64_t i0 = i / (5 * big), i1 = (i / 5) % big, i2 = i % 5;
+    REQUIRE(v.offset_of(i) == i0 + 3 * i1 + 3 * big * i2);
+  }
+}
+
+/// A host Workspace source of plain memory.
+struct PlainWorkspace {
+  std::vector<double> buf;
+  void* get(std::size_t bytes) {
+    buf.assign((bytes + 7) / 8, 0.0);
+    return buf.data();
+  }
+};
+
+TEST_CASE("cuda kernels: tensor copy, add and fill on strided views", "[cuda_kernels]") {
+  PlainWorkspace ws;
+  kn::HostLoop<PlainWorkspace> loop(ws);
+  const Shape shape{3, 4, 5};
+  const std::vector<double> v = random_doubles(60, 3), w = random_doubles(60, 4);
+  SECTION("copy f32 and f64, strided on both sides, outside the window untouched") {
+    for (DType dt : {DType::F32, DType::F64}) {
+      const Tensor src = make(v, shape, dt, Layout::NarrowChannels);
+      View dst = make_view(random_doubles(60, 5, 70, 80), shape, dt, Layout::StrideTwo);
+      const std::vector<double> base_before = to_doubles(dst.base);
+      kn::run_tensor_copy(loop, src, dst.t);
+      REQUIRE(to_doubles(dst.t) == rounded_copy(v, dt));
+      const std::vector<double> base_after = to_doubles(dst.base);
+      for (std::size_t i = 1; i < base_after.size(); i += 2)
+        REQUIRE(base_after[i] == base_before[i]);
+    }
+  }
+  SECTION("copy of i64 moves the words") {
+    Tensor src = Tensor::empty(shape, DType::I64);
+    for (std::int64_t i = 0; i < 60; ++i)
+      src.data<std::int64_t>()[i] = (i * 7919) ^ (std::int64_t(1) << 40);
+    Tensor big = Tensor::zeros({3, 6, 5}, DType::I64);
+    Tensor dst = big.narrow(1, 1, 4);
+    kn::run_tensor_copy(loop, src, dst);
+    for (std::int64_t i = 0; i < 3; ++i)
+      for (std::int64_t j = 0; j < 4; ++j)
+        for (std::int64_t k = 0; k < 5; ++k)
+          REQUIRE(dst.at<std::int64_t>({i, j, k}) == src.at<std::int64_t>({i, j, k}));
+    REQUIRE(big.at<std::int64_t>({0, 0, 0}) == 0);
+    REQUIRE(big.at<std::int64_t>({2, 5, 4}) == 0);
+  }
+  SECTION("add into a strided view") {
+    const Tensor src = make(v, shape, DType::F64, Layout::StrideTwo);
+    Tensor dst = make(w, shape, DType::F64, Layout::NarrowLast);
+    kn::run_tensor_add(loop, src, dst);
+    const std::vector<double> got = to_doubles(dst);
+    for (std::size_t i = 0; i < 60; ++i) REQUIRE(got[i] == v[i] + w[i]);
+  }
+  SECTION("fill: any value for floats, zero for other dtypes") {
+    Tensor f = make(w, shape, DType::F32, Layout::StrideTwo);
+    kn::run_tensor_fill(loop, f, 2.5);
+    for (double x : to_doubles(f)) REQUIRE(x == 2.5);
+    Tensor i = Tensor::empty({7}, DType::I64);
+    for (int k = 0; k < 7; ++k) i.data<std::int64_t>()[k] = 99;
+    kn::run_tensor_fill(loop, i, 0.0);
+    for (int k = 0; k < 7; ++k) REQUIRE(i.data<std::int64_t>()[k] == 0);
+    REQUIRE_THROWS_AS(kn::run_tensor_fill(loop, i, 1.0), Unsupported);
+  }
+  SECTION("mismatched shapes or dtypes are refused") {
+    const Tensor a = Tensor::zeros({3, 4}), b = Tensor::zeros({4, 3}),
+                 c = Tensor::zeros({3, 4}, DType::F64);
+    Tensor bb = b, cc = c;
+    REQUIRE_THROWS_AS(kn::run_tensor_copy(loop, a, bb), InvalidArgument);
+    REQUIRE_THROWS_AS(kn::run_tensor_add(loop, a, cc), InvalidArgument);
+  }
+}
+
+TEST_CASE("cuda kernels: a label >= K is refused before anything is written", "[cuda_kernels]") {
+  compute::cuda::HostLoopBackend be;
+  const Tensor logits = random_tensor({2, 3, 2, 2}, DType::F32, 6);
+  Tensor labels = Tensor::zeros({2, 2, 2}, DType::I64);
+  labels.at<std::int64_t>({1, 0, 1}) = 3;
+  labels.at<std::int64_t>({1, 1, 0}) = 7;
+  Tensor loss = Tensor::empty({1}, DType::F64), dl = random_tensor({2, 3, 2, 2}, DType::F32, 7);
+  loss.data<double>()[0] = -1;
+  const std::vector<double> dl_before = to_doubles(dl);
+  const std::string msg = error_of<InvalidArgument>(
+      [&] { compute::softmax_cross_entropy(be, logits, labels, 1.0, loss, dl); });
+  INFO(msg);
+  REQUIRE(msg.find("label 3 at position [1,0,1]") != std::string::npos);  // the first bad one
+  REQUIRE(msg.find("3 classes") != std::string::npos);
+  REQUIRE(to_doubles(dl) == dl_before);
+  REQUIRE(loss.data<double>()[0] == -1);
+}
+
+TEST_CASE("cuda kernels: library ops and half dtypes are refused as unsupported", "[cuda_kernels]") {
+  compute::cuda::HostLoopBackend be;
+  const Tensor x = Tensor::zeros({2, 3}), w = Tensor::zeros({4, 3});
+  Tensor y = Tensor::zeros({2, 4});
+  REQUIRE_THAT(error_of<Unsupported>([&] { compute::linear_forward(be, x, w, nullptr, y); }),
+               Catch::Matchers::Contains("cuDNN/cuBLAS"));
+  for (DType dt : {DType::BF16, DType::F16}) {
+    const Tensor a = Tensor::zeros({5}, dt), b = Tensor::zeros({5}, dt);
+    Tensor c = Tensor::zeros({5}, dt);
+    REQUIRE_THAT(error_of<Unsupported>([&] { compute::add(be, a, b, c); }),
+                 Catch::Matchers::Contains("bf16/f16 come with a later issue"));
+  }
+}
+
+/// Workspace and pass calls of one op, as a launcher sees them.
+struct Calls {
+  int workspaces = 0, passes = 0;
+  bool workspace_after_pass = false;
+};
+
+/// A launcher that runs each pass's items in a permuted order (forward, or a stride-7 walk) and
+/// records the calls.
+class OrderedLoop {
+ public:
+  OrderedLoop(int order, Calls& calls) : order_(order), calls_(calls) {}
+  template <class Body, class P>
+  void pass(const P& p, std::int64_t items) {
+    ++calls_.passes;
+    if (order_ == 0) {
+      for (std::int64_t i = 0; i < items; ++i) Body::run(p, i);
+    } else {
+      for (std::int64_t r = 0; r < 7; ++r)
+        for (std::int64_t i = r; i < items; i += 7) Body::run(p, i);
+    }
+  }
+  void* workspace(std::size_t bytes) {
+    ++calls_.workspaces;
+    if (calls_.passes > 0) calls_.workspace_after_pass = true;
+    return bytes ? ws_.get(bytes) : nullptr;
+  }
+  void read_back(void* dst, const void* src, std::size_t bytes) {
+    std::copy_n(static_cast<const unsigned char*>(src), bytes, static_cast<unsigned char*>(dst));
+  }
+
+ private:
+  int order_;
+  Calls& calls_;
+  PlainWorkspace ws_;
+};
+
+/// A Backend running the kernels on OrderedLoop (order 0 forward, 1 strided), checking the
+/// workspace rule on every call.
+class OrderedBackend final : public compute::Backend {
+ public:
+  explicit OrderedBackend(int order) : order_(order) {}
+  std::string_view name() const noexcept override { return "ordered-loop"; }
+  int num_threads() const noexcept override { return 1; }
+  void set_num_threads(int) override {}
+  void execute(const compute::OpCall& call) override {
+    Calls calls;
+    OrderedLoop loop(order_, calls);
+    kn::run_kernel_op(loop, call, "ordered-loop");
+    INFO(compute::op_name(call.kind));
+    REQUIRE(calls.workspaces <= 1);
+    REQUIRE(!calls.workspace_after_pass);
+  }
+
+ private:
+  int order_;
+};
+
+/// Every output of the ops with reductions and multi-item bodies, on one backend, as doubles.
+std::vector<std::vector<double>> run_ops(compute::Backend& be, DType dt) {
+  using namespace compute;
+  const Shape s{3, 17, 9, 33};  // 891 terms per channel: 27 tiles
+  const std::int64_t C = 17;
+  const Tensor x = make(random_doubles(numel(s), 11), s, dt, Layout::NarrowLast);
+  const Tensor dy = make(random_doubles(numel(s), 12), s, dt, Layout::StrideTwo);
+  const Tensor gamma = random_tensor({C}, dt, 13), beta = random_tensor({C}, dt, 14);
+  std::vector<std::vector<double>> out;
+  Tensor y = Tensor::empty(s, dt), mean = Tensor::empty({3, 9, 33}, dt),
+         rstd = Tensor::empty({3, 9, 33}, dt);
+  layernorm_forward(be, x, gamma, beta, 1e-5, y, mean, rstd);
+  out.insert(out.end(), {to_doubles(y), to_doubles(mean), to_doubles(rstd)});
+  Tensor dx = Tensor::empty(s, dt), dg = random_tensor({C}, dt, 15),
+         db = random_tensor({C}, dt, 16);
+  layernorm_backward(be, dy, x, gamma, mean, rstd, dx, dg, db, true);
+  out.insert(out.end(), {to_doubles(dx), to_doubles(dg), to_doubles(db)});
+  Tensor sum = Tensor::empty({C}, DType::F64), sumsq = Tensor::empty({C}, DType::F64);
+  channel_moments(be, x, sum, sumsq);
+  out.insert(out.end(), {to_doubles(sum), to_doubles(sumsq)});
+  const Tensor m = random_tensor({C}, dt, 17), r = random_tensor({C}, dt, 18, 0.5, 2.0);
+  batchnorm_backward_reduce(be, dy, x, m, r, sum, sumsq);
+  out.insert(out.end(), {to_doubles(sum), to_doubles(sumsq)});
+  Tensor ds = Tensor::empty({3, C}, dt);
+  scale_channels_backward(be, dy, x, random_tensor({3, C}, dt, 19), &dx, ds, false);
+  out.insert(out.end(), {to_doubles(dx), to_doubles(ds)});
+  Tensor cs = Tensor::empty({3, C}, dt);
+  channel_sum(be, x, cs);
+  out.push_back(to_doubles(cs));
+  Tensor ss = Tensor::empty({1}, DType::F64);
+  sum_squares(be, x, ss);
+  out.push_back(to_doubles(ss));
+  Tensor labels = Tensor::empty({3, 9, 33}, DType::I64);
+  for (std::int64_t i = 0; i < labels.numel(); ++i)
+    labels.data<std::int64_t>()[i] = (i * 5) % (C + 2) - 2;
+  Tensor loss = Tensor::empty({1}, DType::F64), dl = Tensor::empty(s, dt);
+  softmax_cross_entropy(be, x, labels, 0.25, loss, dl);
+  out.insert(out.end(), {to_doubles(loss), to_doubles(dl)});
+  return out;
+}
+
+TEST_CASE("cuda kernels: the same bits whatever order a pass's items run in", "[cuda_kernels]") {
+  const DType dt = GENERATE(DType::F32, DType::F64);
+  INFO(core::dtype_name(dt));
+  compute::cuda::HostLoopBackend reverse;  // items last to first
+  OrderedBackend forward(0), strided(1);
+  const auto want = run_ops(reverse, dt);
+  REQUIRE(run_ops(forward, dt) == want);
+  REQUIRE(run_ops(strided, dt) == want);
+}
+
+}  // namespace
+}  // namespace tessera::test
