@@ -34,7 +34,7 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
   fi
   # The cuda compute backend where cuDNN was found (its tests: label cuda, and gpu for the GPU ones).
   if cmake --build "$build" --target help | grep tessera_tests_cuda >/dev/null; then
-    targets="$targets tessera_compute_cuda tessera_tests_cuda"
+    targets="$targets tessera_compute_cuda tessera_tests_cuda tessera_tests_gpu"
   else
     echo "note: the cuda compute backend is not built in $build (cuDNN not found? see the configure output)"
   fi
