@@ -16,17 +16,10 @@ namespace {
 
 using compute::OpKind;
 
-/// The backends the suite runs: register_builtin_backends' list and cuda-kernels@host. "cuda"
-/// stays out until a case (and the summary) skips with the reason where the backend cannot be
-/// created (no device: create throws Unsupported); the cases are registered at start-up, which
-/// must not open CUDA.
+/// The backends the suite runs: register_builtin_backends' list and cuda-kernels@host.
 compute::Registry suite_registry() {
-  auto builtins = std::make_shared<compute::Registry>();
-  register_builtin_backends(*builtins);
   compute::Registry r;
-  for (const std::string& name : builtins->names())
-    if (name != "cuda")
-      r.add(name, [builtins, name](const compute::BackendOptions& o) { return builtins->create(name, o); });
+  register_builtin_backends(r);
   r.add("cuda-kernels@host", compute::cuda::create_host_loop);
   return r;
 }
