@@ -52,7 +52,8 @@ const char* address_of(const Tensor& t, std::int64_t i) {
 }
 
 TEST_CASE("cuda kernels: View offsets and coalesce name the tensor's elements", "[cuda_kernels]") {
-  const Layout layout = GENERATE(Layout::Contiguous, Layout::NarrowLast, Layout::NarrowChannels, Layout::StrideTwo);
+  const Layout layout =
+      GENERATE(Layout::Contiguous, Layout::NarrowLast, Layout::NarrowChannels, Layout::StrideTwo);
   INFO(layout_name(layout));
   const Shape shape{2, 3, 5, 7};
   const Tensor a = make(random_doubles(210, 1), shape, DType::F32, layout);
@@ -79,6 +80,27 @@ TEST_CASE("cuda kernels: View offsets and coalesce name the tensor's elements", 
   REQUIRE(&v1.at(0) == one.data<float>());
 }
 
+TEST_CASE("cuda kernels: index division is exact past 32 bits", "[cuda_kernels]") {
+  const std::int64_t big = std::int64_t(1) << 33;
+  for (std::int64_t a :
+       {std::int64_t(0), std::int64_t(7), std::int64_t(4294967295), big + 5, 3 * big + 12345})
+    for (std::int64_t b : {std::int64_t(1), std::int64_t(3), std::int64_t(4294967296), big + 1})
+      REQUIRE(kn::k_div(a, b) == a / b);
+  // A view of more than 2^32 elements (never dereferenced): offsets through both division paths.
+  kn::View<const float> v;
+  v.ndim = 3;
+  v.shape[0] = 3;
+  v.shape[1] = big;
+  v.shape[2] = 5;
+  v.stride[0] = 1;
+  v.stride[1] = 3;
+  v.stride[2] = 3 * big;
+  for (std::int64_t i : {std::int64_t(0), std::int64_t(9), 5 * big + 7, 15 * big - 1}) {
+    const std::int64_t i0 = i / (5 * big), i1 = (i / 5) % big, i2 = i % 5;
+    REQUIRE(v.offset_of(i) == i0 + 3 * i1 + 3 * big * i2);
+  }
+}
+
 /// A host Workspace source of plain memory.
 struct PlainWorkspace {
   std::vector<double> buf;
@@ -101,12 +123,14 @@ TEST_CASE("cuda kernels: tensor copy, add and fill on strided views", "[cuda_ker
       kn::run_tensor_copy(loop, src, dst.t);
       REQUIRE(to_doubles(dst.t) == rounded_copy(v, dt));
       const std::vector<double> base_after = to_doubles(dst.base);
-      for (std::size_t i = 1; i < base_after.size(); i += 2) REQUIRE(base_after[i] == base_before[i]);
+      for (std::size_t i = 1; i < base_after.size(); i += 2)
+        REQUIRE(base_after[i] == base_before[i]);
     }
   }
   SECTION("copy of i64 moves the words") {
     Tensor src = Tensor::empty(shape, DType::I64);
-    for (std::int64_t i = 0; i < 60; ++i) src.data<std::int64_t>()[i] = (i * 7919) ^ (std::int64_t(1) << 40);
+    for (std::int64_t i = 0; i < 60; ++i)
+      src.data<std::int64_t>()[i] = (i * 7919) ^ (std::int64_t(1) << 40);
     Tensor big = Tensor::zeros({3, 6, 5}, DType::I64);
     Tensor dst = big.narrow(1, 1, 4);
     kn::run_tensor_copy(loop, src, dst);
@@ -135,7 +159,8 @@ TEST_CASE("cuda kernels: tensor copy, add and fill on strided views", "[cuda_ker
     REQUIRE_THROWS_AS(kn::run_tensor_fill(loop, i, 1.0), Unsupported);
   }
   SECTION("mismatched shapes or dtypes are refused") {
-    const Tensor a = Tensor::zeros({3, 4}), b = Tensor::zeros({4, 3}), c = Tensor::zeros({3, 4}, DType::F64);
+    const Tensor a = Tensor::zeros({3, 4}), b = Tensor::zeros({4, 3}),
+                 c = Tensor::zeros({3, 4}, DType::F64);
     Tensor bb = b, cc = c;
     REQUIRE_THROWS_AS(kn::run_tensor_copy(loop, a, bb), InvalidArgument);
     REQUIRE_THROWS_AS(kn::run_tensor_add(loop, a, cc), InvalidArgument);
@@ -158,6 +183,20 @@ TEST_CASE("cuda kernels: a label >= K is refused before anything is written", "[
   REQUIRE(msg.find("3 classes") != std::string::npos);
   REQUIRE(to_doubles(dl) == dl_before);
   REQUIRE(loss.data<double>()[0] == -1);
+}
+
+TEST_CASE("cuda kernels: library ops and half dtypes are refused as unsupported", "[cuda_kernels]") {
+  compute::cuda::HostLoopBackend be;
+  const Tensor x = Tensor::zeros({2, 3}), w = Tensor::zeros({4, 3});
+  Tensor y = Tensor::zeros({2, 4});
+  REQUIRE_THAT(error_of<Unsupported>([&] { compute::linear_forward(be, x, w, nullptr, y); }),
+               Catch::Matchers::Contains("cuDNN/cuBLAS"));
+  for (DType dt : {DType::BF16, DType::F16}) {
+    const Tensor a = Tensor::zeros({5}, dt), b = Tensor::zeros({5}, dt);
+    Tensor c = Tensor::zeros({5}, dt);
+    REQUIRE_THAT(error_of<Unsupported>([&] { compute::add(be, a, b, c); }),
+                 Catch::Matchers::Contains("bf16/f16 come with a later issue"));
+  }
 }
 
 /// Workspace and pass calls of one op, as a launcher sees them.
@@ -226,10 +265,12 @@ std::vector<std::vector<double>> run_ops(compute::Backend& be, DType dt) {
   const Tensor dy = make(random_doubles(numel(s), 12), s, dt, Layout::StrideTwo);
   const Tensor gamma = random_tensor({C}, dt, 13), beta = random_tensor({C}, dt, 14);
   std::vector<std::vector<double>> out;
-  Tensor y = Tensor::empty(s, dt), mean = Tensor::empty({3, 9, 33}, dt), rstd = Tensor::empty({3, 9, 33}, dt);
+  Tensor y = Tensor::empty(s, dt), mean = Tensor::empty({3, 9, 33}, dt),
+         rstd = Tensor::empty({3, 9, 33}, dt);
   layernorm_forward(be, x, gamma, beta, 1e-5, y, mean, rstd);
   out.insert(out.end(), {to_doubles(y), to_doubles(mean), to_doubles(rstd)});
-  Tensor dx = Tensor::empty(s, dt), dg = random_tensor({C}, dt, 15), db = random_tensor({C}, dt, 16);
+  Tensor dx = Tensor::empty(s, dt), dg = random_tensor({C}, dt, 15),
+         db = random_tensor({C}, dt, 16);
   layernorm_backward(be, dy, x, gamma, mean, rstd, dx, dg, db, true);
   out.insert(out.end(), {to_doubles(dx), to_doubles(dg), to_doubles(db)});
   Tensor sum = Tensor::empty({C}, DType::F64), sumsq = Tensor::empty({C}, DType::F64);
@@ -248,7 +289,8 @@ std::vector<std::vector<double>> run_ops(compute::Backend& be, DType dt) {
   sum_squares(be, x, ss);
   out.push_back(to_doubles(ss));
   Tensor labels = Tensor::empty({3, 9, 33}, DType::I64);
-  for (std::int64_t i = 0; i < labels.numel(); ++i) labels.data<std::int64_t>()[i] = (i * 5) % (C + 2) - 2;
+  for (std::int64_t i = 0; i < labels.numel(); ++i)
+    labels.data<std::int64_t>()[i] = (i * 5) % (C + 2) - 2;
   Tensor loss = Tensor::empty({1}, DType::F64), dl = Tensor::empty(s, dt);
   softmax_cross_entropy(be, x, labels, 0.25, loss, dl);
   out.insert(out.end(), {to_doubles(loss), to_doubles(dl)});

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs the tests that need a GPU (ctest label gpu: the nccl backend, and the ucx backend with
-# CUDA buffers staged through host memory) and the nccl plugin's other tests, on a machine with a
+# Runs the tests that need a GPU (ctest label gpu: the cuda compute backend, the nccl backend,
+# and the ucx backend with CUDA buffers staged through host memory) and the nccl plugin's other tests, on a machine with a
 # CUDA GPU and the CUDA toolkit with NCCL (/usr/local/cuda). Configures and builds only what they
 # need into BUILD_DIR (default build-gpu) unless it is already built, then prints the devices,
 # `tessera backends`, and runs the tests verbosely. Exit status: ctest's.
@@ -32,6 +32,12 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
   else
     echo "note: UCX not found in $build: the ucx CUDA-staging tests are not built"
   fi
+  # The cuda compute backend where cuDNN was found (its tests: label cuda, and gpu for the GPU ones).
+  if cmake --build "$build" --target help | grep tessera_tests_cuda >/dev/null; then
+    targets="$targets tessera_compute_cuda tessera_tests_cuda"
+  else
+    echo "note: the cuda compute backend is not built in $build (cuDNN not found? see the configure output)"
+  fi
   # shellcheck disable=SC2086
   cmake --build "$build" -j"$jobs" --target $targets
 fi
@@ -39,6 +45,6 @@ fi
 tessera=$(find "$build" -type f -name tessera -perm -u+x | head -n1)
 "$tessera" backends || true
 
-# Every gpu-labelled test and every nccl test; a test that cannot run here ends skipped (ctest
+# Every gpu-labelled test, every cuda and every nccl test; a test that cannot run here ends skipped (ctest
 # counts it so, with the reason it printed: TESSERA_TEST_SKIPPED).
-ctest --test-dir "$build" -L 'gpu|nccl' --output-on-failure --verbose --timeout 600
+ctest --test-dir "$build" -L 'gpu|nccl|cuda' --output-on-failure --verbose --timeout 600

@@ -16,10 +16,16 @@ namespace {
 
 using compute::OpKind;
 
-/// The backends the suite runs: register_builtin_backends' list and cuda-kernels@host.
+/// The backends the suite runs: register_builtin_backends' list and cuda-kernels@host. The suite
+/// hands backends host tensors, so "cuda" (device memory) stays out until the suite allocates
+/// through each backend's device_memory().
 compute::Registry suite_registry() {
+  auto builtins = std::make_shared<compute::Registry>();
+  register_builtin_backends(*builtins);
   compute::Registry r;
-  register_builtin_backends(r);
+  for (const std::string& name : builtins->names())
+    if (name != "cuda")
+      r.add(name, [builtins, name](const compute::BackendOptions& o) { return builtins->create(name, o); });
   r.add("cuda-kernels@host", compute::cuda::create_host_loop);
   return r;
 }

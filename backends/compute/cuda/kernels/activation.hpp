@@ -15,7 +15,7 @@ namespace tessera::compute::cuda::kernels {
 /// The activation of a call (compute::Activation's order).
 enum class Act : int { Relu = 0, Gelu = 1, Sigmoid = 2 };
 
-inline constexpr double kSqrtHalf = 0.70710678118654752440;     // 1/√2
+inline constexpr double kSqrtHalf = 0.70710678118654752440;    // 1/√2
 inline constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1/√(2π)
 
 template <class T>
@@ -25,17 +25,23 @@ TESSERA_HD inline T normal_cdf(T x) {
 template <class T>
 TESSERA_HD inline T act_forward(Act a, T x) {
   switch (a) {
-    case Act::Relu: return x < T(0) ? T(0) : x;
-    case Act::Gelu: return x * normal_cdf(x);
-    default: return T(1) / (k_exp(-x) + T(1));
+    case Act::Relu:
+      return x < T(0) ? T(0) : x;
+    case Act::Gelu:
+      return x * normal_cdf(x);
+    default:
+      return T(1) / (k_exp(-x) + T(1));
   }
 }
 template <class T>
 TESSERA_HD inline T act_backward(Act a, T dy, T saved) {
   switch (a) {
-    case Act::Relu: return saved > T(0) ? dy : T(0);
-    case Act::Gelu: return dy * (normal_cdf(saved) + saved * (k_exp(saved * saved * T(-0.5)) * T(kInvSqrt2Pi)));
-    default: return dy * saved * (T(1) - saved);
+    case Act::Relu:
+      return saved > T(0) ? dy : T(0);
+    case Act::Gelu:
+      return dy * (normal_cdf(saved) + saved * (k_exp(saved * saved * T(-0.5)) * T(kInvSqrt2Pi)));
+    default:
+      return dy * saved * (T(1) - saved);
   }
 }
 
@@ -47,7 +53,9 @@ struct ActForwardParams {
 };
 template <class T>
 struct ActForwardBody {
-  static TESSERA_HD void run(const ActForwardParams<T>& q, std::int64_t i) { q.y.at(i) = act_forward(q.act, q.x.at(i)); }
+  static TESSERA_HD void run(const ActForwardParams<T>& q, std::int64_t i) {
+    q.y.at(i) = act_forward(q.act, q.x.at(i));
+  }
 };
 template <class L, class T>
 void run_activation_forward(L& l, ActForwardParams<T> q) {

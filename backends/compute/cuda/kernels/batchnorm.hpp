@@ -43,7 +43,9 @@ struct ChannelMomentsParams {
   View<const T> x;
   View<double> sum, sumsq;
 };
-inline RowSpace channel_space(const auto& x) { return {x.shape[0], x.shape[1], x.numel_from(2), false}; }
+inline RowSpace channel_space(const auto& x) {
+  return {x.shape[0], x.shape[1], x.numel_from(2), false};
+}
 template <class T>
 std::size_t workspace_bytes(const ChannelMomentsParams<T>& q) {
   return row_reduce_bytes<2>(channel_space(q.x));
@@ -51,7 +53,8 @@ std::size_t workspace_bytes(const ChannelMomentsParams<T>& q) {
 template <class L, class T>
 void run_channel_moments(L& l, const ChannelMomentsParams<T>& q) {
   void* ws = l.workspace(workspace_bytes(q));
-  run_row_reduce<2>(l, channel_space(q.x), MomentsSrc<T>{q.x}, Moments2Store<T>{q.sum, q.sumsq, {}}, ws);
+  run_row_reduce<2>(l, channel_space(q.x), MomentsSrc<T>{q.x}, Moments2Store<T>{q.sum, q.sumsq, {}},
+                    ws);
 }
 
 // ---- batchnorm_forward ---------------------------------------------------------------------
@@ -64,7 +67,7 @@ struct BatchNormForwardParams {
 template <class T>
 struct BatchNormForwardBody {
   static TESSERA_HD void run(const BatchNormForwardParams<T>& q, std::int64_t i) {
-    const std::int64_t c = (i / q.p) % q.c;
+    const std::int64_t pl = k_div(i, q.p), c = pl - k_div(pl, q.c) * q.c;
     const T a = T(double(q.rstd.vec(c)) * double(q.gamma.vec(c)));
     q.y.at(i) = (q.x.at(i) - q.mean.vec(c)) * a + q.beta.vec(c);
   }
@@ -117,7 +120,7 @@ struct BatchNormBackwardDataParams {
 template <class T>
 struct BatchNormBackwardDataBody {
   static TESSERA_HD void run(const BatchNormBackwardDataParams<T>& q, std::int64_t i) {
-    const std::int64_t c = (i / q.p) % q.c;
+    const std::int64_t pl = k_div(i, q.p), c = pl - k_div(pl, q.c) * q.c;
     // dx = k1·(dy − k0 − (x − mean)·k2), the constants rounded to T as on the cpu backend.
     const double r = double(q.rstd.vec(c));
     const T k0 = T(q.sum_dy.vec(c) / q.count), k1 = T(double(q.gamma.vec(c)) * r),

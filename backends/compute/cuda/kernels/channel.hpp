@@ -24,8 +24,11 @@ TESSERA_HD inline T& nc_at(const View<T>& s, std::int64_t n, std::int64_t c) {
 /// (n, c) of row-major index i of an (N, C, P…) tensor with `cp` = C·P, `p` = P.
 struct NcOf {
   std::int64_t c = 0, p = 1;
-  TESSERA_HD std::int64_t n(std::int64_t i) const { return i / (c * p); }
-  TESSERA_HD std::int64_t ch(std::int64_t i) const { return (i / p) % c; }
+  TESSERA_HD std::int64_t n(std::int64_t i) const { return k_div(i, c * p); }
+  TESSERA_HD std::int64_t ch(std::int64_t i) const {
+    const std::int64_t plane = k_div(i, p);
+    return plane - k_div(plane, c) * c;
+  }
 };
 
 // ---- scale_channels: y = x·s(n, c) ---------------------------------------------------------
@@ -65,7 +68,8 @@ struct NcStore {
   std::int64_t c;
   bool accumulate;
   TESSERA_HD void store(std::int64_t row, const double* v) const {
-    const std::int64_t n = out.ndim == 2 ? row / c : 0, ch = out.ndim == 2 ? row - n * c : row;
+    const std::int64_t n = out.ndim == 2 ? k_div(row, c) : 0,
+                       ch = out.ndim == 2 ? row - n * c : row;
     T& d = nc_at(out, n, ch);
     d = T((accumulate ? double(d) : 0.0) + v[0]);
   }

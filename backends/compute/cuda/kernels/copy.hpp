@@ -21,7 +21,9 @@ struct CopyParams {
 };
 template <class S, class D>
 struct CopyBody {
-  static TESSERA_HD void run(const CopyParams<S, D>& q, std::int64_t i) { q.y.at(i) = static_cast<D>(q.x.at(i)); }
+  static TESSERA_HD void run(const CopyParams<S, D>& q, std::int64_t i) {
+    q.y.at(i) = static_cast<D>(q.x.at(i));
+  }
 };
 template <class L, class S, class D>
 void run_copy(L& l, CopyParams<S, D> q) {

@@ -74,12 +74,15 @@ template <class L, class T>
 void run_copy_op(L& l, const OpCall& c) {
   const core::Tensor& y = c.output("y");
   switch (y.dtype()) {
-    case core::DType::F32: return run_copy(l, CopyParams<T, float>{in<T>(c, "x"), make_view<float>(y)});
-    case core::DType::F64: return run_copy(l, CopyParams<T, double>{in<T>(c, "x"), make_view<double>(y)});
+    case core::DType::F32:
+      return run_copy(l, CopyParams<T, float>{in<T>(c, "x"), make_view<float>(y)});
+    case core::DType::F64:
+      return run_copy(l, CopyParams<T, double>{in<T>(c, "x"), make_view<double>(y)});
     default:
-      throw Unsupported(tessera::detail::cat("copy: target ", y.describe(),
-                                             " is not supported yet (the kernels convert between f32 and "
-                                             "f64; bf16/f16 come with a later issue)"));
+      throw Unsupported(
+          tessera::detail::cat("copy: target ", y.describe(),
+                               " is not supported yet (the kernels convert between f32 and "
+                               "f64; bf16/f16 come with a later issue)"));
   }
 }
 
@@ -88,62 +91,73 @@ void run_typed(L& l, const OpCall& c, std::string_view who) {
   switch (c.kind) {
     case OpKind::LayerNormForward:
       return run_layernorm_forward(
-          l, LayerNormForwardParams<T>{in<T>(c, "x"), in<T>(c, "gamma"), in<T>(c, "beta"), out<T>(c, "y"),
-                                       out<T>(c, "mean"), out<T>(c, "rstd"), c.scalar("eps"), 0, 0});
+          l, LayerNormForwardParams<T>{in<T>(c, "x"), in<T>(c, "gamma"), in<T>(c, "beta"),
+                                       out<T>(c, "y"), out<T>(c, "mean"), out<T>(c, "rstd"),
+                                       c.scalar("eps"), 0, 0});
     case OpKind::LayerNormBackward:
       return run_layernorm_backward(
-          l, LayerNormBackwardParams<T>{in<T>(c, "dy"), in<T>(c, "x"), in<T>(c, "gamma"), in<T>(c, "mean"),
-                                        in<T>(c, "rstd"), out<T>(c, "dx"), out<T>(c, "dgamma"),
-                                        out<T>(c, "dbeta"), c.accumulate, 0, 0});
+          l,
+          LayerNormBackwardParams<T>{in<T>(c, "dy"), in<T>(c, "x"), in<T>(c, "gamma"),
+                                     in<T>(c, "mean"), in<T>(c, "rstd"), out<T>(c, "dx"),
+                                     out<T>(c, "dgamma"), out<T>(c, "dbeta"), c.accumulate, 0, 0});
     case OpKind::ActivationForward:
-      return run_activation_forward(l, ActForwardParams<T>{in<T>(c, "x"), out<T>(c, "y"), Act(int(c.act))});
+      return run_activation_forward(
+          l, ActForwardParams<T>{in<T>(c, "x"), out<T>(c, "y"), Act(int(c.act))});
     case OpKind::ActivationBackward:
-      return run_activation_backward(
-          l, ActBackwardParams<T>{in<T>(c, "dy"), in<T>(c, "saved"), out<T>(c, "dx"), Act(int(c.act))});
+      return run_activation_backward(l, ActBackwardParams<T>{in<T>(c, "dy"), in<T>(c, "saved"),
+                                                             out<T>(c, "dx"), Act(int(c.act))});
     case OpKind::ChannelMoments:
-      return run_channel_moments(
-          l, ChannelMomentsParams<T>{in<T>(c, "x"), out<double>(c, "sum"), out<double>(c, "sumsq")});
+      return run_channel_moments(l, ChannelMomentsParams<T>{in<T>(c, "x"), out<double>(c, "sum"),
+                                                            out<double>(c, "sumsq")});
     case OpKind::BatchNormForward:
       return run_batchnorm_forward(
-          l, BatchNormForwardParams<T>{in<T>(c, "x"), in<T>(c, "mean"), in<T>(c, "rstd"), in<T>(c, "gamma"),
-                                       in<T>(c, "beta"), out<T>(c, "y"), 0, 0});
+          l, BatchNormForwardParams<T>{in<T>(c, "x"), in<T>(c, "mean"), in<T>(c, "rstd"),
+                                       in<T>(c, "gamma"), in<T>(c, "beta"), out<T>(c, "y"), 0, 0});
     case OpKind::BatchNormBackwardReduce:
       return run_batchnorm_backward_reduce(
-          l, BatchNormBackwardReduceParams<T>{in<T>(c, "dy"), in<T>(c, "x"), in<T>(c, "mean"), in<T>(c, "rstd"),
-                                              out<double>(c, "sum_dy"), out<double>(c, "sum_dy_xhat")});
+          l, BatchNormBackwardReduceParams<T>{in<T>(c, "dy"), in<T>(c, "x"), in<T>(c, "mean"),
+                                              in<T>(c, "rstd"), out<double>(c, "sum_dy"),
+                                              out<double>(c, "sum_dy_xhat")});
     case OpKind::BatchNormBackwardData:
       return run_batchnorm_backward_data(
-          l, BatchNormBackwardDataParams<T>{in<T>(c, "dy"), in<T>(c, "x"), in<T>(c, "mean"), in<T>(c, "rstd"),
-                                            in<T>(c, "gamma"), in<double>(c, "sum_dy"),
-                                            in<double>(c, "sum_dy_xhat"), out<T>(c, "dx"), c.scalar("count"), 0, 0});
+          l, BatchNormBackwardDataParams<T>{in<T>(c, "dy"), in<T>(c, "x"), in<T>(c, "mean"),
+                                            in<T>(c, "rstd"), in<T>(c, "gamma"),
+                                            in<double>(c, "sum_dy"), in<double>(c, "sum_dy_xhat"),
+                                            out<T>(c, "dx"), c.scalar("count"), 0, 0});
     case OpKind::ScaleChannels:
-      return run_scale_channels(l, ScaleChannelsParams<T>{in<T>(c, "x"), in<T>(c, "s"), out<T>(c, "y"), {}});
+      return run_scale_channels(
+          l, ScaleChannelsParams<T>{in<T>(c, "x"), in<T>(c, "s"), out<T>(c, "y"), {}});
     case OpKind::ScaleChannelsBackward:
       return run_scale_channels_backward(
-          l, ScaleChannelsBackwardParams<T>{in<T>(c, "dy"), in<T>(c, "x"), in<T>(c, "s"), out_if<T>(c, "dx"),
-                                            out<T>(c, "ds"), c.accumulate});
+          l, ScaleChannelsBackwardParams<T>{in<T>(c, "dy"), in<T>(c, "x"), in<T>(c, "s"),
+                                            out_if<T>(c, "dx"), out<T>(c, "ds"), c.accumulate});
     case OpKind::ChannelSum:
       return run_channel_sum(l, ChannelSumParams<T>{in<T>(c, "x"), out<T>(c, "y")});
     case OpKind::ChannelBroadcast:
       return run_channel_broadcast(
-          l, ChannelBroadcastParams<T>{in<T>(c, "g"), out<T>(c, "y"), c.scalar("scale"), c.accumulate, {}});
+          l, ChannelBroadcastParams<T>{
+                 in<T>(c, "g"), out<T>(c, "y"), c.scalar("scale"), c.accumulate, {}});
     case OpKind::Add:
       return run_add(l, AddParams<T>{in<T>(c, "a"), in<T>(c, "b"), out<T>(c, "y")});
     case OpKind::Axpy:
-      return run_axpy(l, AxpyParams<T>{in<T>(c, "x"), out<T>(c, "y"), static_cast<T>(c.scalar("alpha"))});
+      return run_axpy(
+          l, AxpyParams<T>{in<T>(c, "x"), out<T>(c, "y"), static_cast<T>(c.scalar("alpha"))});
     case OpKind::ScaleSamples:
-      return run_scale_samples(l, ScaleSamplesParams<T>{in<T>(c, "x"), in<T>(c, "s"), out<T>(c, "y"), 0});
+      return run_scale_samples(
+          l, ScaleSamplesParams<T>{in<T>(c, "x"), in<T>(c, "s"), out<T>(c, "y"), 0});
     case OpKind::SoftmaxCrossEntropy:
       return run_softmax_ce<L, T>(l, c);
     case OpKind::UpsampleNearest:
-      return run_upsample_nearest(l, UpsampleParams<T>{in<T>(c, "x"), out<T>(c, "y"), c.integer("factor")});
+      return run_upsample_nearest(
+          l, UpsampleParams<T>{in<T>(c, "x"), out<T>(c, "y"), c.integer("factor")});
     case OpKind::UpsampleNearestBackward:
       return run_upsample_nearest_backward(
           l, UpsampleParams<T>{in<T>(c, "dy"), out<T>(c, "dx"), c.integer("factor")});
     case OpKind::SgdStep:
-      return run_sgd_step(l, SgdParams<T>{out<T>(c, "param"), out<T>(c, "momentum_buf"), in<T>(c, "grad"),
-                                          static_cast<T>(c.scalar("lr")), static_cast<T>(c.scalar("momentum")),
-                                          static_cast<T>(c.scalar("weight_decay")), c.scalar("nesterov") != 0.0});
+      return run_sgd_step(
+          l, SgdParams<T>{out<T>(c, "param"), out<T>(c, "momentum_buf"), in<T>(c, "grad"),
+                          static_cast<T>(c.scalar("lr")), static_cast<T>(c.scalar("momentum")),
+                          static_cast<T>(c.scalar("weight_decay")), c.scalar("nesterov") != 0.0});
     case OpKind::AdamWStep: {
       AdamWParams<T> q{};
       q.param = out<T>(c, "param");
@@ -165,9 +179,10 @@ void run_typed(L& l, const OpCall& c, std::string_view who) {
     case OpKind::Conv2dBackwardWeight:
     case OpKind::LinearForward:
     case OpKind::LinearBackward:
-      throw Unsupported(tessera::detail::cat(who, ": ", op_name(c.kind),
-                                             " runs on the GPU through cuDNN/cuBLAS only; the own kernels "
-                                             "of backends/compute/cuda/kernels do not cover it"));
+      throw Unsupported(
+          tessera::detail::cat(who, ": ", op_name(c.kind),
+                               " runs on the GPU through cuDNN/cuBLAS only; the own kernels "
+                               "of backends/compute/cuda/kernels do not cover it"));
     default:
       throw Unsupported(tessera::detail::cat(who, ": ", op_name(c.kind), " has no kernel"));
   }
@@ -177,10 +192,14 @@ void run_typed(L& l, const OpCall& c, std::string_view who) {
 template <class Body>
 void by_word(std::size_t bytes, const core::Tensor& t, Body&& body) {
   switch (bytes) {
-    case 1: return body(std::uint8_t{});
-    case 2: return body(std::uint16_t{});
-    case 4: return body(std::uint32_t{});
-    case 8: return body(std::uint64_t{});
+    case 1:
+      return body(std::uint8_t{});
+    case 2:
+      return body(std::uint16_t{});
+    case 4:
+      return body(std::uint32_t{});
+    case 8:
+      return body(std::uint64_t{});
     default:
       throw Unsupported(tessera::detail::cat("cuda kernels: tensor ", t.describe(), " has ", bytes,
                                              "-byte elements, which the copy kernels do not move"));
@@ -200,9 +219,10 @@ void run_kernel_op(L& launcher, const OpCall& call, std::string_view who = "cuda
   const core::DType dt = lead->dtype();
   if (dt == core::DType::F32) return detail_dispatch::run_typed<L, float>(launcher, call, who);
   if (dt == core::DType::F64) return detail_dispatch::run_typed<L, double>(launcher, call, who);
-  throw Unsupported(tessera::detail::cat(
-      who, " ", op_name(call.kind), ": dtype ", core::dtype_name(dt), " of ", lead->describe(),
-      " is not supported yet (the kernels compute in f32 and f64; bf16/f16 come with a later issue)"));
+  throw Unsupported(tessera::detail::cat(who, " ", op_name(call.kind), ": dtype ",
+                                         core::dtype_name(dt), " of ", lead->describe(),
+                                         " is not supported yet (the kernels compute in f32 and "
+                                         "f64; bf16/f16 come with a later issue)"));
 }
 
 /// dst = src element by element (same shape and dtype, any dtype, any strides; bitwise): core's
@@ -225,12 +245,15 @@ void run_tensor_add(L& launcher, const core::Tensor& src, core::Tensor& dst) {
                 src.describe(), " into ", dst.describe(), " needs one shape and dtype");
   if (src.is_meta() || dst.is_meta() || dst.numel() == 0) return;
   if (dst.dtype() == core::DType::F32)
-    return run_add_into(launcher, AddIntoParams<float>{make_view<const float>(src), make_view<float>(dst)});
+    return run_add_into(launcher,
+                        AddIntoParams<float>{make_view<const float>(src), make_view<float>(dst)});
   if (dst.dtype() == core::DType::F64)
-    return run_add_into(launcher, AddIntoParams<double>{make_view<const double>(src), make_view<double>(dst)});
-  throw Unsupported(tessera::detail::cat("cuda kernels: add into ", dst.describe(),
-                                         " is not supported yet (f32 and f64 are; bf16/f16 come with a "
-                                         "later issue)"));
+    return run_add_into(
+        launcher, AddIntoParams<double>{make_view<const double>(src), make_view<double>(dst)});
+  throw Unsupported(
+      tessera::detail::cat("cuda kernels: add into ", dst.describe(),
+                           " is not supported yet (f32 and f64 are; bf16/f16 come with a "
+                           "later issue)"));
 }
 
 /// Every element of t = value (f32, f64), or zero (any dtype, value 0): core's Tensor::fill.
@@ -239,7 +262,8 @@ void run_tensor_fill(L& launcher, core::Tensor& t, double value) {
   if (t.is_meta() || t.numel() == 0) return;
   if (t.dtype() == core::DType::F32)
     return run_fill(launcher, FillParams<float>{make_view<float>(t), static_cast<float>(value)});
-  if (t.dtype() == core::DType::F64) return run_fill(launcher, FillParams<double>{make_view<double>(t), value});
+  if (t.dtype() == core::DType::F64)
+    return run_fill(launcher, FillParams<double>{make_view<double>(t), value});
   if (value == 0.0)
     return detail_dispatch::by_word(core::dtype_size(t.dtype()), t, [&](auto w) {
       using W = decltype(w);

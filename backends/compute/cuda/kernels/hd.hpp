@@ -25,6 +25,13 @@ TESSERA_HD inline double k_sqrt(double x) { return ::sqrt(x); }
 TESSERA_HD inline double k_log(double x) { return ::log(x); }
 TESSERA_HD inline double k_pow(double x, double y) { return ::pow(x, y); }
 
+/// a / b for index math (a ≥ 0, b > 0): 32-bit division where both fit (the GPU has no 64-bit
+/// divider; a 64-bit one costs several times the instructions of a 32-bit one).
+TESSERA_HD inline std::int64_t k_div(std::int64_t a, std::int64_t b) {
+  if (((a | b) >> 32) == 0) return std::int64_t(std::uint32_t(a) / std::uint32_t(b));
+  return a / b;
+}
+
 template <class T>
 TESSERA_HD inline T k_max(T a, T b) {
   return a > b ? a : b;

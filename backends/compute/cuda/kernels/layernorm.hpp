@@ -27,7 +27,7 @@ struct LayerNormForwardParams {
 template <class T>
 struct LayerNormForwardBody {
   static TESSERA_HD void run(const LayerNormForwardParams<T>& q, std::int64_t item) {
-    const std::int64_t n = item / q.p, p = item - n * q.p, C = q.c;
+    const std::int64_t n = k_div(item, q.p), p = item - n * q.p, C = q.c;
     const std::int64_t xo = n * q.x.stride[0] + q.x.offset_from(2, p), xs = q.x.stride[1];
     const double x0 = C > 0 ? double(q.x.data[xo]) : 0.0;
     double s1 = 0, s2 = 0;
@@ -91,7 +91,7 @@ struct LayerNormBackwardParams {
 template <class T>
 struct LayerNormBackwardDxBody {
   static TESSERA_HD void run(const LayerNormBackwardParams<T>& q, std::int64_t item) {
-    const std::int64_t n = item / q.p, p = item - n * q.p, C = q.c;
+    const std::int64_t n = k_div(item, q.p), p = item - n * q.p, C = q.c;
     const std::int64_t dyo = n * q.dy.stride[0] + q.dy.offset_from(2, p), dys = q.dy.stride[1];
     const std::int64_t xo = n * q.x.stride[0] + q.x.offset_from(2, p), xs = q.x.stride[1];
     const T m = q.mean.at(item), r = q.rstd.at(item);
@@ -121,7 +121,8 @@ void run_layernorm_backward(L& l, LayerNormBackwardParams<T> q) {
   q.c = q.x.shape[1];
   q.p = q.x.numel_from(2);
   void* ws = l.workspace(workspace_bytes(q));
-  run_row_reduce<2>(l, {q.x.shape[0], q.c, q.p, false}, LayerNormGradSrc<T>{q.dy, q.x, q.mean, q.rstd, q.p},
+  run_row_reduce<2>(l, {q.x.shape[0], q.c, q.p, false},
+                    LayerNormGradSrc<T>{q.dy, q.x, q.mean, q.rstd, q.p},
                     GammaBetaStore<T>{q.dgamma, q.dbeta, q.accumulate}, ws);
   l.template pass<LayerNormBackwardDxBody<T>>(q, q.x.shape[0] * q.p);
 }

@@ -25,11 +25,11 @@ struct SoftmaxCeParams {
   View<T> dlogits;
   View<double> loss;  // (1)
   double grad_scale;
-  std::int64_t k, p;          // classes, pixels per sample
-  std::int64_t check_tiles;   // tiles of the label check
-  std::int64_t* bad;          // check_tiles + 2 entries: per tile, then {index, label} (−1: none)
-  double* terms;              // N·P loss terms
-  double* partial;            // the loss reduction's partials
+  std::int64_t k, p;         // classes, pixels per sample
+  std::int64_t check_tiles;  // tiles of the label check
+  std::int64_t* bad;         // check_tiles + 2 entries: per tile, then {index, label} (−1: none)
+  double* terms;             // N·P loss terms
+  double* partial;           // the loss reduction's partials
 };
 
 /// Label check, per tile t: the first index j ≡ t (mod tiles) with labels[j] ≥ K, or −1.
@@ -59,8 +59,9 @@ struct LabelCheckCombineBody {
 template <class T>
 struct SoftmaxCePixelBody {
   static TESSERA_HD void run(const SoftmaxCeParams<T>& q, std::int64_t item) {
-    const std::int64_t n = item / q.p, px = item - n * q.p, K = q.k;
-    const std::int64_t xo = n * q.logits.stride[0] + q.logits.offset_from(2, px), xs = q.logits.stride[1];
+    const std::int64_t n = k_div(item, q.p), px = item - n * q.p, K = q.k;
+    const std::int64_t xo = n * q.logits.stride[0] + q.logits.offset_from(2, px),
+                       xs = q.logits.stride[1];
     const std::int64_t label = q.labels.at(item);
     if (K == 0) {  // no classes: every label was < 0 (checked), nothing to write
       q.terms[item] = 0.0;
@@ -73,10 +74,12 @@ struct SoftmaxCePixelBody {
     }
     double sum = 0;
     for (std::int64_t c = 0; c < K; ++c) sum += double(k_exp(T(q.logits.data[xo + c * xs] - mx)));
-    q.terms[item] = label >= 0 ? k_log(sum) - (double(q.logits.data[xo + label * xs]) - double(mx)) : 0.0;
+    q.terms[item] =
+        label >= 0 ? k_log(sum) - (double(q.logits.data[xo + label * xs]) - double(mx)) : 0.0;
     const T inv = label >= 0 ? T(q.grad_scale / sum) : T(0);
     const T gs = T(q.grad_scale);
-    const std::int64_t o = n * q.dlogits.stride[0] + q.dlogits.offset_from(2, px), os = q.dlogits.stride[1];
+    const std::int64_t o = n * q.dlogits.stride[0] + q.dlogits.offset_from(2, px),
+                       os = q.dlogits.stride[1];
     for (std::int64_t c = 0; c < K; ++c) {
       T v = k_exp(T(q.logits.data[xo + c * xs] - mx)) * inv;
       if (c == label) v -= gs;
@@ -88,7 +91,9 @@ struct SoftmaxCePixelBody {
 /// The loss terms as a reduction source (one row of N·P terms).
 struct TermsSrc {
   const double* terms;
-  TESSERA_HD void add(std::int64_t, std::int64_t, std::int64_t j, double* acc) const { acc[0] += terms[j]; }
+  TESSERA_HD void add(std::int64_t, std::int64_t, std::int64_t j, double* acc) const {
+    acc[0] += terms[j];
+  }
 };
 struct LossStore {
   View<double> loss;
@@ -128,7 +133,7 @@ BadLabel run_softmax_cross_entropy(L& l, SoftmaxCeParams<T> q) {
   q.check_tiles = tiles_of(pixels);
   const SoftmaxCeLayout s = softmax_ce_layout(q);
   auto* ws = static_cast<unsigned char*>(l.workspace(s.total));
-  q.bad = reinterpret_cast<std::int64_t*>(ws);
+  q.bad = reinterpret_cast<std::int64_t*>(ws + s.bad_off);
   q.terms = reinterpret_cast<double*>(ws + s.terms_off);
   q.partial = reinterpret_cast<double*>(ws + s.partial_off);
   l.template pass<LabelCheckTileBody<T>>(q, q.check_tiles);

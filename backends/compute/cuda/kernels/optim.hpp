@@ -47,8 +47,8 @@ struct AdamWParams {
 };
 /// The constants of one AdamW step, computed on the host in double.
 template <class T>
-void set_adamw_constants(AdamWParams<T>& q, double lr, double beta1, double beta2, double eps, double wd,
-                         std::int64_t step) {
+void set_adamw_constants(AdamWParams<T>& q, double lr, double beta1, double beta2, double eps,
+                         double wd, std::int64_t step) {
   const double t = static_cast<double>(step);
   q.decay = T(1.0 - lr * wd);
   q.b1 = T(beta1);

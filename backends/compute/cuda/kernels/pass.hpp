@@ -6,7 +6,9 @@
 // A body is a type with one static function over a POD params struct P (raw pointers, View<T>s,
 // int64 sizes, doubles; trivially copyable, passed by value to the kernel):
 //
-//   struct AddBody { template <class P> static TESSERA_HD void run(const P& p, std::int64_t item); };
+//   template <class T> struct AddBody {
+//     static TESSERA_HD void run(const AddParams<T>& p, std::int64_t item);
+//   };
 //
 // Items of one pass never depend on each other (no item reads what another item of its pass
 // writes; no atomics), so they may run in any order and concurrently. Passes of one op run in
@@ -88,7 +90,8 @@ TESSERA_HD inline std::int64_t tiles_of(std::int64_t m) {
 }
 
 /// Σ_{t < tiles} partial[t·stride], in order.
-TESSERA_HD inline double sum_tiles(const double* partial, std::int64_t tiles, std::int64_t stride = 1) {
+TESSERA_HD inline double sum_tiles(const double* partial, std::int64_t tiles,
+                                   std::int64_t stride = 1) {
   double s = 0;
   for (std::int64_t t = 0; t < tiles; ++t) s += partial[t * stride];
   return s;

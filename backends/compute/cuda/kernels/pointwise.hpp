@@ -20,7 +20,9 @@ struct AddParams {
 };
 template <class T>
 struct AddBody {
-  static TESSERA_HD void run(const AddParams<T>& p, std::int64_t i) { p.y.at(i) = p.a.at(i) + p.b.at(i); }
+  static TESSERA_HD void run(const AddParams<T>& p, std::int64_t i) {
+    p.y.at(i) = p.a.at(i) + p.b.at(i);
+  }
 };
 template <class L, class T>
 void run_add(L& l, AddParams<T> p) {
@@ -78,7 +80,7 @@ struct ScaleSamplesParams {
 template <class T>
 struct ScaleSamplesBody {
   static TESSERA_HD void run(const ScaleSamplesParams<T>& p, std::int64_t i) {
-    p.y.at(i) = p.x.at(i) * p.s.vec(i / p.per_sample);
+    p.y.at(i) = p.x.at(i) * p.s.vec(k_div(i, p.per_sample));
   }
 };
 template <class L, class T>

@@ -39,13 +39,14 @@ struct RowPartialParams {
 template <class Src, int K>
 struct RowPartialBody {
   static TESSERA_HD void run(const RowPartialParams<Src, K>& q, std::int64_t item) {
-    const std::int64_t row = item / q.tiles, t = item - row * q.tiles;
+    const std::int64_t row = k_div(item, q.tiles), t = item - row * q.tiles;
     const RowSpace& s = q.space;
-    const std::int64_t n0 = s.per_plane ? row / s.c : 0, c = s.per_plane ? row - n0 * s.c : row;
+    const std::int64_t n0 = s.per_plane ? k_div(row, s.c) : 0,
+                       c = s.per_plane ? row - n0 * s.c : row;
     double acc[K] = {};
     const std::int64_t m = s.terms();
     for (std::int64_t j = t; j < m; j += q.tiles) {
-      const std::int64_t dn = j / s.p;
+      const std::int64_t dn = k_div(j, s.p);
       q.src.add(n0 + dn, c, j - dn * s.p, acc);
     }
     const std::int64_t total = s.rows() * q.tiles;
@@ -66,7 +67,8 @@ template <class Store, int K>
 struct RowCombineBody {
   static TESSERA_HD void run(const RowCombineParams<Store, K>& q, std::int64_t row) {
     double v[K];
-    for (int k = 0; k < K; ++k) v[k] = sum_tiles(q.partial + k * q.rows * q.tiles + row * q.tiles, q.tiles);
+    for (int k = 0; k < K; ++k)
+      v[k] = sum_tiles(q.partial + k * q.rows * q.tiles + row * q.tiles, q.tiles);
     q.store.store(row, v);
   }
 };
@@ -86,8 +88,10 @@ void run_row_reduce(L& l, const RowSpace& space, const Src& src, const Store& st
   if (rows == 0) return;
   const std::int64_t tiles = tiles_of(space.terms());
   auto* partial = static_cast<double*>(ws);
-  l.template pass<RowPartialBody<Src, K>>(RowPartialParams<Src, K>{src, space, tiles, partial}, rows * tiles);
-  l.template pass<RowCombineBody<Store, K>>(RowCombineParams<Store, K>{store, rows, tiles, partial}, rows);
+  l.template pass<RowPartialBody<Src, K>>(RowPartialParams<Src, K>{src, space, tiles, partial},
+                                          rows * tiles);
+  l.template pass<RowCombineBody<Store, K>>(RowCombineParams<Store, K>{store, rows, tiles, partial},
+                                            rows);
 }
 
 }  // namespace tessera::compute::cuda::kernels

@@ -18,16 +18,19 @@ struct Index4 {
 };
 TESSERA_HD inline Index4 unravel4(std::int64_t i, std::int64_t C, std::int64_t H, std::int64_t W) {
   Index4 r;
-  r.w = i % W;
-  i /= W;
-  r.h = i % H;
-  i /= H;
-  r.c = i % C;
-  r.n = i / C;
+  std::int64_t q = k_div(i, W);
+  r.w = i - q * W;
+  i = q;
+  q = k_div(i, H);
+  r.h = i - q * H;
+  i = q;
+  r.n = k_div(i, C);
+  r.c = i - r.n * C;
   return r;
 }
 template <class T>
-TESSERA_HD inline T& at4(const View<T>& v, std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w) {
+TESSERA_HD inline T& at4(const View<T>& v, std::int64_t n, std::int64_t c, std::int64_t h,
+                         std::int64_t w) {
   return v.data[n * v.stride[0] + c * v.stride[1] + h * v.stride[2] + w * v.stride[3]];
 }
 
@@ -41,7 +44,7 @@ template <class T>
 struct UpsampleForwardBody {
   static TESSERA_HD void run(const UpsampleParams<T>& q, std::int64_t i) {
     const Index4 o = unravel4(i, q.dst.shape[1], q.dst.shape[2], q.dst.shape[3]);
-    at4(q.dst, o.n, o.c, o.h, o.w) = at4(q.src, o.n, o.c, o.h / q.f, o.w / q.f);
+    at4(q.dst, o.n, o.c, o.h, o.w) = at4(q.src, o.n, o.c, k_div(o.h, q.f), k_div(o.w, q.f));
   }
 };
 template <class T>
@@ -50,7 +53,8 @@ struct UpsampleBackwardBody {
     const Index4 o = unravel4(i, q.dst.shape[1], q.dst.shape[2], q.dst.shape[3]);
     T s = T(0);
     for (std::int64_t a = 0; a < q.f; ++a)
-      for (std::int64_t b = 0; b < q.f; ++b) s += at4(q.src, o.n, o.c, o.h * q.f + a, o.w * q.f + b);
+      for (std::int64_t b = 0; b < q.f; ++b)
+        s += at4(q.src, o.n, o.c, o.h * q.f + a, o.w * q.f + b);
     at4(q.dst, o.n, o.c, o.h, o.w) = s;
   }
 };

@@ -36,7 +36,7 @@ struct View {
   TESSERA_HD std::int64_t offset_from(int first, std::int64_t i) const {
     std::int64_t off = 0;
     for (int d = ndim - 1; d > first; --d) {
-      const std::int64_t q = i / shape[d];
+      const std::int64_t q = k_div(i, shape[d]);
       off += (i - q * shape[d]) * stride[d];
       i = q;
     }
@@ -64,7 +64,8 @@ struct View {
 /// Host code (the dispatch calls it before a pass).
 template <class... V>
 void coalesce(V&... views) {
-  auto& first = [](auto& v, auto&...) -> auto& { return v; }(views...);
+  auto& first = [](auto& v, auto&...) -> auto& { return v; }
+  (views...);
   const int nd = first.ndim;
   std::int64_t numel = first.numel();
   if (numel == 0) return;  // nothing is indexed; keep the shape as it is
@@ -73,7 +74,8 @@ void coalesce(V&... views) {
   for (int d = 0; d < nd; ++d) {
     const std::int64_t s = first.shape[d];
     if (s == 1) continue;
-    const bool merge = out > 0 && ((views.stride[d] * s == views.stride[out - 1] ? true : false) && ...);
+    const bool merge =
+        out > 0 && ((views.stride[d] * s == views.stride[out - 1] ? true : false) && ...);
     if (merge) {
       shape[out - 1] *= s;
       ((views.stride[out - 1] = views.stride[d]), ...);

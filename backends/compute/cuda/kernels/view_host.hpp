@@ -17,8 +17,8 @@ View<T> make_view(const core::Tensor& t) {
   using E = std::remove_const_t<T>;
   TESSERA_CHECK(t.ndim() <= kMaxDims, "cuda kernels: tensor ", t.describe(), " has ", t.ndim(),
                 " dims; the kernels take at most ", kMaxDims, " (reshape it first)");
-  TESSERA_CHECK(core::dtype_of<E> == t.dtype(), "cuda kernels: tensor ", t.describe(), " viewed as ",
-                core::dtype_name(core::dtype_of<E>), " elements");
+  TESSERA_CHECK(core::dtype_of<E> == t.dtype(), "cuda kernels: tensor ", t.describe(),
+                " viewed as ", core::dtype_name(core::dtype_of<E>), " elements");
   View<T> v;
   // raw_data, not data<E>: the address may be a device pointer, which the host never dereferences.
   v.data = t.numel() > 0 ? static_cast<T*>(t.raw_data()) : nullptr;

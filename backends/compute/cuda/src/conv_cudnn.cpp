@@ -11,7 +11,7 @@
 
 #include "conv_window.hpp"
 #include "cudnn_desc.hpp"
-#include "strided.hpp"
+#include "kernel_launch.hpp"
 
 namespace tessera::compute::cuda {
 
@@ -64,7 +64,7 @@ Tensor make_frame(const Workspace& ws, const Tensor& x, const Input& in) {
   cudaStream_t s = ws.memory().compute_stream();
   TESSERA_CUDA_CHECK(cudaMemsetAsync(frame.raw_data(), 0, frame.nbytes(), s));
   auto [inner, src] = frame_interior(frame, x, in);
-  if (inner.numel() > 0) launch_copy(strided_view(inner), strided_view(src), s);
+  if (inner.numel() > 0) tensor_copy(ws.memory(), inner, src);
   return frame;
 }
 
@@ -72,7 +72,7 @@ Tensor make_frame(const Workspace& ws, const Tensor& x, const Input& in) {
 Tensor packed(const Workspace& ws, const Tensor& w) {
   if (w.is_contiguous()) return w;
   Tensor c = ws.tensor(w.shape(), w.dtype());
-  launch_copy(strided_view(c), strided_view(w), ws.memory().compute_stream());
+  tensor_copy(ws.memory(), c, w);
   return c;
 }
 
@@ -149,7 +149,6 @@ void CudnnConv::forward(const Workspace& ws, const Conv2dParams& p, const Tensor
 void CudnnConv::backward_data(const Workspace& ws, const Conv2dParams& p, const Tensor& dy, const Tensor& w,
                               const Tensor& dx, bool accumulate) {
   if (dx.numel() == 0) return;
-  cudaStream_t stream = ws.memory().compute_stream();
   if (dy.numel() == 0) {
     if (!accumulate) ws.memory().fill(dx, 0.0);
     return;
@@ -195,13 +194,12 @@ void CudnnConv::backward_data(const Workspace& ws, const Conv2dParams& p, const 
     // Frame rows outside the input are gradients of zero padding: dropped.
     if (!accumulate) ws.memory().fill(dx, 0.0);
     auto [inner, dst] = frame_interior(target, dx, in);
-    if (inner.numel() > 0) launch_add(strided_view(dst), strided_view(inner), stream);
+    if (inner.numel() > 0) tensor_add(ws.memory(), dst, inner);
   }
 }
 
 void CudnnConv::backward_weight(const Workspace& ws, const Conv2dParams& p, const Tensor& x, const Tensor& dy,
                                 const Tensor& dw, const Tensor* db, bool accumulate) {
-  cudaStream_t stream = ws.memory().compute_stream();
   if (dy.numel() == 0 || x.size(0) == 0) {
     if (!accumulate) {
       ws.memory().fill(dw, 0.0);
@@ -240,9 +238,9 @@ void CudnnConv::backward_weight(const Workspace& ws, const Conv2dParams& p, cons
                                                      s.beta(), wd.get(), dwp.raw_data()));
   if (!direct_dw) {
     if (accumulate)
-      launch_add(strided_view(dw), strided_view(dwp), stream);
+      tensor_add(ws.memory(), dw, dwp);
     else
-      launch_copy(strided_view(dw), strided_view(dwp), stream);
+      tensor_copy(ws.memory(), dw, dwp);
   }
   if (db) {
     const Tensor dbview = Tensor::from_blob(db->raw_data(), {1, db->size(0), 1, 1}, db->dtype(), nullptr,

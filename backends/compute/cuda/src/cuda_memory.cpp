@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "cuda_check.hpp"
-#include "strided.hpp"
+#include "kernel_launch.hpp"
 
 namespace tessera::compute::cuda {
 
@@ -109,7 +109,7 @@ void CudaMemory::device_copy(const Tensor& dst, const Tensor& src) {
     TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), dst.nbytes(), cudaMemcpyDeviceToDevice, compute_));
     return;
   }
-  launch_copy(strided_view(dst), strided_view(src), compute_);
+  tensor_copy(*this, dst, src);
 }
 
 void CudaMemory::copy_to_device(const Tensor& dst, const Tensor& src) {
@@ -123,14 +123,14 @@ void CudaMemory::copy_to_device(const Tensor& dst, const Tensor& src) {
   }
   const Tensor staging = device_scratch(*this, dst.shape(), dst.dtype());
   TESSERA_CUDA_CHECK(cudaMemcpyAsync(staging.raw_data(), host.raw_data(), dst.nbytes(), cudaMemcpyHostToDevice, compute_));
-  launch_copy(strided_view(dst), strided_view(staging), compute_);
+  tensor_copy(*this, dst, staging);
 }
 
 void CudaMemory::copy_to_host(const Tensor& dst, const Tensor& src) {
   Tensor device_side = src;
   if (!src.is_contiguous()) {
     device_side = device_scratch(*this, src.shape(), src.dtype());
-    launch_copy(strided_view(device_side), strided_view(src), compute_);
+    tensor_copy(*this, device_side, src);
   }
   if (dst.is_contiguous()) {
     TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), device_side.raw_data(), dst.nbytes(), cudaMemcpyDeviceToHost, compute_));
@@ -160,7 +160,7 @@ void CudaMemory::add(const Tensor& dst, const Tensor& src) {
   make_current();
   TESSERA_CHECK(on_device(dst) && on_device(src), "cuda add: ", dst.describe(), " += ", src.describe(),
                 " needs both tensors on ", describe_, " (copy the host one over first)");
-  launch_add(strided_view(dst), strided_view(src), compute_);
+  tensor_add(*this, dst, src);
 }
 
 void CudaMemory::fill(const Tensor& dst, double value) {
@@ -171,7 +171,16 @@ void CudaMemory::fill(const Tensor& dst, double value) {
     TESSERA_CUDA_CHECK(cudaMemsetAsync(dst.raw_data(), 0, dst.nbytes(), compute_));
     return;
   }
-  launch_fill(strided_view(dst), value, compute_);
+  tensor_fill(*this, dst, value);
+}
+
+void CudaMemory::copy_bytes(void* dst, const void* src, std::size_t bytes) {
+  if (bytes == 0) return;
+  make_current();
+  TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, compute_));
+  cudaPointerAttributes a{};
+  TESSERA_CUDA_CHECK(cudaPointerGetAttributes(&a, dst));
+  if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged) TESSERA_CUDA_CHECK(cudaStreamSynchronize(compute_));
 }
 
 void CudaMemory::synchronize() {

@@ -39,6 +39,9 @@ class CudaMemory final : public core::DeviceMemory {
   void add(const core::Tensor& dst, const core::Tensor& src) override;
   void fill(const core::Tensor& dst, double value) override;
   void synchronize() override;
+  /// `bytes` from src to dst, each a host or a device pointer of this process (cudaMemcpyDefault),
+  /// on the compute stream; returns when the data is there if dst is host memory.
+  void copy_bytes(void* dst, const void* src, std::size_t bytes);
 
   int device() const noexcept { return device_; }
   /// The device's streaming multiprocessors (kernel grids are sized by it).

@@ -1,6 +1,7 @@
 // The GPU launcher of the kernel bodies (kernels/pass.hpp's launcher concept): each pass is one
 // grid-stride launch of run_pass<Body> on the compute stream; the op's workspace comes from the
-// backend's pool, booked as Workspace, and is freed stream-ordered after the op is enqueued.
+// backend's pool, booked as Workspace, and is freed stream-ordered after the op is enqueued. Also
+// the tensor helpers (copy, add, fill) the device memory and the library paths use.
 #include <algorithm>
 
 #include "cuda_check.hpp"
@@ -21,8 +22,9 @@ __global__ void run_pass(P p, std::int64_t items) {
 
 class GpuLauncher {
  public:
-  explicit GpuLauncher(const Workspace& ws)
-      : ws_(ws), stream_(ws.memory().compute_stream()), max_blocks_(32LL * ws.memory().sm_count()) {}
+  /// `ws` null: the op may not ask for a workspace (the tensor helpers never do).
+  GpuLauncher(CudaMemory& mem, const Workspace* ws)
+      : ws_(ws), stream_(mem.compute_stream()), max_blocks_(32LL * mem.sm_count()) {}
 
   template <class Body, class P>
   void pass(const P& p, std::int64_t items) {
@@ -36,7 +38,8 @@ class GpuLauncher {
   void* workspace(std::size_t bytes) {
     if (bytes == 0) return nullptr;
     TESSERA_ASSERT(!scratch_.defined(), "a kernel asked for its workspace twice");
-    scratch_ = ws_.bytes(bytes);
+    TESSERA_ASSERT(ws_ != nullptr, "a tensor helper asked for a workspace");
+    scratch_ = ws_->bytes(bytes);
     void* p = scratch_.raw_data();
     TESSERA_ASSERT(reinterpret_cast<std::uintptr_t>(p) % kernels::kWorkspaceAlign == 0,
                    "pool block not 256-byte aligned");
@@ -49,7 +52,7 @@ class GpuLauncher {
   }
 
  private:
-  const Workspace& ws_;
+  const Workspace* ws_;
   cudaStream_t stream_;
   std::int64_t max_blocks_;
   core::Tensor scratch_;  // freed (stream-ordered) when the launcher goes, after the op's passes
@@ -58,8 +61,26 @@ class GpuLauncher {
 }  // namespace launch
 
 void run_kernel(const Workspace& ws, const OpCall& call) {
-  launch::GpuLauncher l(ws);
+  launch::GpuLauncher l(ws.memory(), &ws);
   kernels::run_kernel_op(l, call, "cuda");
+}
+
+void tensor_copy(CudaMemory& mem, const core::Tensor& dst, const core::Tensor& src) {
+  launch::GpuLauncher l(mem, nullptr);
+  core::Tensor d = dst;
+  kernels::run_tensor_copy(l, src, d);
+}
+
+void tensor_add(CudaMemory& mem, const core::Tensor& dst, const core::Tensor& src) {
+  launch::GpuLauncher l(mem, nullptr);
+  core::Tensor d = dst;
+  kernels::run_tensor_add(l, src, d);
+}
+
+void tensor_fill(CudaMemory& mem, const core::Tensor& dst, double value) {
+  launch::GpuLauncher l(mem, nullptr);
+  core::Tensor d = dst;
+  kernels::run_tensor_fill(l, d, value);
 }
 
 }  // namespace tessera::compute::cuda

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "tessera/compute/ops.hpp"
+#include "cuda_memory.hpp"
 #include "workspace.hpp"
 
 namespace tessera::compute::cuda {
@@ -10,5 +11,16 @@ namespace tessera::compute::cuda {
 /// Runs `call` (any op but the convolutions and linear) on ws's compute stream; scratch of the
 /// body (reductions) comes from `ws`. Unsupported for an op or dtype without a kernel.
 void run_kernel(const Workspace& ws, const OpCall& call);
+
+// The tensor helpers of the kernel bodies (kernels/dispatch.hpp) on `mem`'s compute stream, for
+// the device memory's own copies and for the library paths' staging. Any strides, stride 0 too
+// (a broadcast source); device pointers only (the tensors' raw_data()).
+
+/// dst = src: same shape and dtype, any dtype (moved bitwise).
+void tensor_copy(CudaMemory& mem, const core::Tensor& dst, const core::Tensor& src);
+/// dst += src: f32 or f64.
+void tensor_add(CudaMemory& mem, const core::Tensor& dst, const core::Tensor& src);
+/// dst = value: any value for f32/f64, 0 for any dtype (Unsupported otherwise).
+void tensor_fill(CudaMemory& mem, const core::Tensor& dst, double value);
 
 }  // namespace tessera::compute::cuda

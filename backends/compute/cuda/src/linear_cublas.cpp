@@ -4,7 +4,7 @@
 #include "linear_cublas.hpp"
 
 #include "cuda_check.hpp"
-#include "strided.hpp"
+#include "kernel_launch.hpp"
 
 namespace tessera::compute::cuda {
 
@@ -31,7 +31,7 @@ Mat as_input(const Workspace& ws, const Tensor& t) {
   m.t = t;
   if (t.size(1) > 1 && t.stride(1) != 1) {
     m.t = ws.tensor(t.shape(), t.dtype());
-    launch_copy(strided_view(m.t), strided_view(t), ws.memory().compute_stream());
+    tensor_copy(ws.memory(), m.t, t);
   }
   m.data = m.t.raw_data();
   m.rows = to_int(t.size(0), t);
@@ -83,11 +83,10 @@ Output as_output(const Workspace& ws, const Tensor& out) {
 /// Moves a scratch result into `out` (added when `accumulate`).
 void finish(const Workspace& ws, const Output& o, bool accumulate) {
   if (!o.scratch) return;
-  cudaStream_t s = ws.memory().compute_stream();
   if (accumulate)
-    launch_add(strided_view(o.out), strided_view(o.m.t), s);
+    tensor_add(ws.memory(), o.out, o.m.t);
   else
-    launch_copy(strided_view(o.out), strided_view(o.m.t), s);
+    tensor_copy(ws.memory(), o.out, o.m.t);
 }
 
 }  // namespace
@@ -95,20 +94,16 @@ void finish(const Workspace& ws, const Output& o, bool accumulate) {
 void CublasLinear::forward(const Workspace& ws, const Tensor& x, const Tensor& w, const Tensor* bias,
                            const Tensor& y) {
   if (y.numel() == 0) return;
-  cudaStream_t s = ws.memory().compute_stream();
   const Output yo = as_output(ws, y);
   // y = bias broadcast over rows (a stride-0 view of it), then the product added with beta = 1.
   if (bias) {
-    StridedView b = strided_view(yo.m.t);
-    StridedView src = b;
-    src.data = bias->raw_data();
-    src.strides[0] = 0;
-    src.strides[1] = bias->stride(0);
-    launch_copy(b, src, s);
+    const Tensor& yt = yo.m.t;
+    const Tensor rows = Tensor::from_blob(bias->raw_data(), yt.shape(), bias->dtype(), nullptr, {0, bias->stride(0)});
+    tensor_copy(ws.memory(), yt, rows);
   }
   const double beta = bias ? 1.0 : 0.0;
   if (x.size(1) == 0) {  // K = 0: the product is zero
-    if (!bias) launch_fill(strided_view(yo.m.t), 0.0, s);
+    if (!bias) tensor_fill(ws.memory(), yo.m.t, 0.0);
   } else {
     const Mat xm = as_input(ws, x), wm = as_input(ws, w);
     // yᵀ (N×M) = W (N×K, wᵀ's col-major view transposed) · xᵀ (K×M).
@@ -119,14 +114,13 @@ void CublasLinear::forward(const Workspace& ws, const Tensor& x, const Tensor& w
 
 void CublasLinear::backward(const Workspace& ws, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor* dx,
                             const Tensor& dw, const Tensor* db, bool accumulate) {
-  cudaStream_t s = ws.memory().compute_stream();
   const Gemm gemm{handle_, x.dtype(), tf32_};
   const bool empty = dy.numel() == 0;  // M = 0 or N = 0: the products are zero
   const Mat dym = empty ? Mat{} : as_input(ws, dy);
   if (dx && dx->numel() > 0) {
     const Output o = as_output(ws, *dx);
     if (empty) {
-      launch_fill(strided_view(o.m.t), 0.0, s);
+      tensor_fill(ws.memory(), o.m.t, 0.0);
     } else {
       // dxᵀ (K×M) = wᵀ (K×N) · dyᵀ (N×M); a dx of the caller is overwritten.
       const Mat wm = as_input(ws, w);
@@ -138,7 +132,7 @@ void CublasLinear::backward(const Workspace& ws, const Tensor& dy, const Tensor&
     const Output o = as_output(ws, dw);
     const bool acc_in_place = accumulate && !o.scratch;
     if (empty) {
-      if (!accumulate) launch_fill(strided_view(dw), 0.0, s);
+      if (!accumulate) tensor_fill(ws.memory(), dw, 0.0);
     } else {
       // dwᵀ (K×N) = xᵀ (K×M) · dy (M×N).
       const Mat xm = as_input(ws, x);
@@ -148,12 +142,12 @@ void CublasLinear::backward(const Workspace& ws, const Tensor& dy, const Tensor&
   }
   if (db && db->numel() > 0) {
     if (empty) {
-      if (!accumulate) launch_fill(strided_view(*db), 0.0, s);
+      if (!accumulate) tensor_fill(ws.memory(), *db, 0.0);
       return;
     }
     // db (N) = dyᵀ (N×M) · ones (M): a GEMM with one column, db as an N×1 matrix of ld N.
     const Tensor ones = ws.tensor({dy.size(0), 1}, dy.dtype());
-    launch_fill(strided_view(ones), 1.0, s);
+    tensor_fill(ws.memory(), ones, 1.0);
     Mat onem;
     onem.data = ones.raw_data();
     onem.ld = dym.rows;
@@ -165,9 +159,9 @@ void CublasLinear::backward(const Workspace& ws, const Tensor& dy, const Tensor&
     gemm(CUBLAS_OP_N, CUBLAS_OP_N, dym.cols, 1, dym.rows, dym, onem, contiguous_db && accumulate ? 1.0 : 0.0, dbm);
     if (!contiguous_db) {
       if (accumulate)
-        launch_add(strided_view(*db), strided_view(target), s);
+        tensor_add(ws.memory(), *db, target);
       else
-        launch_copy(strided_view(*db), strided_view(target), s);
+        tensor_copy(ws.memory(), *db, target);
     }
   }
 }

@@ -1,0 +1,257 @@
+// The cuda backend end to end: creation (and, without a device, the reason it gives), the
+// stream-ordered pool's figures, host<->device copies of strided views, and every library path
+// and one kernel body against the cpu backend. The [gpu] tests need a visible CUDA device and
+// skip with the reason elsewhere; the no-device test runs everywhere.
+#include <cstring>
+
+#include "compute/cuda/cuda_support.hpp"
+#include "tessera/compute/cpu.hpp"
+#include "tessera/compute/cuda.hpp"
+#include "tessera/compute/ops.hpp"
+
+namespace {
+
+using namespace tessera;
+using core::DType;
+using core::MemCategory;
+using core::Tensor;
+using test::to_doubles;
+
+// Tensor-scaled tolerances against the cpu backend. f32 GEMMs of these lengths (≤ 49 products)
+// differ from the cpu backend by summation order only (a few ulps: 2e-5 leaves a wide margin);
+// cuDNN may pick Winograd or FFT algorithms for a convolution, whose f32 transforms cost about one
+// more decimal digit (1e-4). f64: summation order only.
+constexpr double kF32Tol = 2e-5;
+constexpr double kF32ConvTol = 1e-4;
+constexpr double kF64Tol = 1e-12;
+
+double tol(DType t) { return t == DType::F64 ? kF64Tol : kF32Tol; }
+double conv_tol(DType t) { return t == DType::F64 ? kF64Tol : kF32ConvTol; }
+
+}  // namespace
+
+TEST_CASE("cuda: without a device create says why, with one it makes a cuda backend", "[cuda][backend]") {
+  compute::Registry r;
+  register_builtin_backends(r);
+  REQUIRE(r.contains("cuda"));
+  const std::string why = compute_backend_unusable("cuda");
+  if (!why.empty()) {
+    INFO("why: " << why);
+    REQUIRE(why.find("no CUDA device visible (cudaGetDeviceCount: ") != std::string::npos);
+    try {
+      (void)r.create("cuda", {});
+      FAIL("create succeeded without a device");
+    } catch (const Unsupported& e) {
+      REQUIRE(std::string(e.what()).find("cuda: built, no CUDA device visible (cudaGetDeviceCount: ") == 0);
+    }
+    return;
+  }
+  auto b = r.create("cuda", {});
+  REQUIRE(b->name() == "cuda");
+  REQUIRE(b->device_memory() != nullptr);
+  REQUIRE(b->device_memory()->space() == core::MemorySpace::Cuda);
+  compute::BackendOptions bad;
+  bad.device = 1000;
+  REQUIRE_THROWS_AS(r.create("cuda", bad), InvalidArgument);
+}
+
+TEST_CASE("cuda (GPU): streams, events and the pool's reserved vs booked figures", "[cuda][gpu]") {
+  TESSERA_CUDA_REQUIRE_GPU(g);
+  auto* dev = dynamic_cast<compute::cuda::CudaDevice*>(g.backend.get());
+  REQUIRE(dev != nullptr);
+  REQUIRE(dev->compute_stream() != nullptr);
+  REQUIRE(dev->comm_stream() != nullptr);
+  REQUIRE(dev->compute_stream() != dev->comm_stream());
+  REQUIRE_FALSE(dev->tf32());
+  dev->comm_waits_for_compute();
+  dev->compute_waits_for_comm();
+  {
+    Tensor a = Tensor::zeros({1024, 1024}, DType::F32, MemCategory::Parameter, g.alloc);
+    Tensor b = Tensor::empty({3, 1000, 7}, DType::F64, MemCategory::Activation, g.alloc);
+    REQUIRE(a.space() == core::MemorySpace::Cuda);
+    const core::MemStats s = g.alloc->stats();
+    REQUIRE(s.current_total == a.nbytes() + b.nbytes());
+    REQUIRE(s.reserved >= s.current_total);
+    REQUIRE(s.peak_reserved >= s.reserved);
+  }
+  // Freed blocks stay in the pool (the release threshold keeps them): reserved does not drop.
+  const core::MemStats after = g.alloc->stats();
+  REQUIRE(after.current_total == 0);
+  REQUIRE(after.reserved >= std::size_t{4} << 20);
+  // A request no device can meet: OutOfMemory naming the request.
+  try {
+    [[maybe_unused]] Tensor huge = Tensor::empty({std::int64_t{1} << 50}, DType::F64, MemCategory::Activation, g.alloc);
+    FAIL("an 8 PiB tensor was allocated");
+  } catch (const OutOfMemory& e) {
+    REQUIRE(std::string(e.what()).find("requested") != std::string::npos);
+  }
+}
+
+TEST_CASE("cuda (GPU): host<->device copies of strided views, fill and add", "[cuda][gpu]") {
+  TESSERA_CUDA_REQUIRE_GPU(g);
+  for (DType dt : {DType::F32, DType::F64}) {
+    const Tensor host = test::random_tensor({2, 5, 9, 11}, dt, 7);
+    const Tensor dev = g.put(host);
+    REQUIRE(to_doubles(dev.to_host()) == to_doubles(host));
+    // device view -> host: the strided kernel into staging, then one transfer.
+    const Tensor view = dev.narrow(2, 2, 5).narrow(3, 1, 7);
+    REQUIRE(to_doubles(view.to_host()) == to_doubles(host.narrow(2, 2, 5).narrow(3, 1, 7)));
+    // host view -> device view.
+    Tensor big = Tensor::zeros({2, 5, 9, 11}, dt, MemCategory::Activation, g.alloc);
+    Tensor window = big.narrow(3, 3, 6);
+    window.copy_from(host.narrow(2, 0, 9).narrow(3, 4, 6));
+    Tensor expect = Tensor::zeros({2, 5, 9, 11}, dt);
+    expect.narrow(3, 3, 6).copy_from(host.narrow(3, 4, 6));
+    REQUIRE(to_doubles(big.to_host()) == to_doubles(expect));
+    // device -> device strided, fill of a strided view, add of views.
+    Tensor other = Tensor::zeros({2, 5, 9, 11}, dt, MemCategory::Activation, g.alloc);
+    other.narrow(1, 1, 3).copy_from(dev.narrow(1, 2, 3));
+    expect.zero();
+    expect.narrow(1, 1, 3).copy_from(host.narrow(1, 2, 3));
+    REQUIRE(to_doubles(other.to_host()) == to_doubles(expect));
+    other.narrow(2, 0, 4).fill(2.5);
+    expect.narrow(2, 0, 4).fill(2.5);
+    other.narrow(3, 0, 5).add_from(dev.narrow(3, 6, 5));
+    expect.narrow(3, 0, 5).add_from(host.narrow(3, 6, 5));
+    REQUIRE(to_doubles(other.to_host()) == to_doubles(expect));
+  }
+  // Integer tensors (labels) move bit for bit.
+  Tensor labels = Tensor::empty({4, 6}, DType::I64);
+  for (int i = 0; i < 24; ++i) labels.data<std::int64_t>()[i] = i * 1000003 - 7;
+  const Tensor back = g.put(labels).narrow(1, 1, 4).to_host();
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 4; ++c) REQUIRE(back.at<std::int64_t>({r, c}) == labels.at<std::int64_t>({r, c + 1}));
+}
+
+namespace {
+
+struct ConvCase {
+  const char* what;
+  int n, cin, cout, h, w, oh, ow;
+  compute::Conv2dParams p;
+};
+
+// Geometries of the table: dense, strided, dilated, grouped, depthwise, and output windows that
+// cuDNN's own extent formula does not give (negative pad: a shard's interior; pad ≥ stride with a
+// shorter output: the zero-padded frame).
+std::vector<ConvCase> conv_cases() {
+  return {
+      {"3x3 same", 2, 4, 6, 9, 10, 9, 10, {3, 3, 1, 1, 1, 1, 1, 1, 1}},
+      {"3x3 stride 2", 2, 4, 6, 9, 10, 5, 5, {3, 3, 2, 2, 1, 1, 1, 1, 1}},
+      {"3x3 dilation 2", 1, 3, 5, 11, 9, 11, 9, {3, 3, 1, 1, 2, 2, 2, 2, 1}},
+      {"grouped g=2", 2, 4, 6, 8, 8, 8, 8, {3, 3, 1, 1, 1, 1, 1, 1, 2}},
+      {"depthwise 7x7", 2, 8, 8, 12, 12, 12, 12, {7, 7, 1, 1, 3, 3, 1, 1, 8}},
+      {"window inside (pad -1)", 1, 3, 4, 10, 10, 6, 7, {3, 3, 1, 1, -1, -1, 1, 1, 1}},
+      {"framed window (pad 3, stride 1, short output)", 1, 3, 4, 10, 10, 5, 12, {3, 3, 1, 1, 3, 2, 1, 1, 1}},
+      {"2x2 patchify stride 2", 2, 3, 8, 8, 8, 4, 4, {2, 2, 2, 2, 0, 0, 1, 1, 1}},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("cuda (GPU): cuDNN convolutions match the cpu backend (forward, data and weight gradient)",
+          "[cuda][gpu]") {
+  TESSERA_CUDA_REQUIRE_GPU(g);
+  compute::cpu::CpuBackend cpu(1);
+  for (DType dt : {DType::F32, DType::F64})
+    for (const ConvCase& c : conv_cases()) {
+      INFO(c.what << " " << core::dtype_name(dt));
+      const auto& p = c.p;
+      // x is a view into a wider tensor (strided rows), as a shard with halo slots would be.
+      const Tensor xwide = test::random_tensor({c.n, c.cin, c.h, c.w + 3}, dt, 1);
+      const Tensor x = xwide.narrow(3, 1, c.w);
+      const Tensor w = test::random_tensor({c.cout, c.cin / p.groups, p.kernel_h, p.kernel_w}, dt, 2);
+      const Tensor bias = test::random_tensor({c.cout}, dt, 3);
+      const Tensor dy = test::random_tensor({c.n, c.cout, c.oh, c.ow}, dt, 4);
+      const Tensor dxd = g.put(xwide).narrow(3, 1, c.w), wd = g.put(w), bd = g.put(bias), dyd = g.put(dy);
+
+      Tensor y_ref = Tensor::zeros({c.n, c.cout, c.oh, c.ow}, dt);
+      compute::conv2d_forward(cpu, p, x, w, &bias, y_ref);
+      Tensor y = Tensor::zeros({c.n, c.cout, c.oh, c.ow}, dt, MemCategory::Activation, g.alloc);
+      compute::conv2d_forward(*g.backend, p, dxd, wd, &bd, y);
+      REQUIRE_CLOSE(to_doubles(y.to_host()), to_doubles(y_ref), conv_tol(dt));
+
+      // Data gradient, overwritten then accumulated.
+      const Tensor seed = test::random_tensor({c.n, c.cin, c.h, c.w}, dt, 5);
+      for (bool acc : {false, true}) {
+        Tensor dx_ref = seed.clone();
+        compute::conv2d_backward_data(cpu, p, dy, w, dx_ref, acc);
+        Tensor dx = g.put(seed);
+        compute::conv2d_backward_data(*g.backend, p, dyd, wd, dx, acc);
+        INFO("accumulate " << acc);
+        REQUIRE_CLOSE(to_doubles(dx.to_host()), to_doubles(dx_ref), conv_tol(dt));
+      }
+      // Weight and bias gradient, overwritten then accumulated.
+      const Tensor wseed = test::random_tensor(w.shape(), dt, 6), bseed = test::random_tensor({c.cout}, dt, 8);
+      for (bool acc : {false, true}) {
+        Tensor dw_ref = wseed.clone(), db_ref = bseed.clone();
+        compute::conv2d_backward_weight(cpu, p, x, dy, dw_ref, &db_ref, acc);
+        Tensor dw = g.put(wseed), db = g.put(bseed);
+        compute::conv2d_backward_weight(*g.backend, p, dxd, dyd, dw, &db, acc);
+        INFO("accumulate " << acc);
+        REQUIRE_CLOSE(to_doubles(dw.to_host()), to_doubles(dw_ref), conv_tol(dt));
+        REQUIRE_CLOSE(to_doubles(db.to_host()), to_doubles(db_ref), conv_tol(dt));
+      }
+    }
+}
+
+TEST_CASE("cuda (GPU): cuBLAS linear forward and backward match the cpu backend", "[cuda][gpu]") {
+  TESSERA_CUDA_REQUIRE_GPU(g);
+  compute::cpu::CpuBackend cpu(1);
+  const std::int64_t m = 37, k = 29, n = 13;
+  for (DType dt : {DType::F32, DType::F64}) {
+    INFO(core::dtype_name(dt));
+    // x is a column window of a wider matrix: unit inner stride, row stride (lda) > K.
+    const Tensor xwide = test::random_tensor({m, k + 5}, dt, 11);
+    const Tensor x = xwide.narrow(1, 2, k);
+    const Tensor w = test::random_tensor({n, k}, dt, 12), bias = test::random_tensor({n}, dt, 13);
+    const Tensor dy = test::random_tensor({m, n}, dt, 14);
+    const Tensor xd = g.put(xwide).narrow(1, 2, k), wd = g.put(w), bd = g.put(bias), dyd = g.put(dy);
+    for (bool with_bias : {false, true}) {
+      Tensor y_ref = Tensor::zeros({m, n}, dt);
+      compute::linear_forward(cpu, x, w, with_bias ? &bias : nullptr, y_ref);
+      Tensor y = Tensor::zeros({m, n}, dt, MemCategory::Activation, g.alloc);
+      compute::linear_forward(*g.backend, xd, wd, with_bias ? &bd : nullptr, y);
+      INFO("bias " << with_bias);
+      REQUIRE_CLOSE(to_doubles(y.to_host()), to_doubles(y_ref), tol(dt));
+    }
+    const Tensor dwseed = test::random_tensor({n, k}, dt, 15), dbseed = test::random_tensor({n}, dt, 16);
+    for (bool acc : {false, true}) {
+      Tensor dx_ref = Tensor::zeros({m, k}, dt), dw_ref = dwseed.clone(), db_ref = dbseed.clone();
+      compute::linear_backward(cpu, dy, x, w, &dx_ref, dw_ref, &db_ref, acc);
+      Tensor dx = Tensor::zeros({m, k}, dt, MemCategory::Activation, g.alloc);
+      Tensor dw = g.put(dwseed), db = g.put(dbseed);
+      compute::linear_backward(*g.backend, dyd, xd, wd, &dx, dw, &db, acc);
+      INFO("accumulate " << acc);
+      REQUIRE_CLOSE(to_doubles(dx.to_host()), to_doubles(dx_ref), tol(dt));
+      REQUIRE_CLOSE(to_doubles(dw.to_host()), to_doubles(dw_ref), tol(dt));
+      REQUIRE_CLOSE(to_doubles(db.to_host()), to_doubles(db_ref), tol(dt));
+    }
+  }
+}
+
+TEST_CASE("cuda (GPU): kernel bodies launched on the device match the cpu backend", "[cuda][gpu]") {
+  TESSERA_CUDA_REQUIRE_GPU(g);
+  compute::cpu::CpuBackend cpu(1);
+  for (DType dt : {DType::F32, DType::F64}) {
+    INFO(core::dtype_name(dt));
+    const Tensor a = test::random_tensor({2, 6, 7, 9}, dt, 21), b = test::random_tensor({2, 6, 7, 9}, dt, 22);
+    // add of strided views (a pass over the body, grid-stride).
+    Tensor y_ref = Tensor::zeros({2, 6, 7, 5}, dt);
+    compute::add(cpu, a.narrow(3, 0, 5), b.narrow(3, 4, 5), y_ref);
+    Tensor y = Tensor::zeros({2, 6, 7, 5}, dt, MemCategory::Activation, g.alloc);
+    compute::add(*g.backend, g.put(a).narrow(3, 0, 5), g.put(b).narrow(3, 4, 5), y);
+    REQUIRE(to_doubles(y.to_host()) == to_doubles(y_ref));
+    // A reduction with a workspace (per-tile partial sums, then the combine pass): layernorm.
+    const Tensor gamma = test::random_tensor({6}, dt, 23), beta = test::random_tensor({6}, dt, 24);
+    Tensor ly_ref = Tensor::zeros(a.shape(), dt), mean_ref = Tensor::zeros({2, 7, 9}, dt),
+           rstd_ref = Tensor::zeros({2, 7, 9}, dt);
+    compute::layernorm_forward(cpu, a, gamma, beta, 1e-6, ly_ref, mean_ref, rstd_ref);
+    Tensor ly = Tensor::zeros(a.shape(), dt, MemCategory::Activation, g.alloc);
+    Tensor mean = Tensor::zeros({2, 7, 9}, dt, MemCategory::Activation, g.alloc);
+    Tensor rstd = Tensor::zeros({2, 7, 9}, dt, MemCategory::Activation, g.alloc);
+    compute::layernorm_forward(*g.backend, g.put(a), g.put(gamma), g.put(beta), 1e-6, ly, mean, rstd);
+    REQUIRE_CLOSE(to_doubles(ly.to_host()), to_doubles(ly_ref), tol(dt));
+    REQUIRE_CLOSE(to_doubles(mean.to_host()), to_doubles(mean_ref), tol(dt));
+  }
+}
