@@ -25,7 +25,7 @@ Calibration gpu_calibration() {
   c.device_copy = {"cuda:0 (NVIDIA H200, 139 GiB)", 3.9e12, 20e9, 18e9};
   KernelCalibration dw;
   dw.rate = {2e12, 3e12, 6e-6, 0};
-  dw.samples = {{1e9, 2e8, 9e-5, false, 0}};
+  dw.samples = {{1e9, 2e8, 40e-6, false, 0}};
   c.kernels["conv2d_forward/depthwise"] = dw;
   return c;
 }
