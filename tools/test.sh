@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds tessera and runs its tests (the README's test command; CI runs it too).
 #   tools/test.sh          install what is missing, release build (preset ci), every test that
-#                          is not labelled gpu or slow
+#                          is not labelled slow (gpu tests run too: without a GPU each one is
+#                          reported skipped, with its reason)
 #   tools/test.sh --asan   the same under AddressSanitizer + UndefinedBehaviorSanitizer
 #                          (preset asan: core, backends and their unit tests; optional parts off)
 set -euo pipefail

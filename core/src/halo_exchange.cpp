@@ -22,7 +22,7 @@ Tensor HaloExchange::view_of(const Tensor& t, const Box& t_box, const Box& sub) 
 
 namespace {
 comm::BufferView view(const Tensor& t) {
-  return comm::BufferView{t.raw_data(), static_cast<std::size_t>(t.numel()), t.dtype(), t.space()};
+  return comm::BufferView{t.raw_data(), static_cast<std::size_t>(t.numel()), t.dtype(), t.space(), t.device()};
 }
 }  // namespace
 

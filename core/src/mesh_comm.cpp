@@ -8,7 +8,7 @@ namespace tessera::comm {
 BufferView buffer_of(const core::Tensor& t) {
   TESSERA_CHECK(t.is_contiguous(), "communication needs a contiguous tensor, got a strided view ",
                 t.describe(), "; call contiguous() first");
-  return BufferView{t.raw_data(), static_cast<std::size_t>(t.numel()), t.dtype(), t.space()};
+  return BufferView{t.raw_data(), static_cast<std::size_t>(t.numel()), t.dtype(), t.space(), t.device()};
 }
 
 MeshComm::MeshComm(core::DeviceMesh mesh, Backend& world) : mesh_(std::move(mesh)), world_(world) {

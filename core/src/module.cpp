@@ -73,11 +73,14 @@ Parameter& Module::add_parameter(SetupContext& ctx, const std::string& leaf, cor
   p->value = core::Tensor::empty(shape, ctx.dtype, core::MemCategory::Parameter, ctx.allocator);
   p->grad = core::Tensor::zeros(shape, ctx.dtype, core::MemCategory::Gradient, ctx.allocator);
   if (!p->value.is_meta()) {
+    // Drawn on the host (the same values in every memory space), then copied to a device.
+    core::Tensor host = p->value.to_host();
     const std::uint64_t seed = core::fnv1a64(p->name, ctx.seed * 0x9e3779b97f4a7c15ull + 1);
     if (ctx.dtype == core::DType::F32)
-      init_values(p->value.data<float>(), p->value.numel(), static_cast<int>(init), seed, fan);
+      init_values(host.data<float>(), host.numel(), static_cast<int>(init), seed, fan);
     else
-      init_values(p->value.data<double>(), p->value.numel(), static_cast<int>(init), seed, fan);
+      init_values(host.data<double>(), host.numel(), static_cast<int>(init), seed, fan);
+    if (!host.shares_storage(p->value)) p->value.copy_from(host);
   }
   params_.push_back(std::move(p));
   return *params_.back();

@@ -103,12 +103,20 @@ double warmup_cosine_lr(std::int64_t step, double peak, std::int64_t warmup, std
 
 double clip_grad_norm(compute::Backend& b, const std::vector<Parameter*>& params, double max_norm) {
   double total = 0;
-  Tensor s = Tensor::empty({1}, core::DType::F64, MemCategory::Workspace);
+  // One sum of squares per parameter, booked with the gradients (in their memory: host, device or
+  // meta), read back to the host at once.
+  const std::int64_t n = static_cast<std::int64_t>(params.size());
+  Tensor sums = Tensor::empty({n}, core::DType::F64, MemCategory::Workspace,
+                              n > 0 ? params[0]->grad.allocator() : nullptr);
   bool meta = false;
-  for (Parameter* p : params) {
-    compute::sum_squares(b, p->grad, s);
-    if (p->grad.is_meta()) meta = true;  // a recording run: the op is counted, no value exists
-    else total += s.data<double>()[0];
+  for (std::int64_t i = 0; i < n; ++i) {
+    Tensor s = sums.narrow(0, i, 1);
+    compute::sum_squares(b, params[i]->grad, s);
+    if (params[i]->grad.is_meta()) meta = true;  // a recording run: the op is counted, no value exists
+  }
+  if (!meta && n > 0) {
+    const Tensor host = sums.to_host();
+    for (std::int64_t i = 0; i < n; ++i) total += host.data<double>()[i];
   }
   const double norm = std::sqrt(total);
   // A non-finite norm scales nothing (a factor of 0 or NaN would only hide which gradient blew

@@ -30,15 +30,14 @@ Tensor new_tensor(const Step& s, const Shape& shape, core::DType dt) {
 }
 
 // Copies t (any strides) into the flat buffer at element offset `off`.
+// Views of the flat buffer keep its memory space (host or device), so the copies go where it is.
 void pack(const Tensor& t, Tensor& flat, std::int64_t off) {
   if (t.numel() == 0) return;
-  char* base = static_cast<char*>(flat.raw_data()) + off * core::dtype_size(t.dtype());
-  Tensor::from_blob(base, t.shape(), t.dtype(), nullptr).copy_from(t);
+  flat.narrow(0, off, t.numel()).reshape(t.shape()).copy_from(t);
 }
 
 Tensor unpack(const Tensor& flat, std::int64_t off, const Shape& shape) {
-  char* base = static_cast<char*>(flat.raw_data()) + off * core::dtype_size(flat.dtype());
-  return Tensor::from_blob(base, shape, flat.dtype(), nullptr);
+  return flat.narrow(0, off, core::shape_numel(shape)).reshape(shape);
 }
 
 Shape with_dim(Shape s, int d, std::int64_t v) {

@@ -182,7 +182,7 @@ double Trainer::loss_and_grad(const Tensor& logits, const Tensor& labels, Tensor
     compute::softmax_cross_entropy(compute_, logits, labels, 1.0 / count, loss, dlogits);
   }
   if (mesh_) mesh_->all_reduce(loss, sharded_mesh_dims(out_layout_));
-  return loss.is_meta() ? 0.0 : loss.data<double>()[0] / count;
+  return loss.is_meta() ? 0.0 : loss.to_host().data<double>()[0] / count;
 }
 
 namespace {
@@ -202,10 +202,11 @@ std::string number(double v) {
 NonFiniteError non_finite_error(compute::Backend& compute, const std::vector<Parameter*>& params,
                                 const TrainOptions& o, const StepStats& st) {
   std::string culprit, what;
-  Tensor s = Tensor::empty({1}, core::DType::F64, MemCategory::Workspace);
   for (auto it = params.rbegin(); it != params.rend() && culprit.empty(); ++it) {
-    compute::sum_squares(compute, (*it)->grad, s);
-    const double ss = s.data<double>()[0];
+    const Tensor& grad = (*it)->grad;
+    Tensor s = Tensor::empty({1}, core::DType::F64, MemCategory::Workspace, grad.allocator());
+    compute::sum_squares(compute, grad, s);
+    const double ss = s.to_host().data<double>()[0];
     if (std::isfinite(ss)) continue;
     culprit = (*it)->name;
     what = detail::cat("the gradient of '", culprit, "' is ", std::isnan(ss) ? "NaN" : "infinite",
@@ -237,7 +238,12 @@ StepStats Trainer::step() {
   StepStats st;
   st.step = step_;
   const int rank = mesh_ ? mesh_->rank() : 0;
-  data::Batch batch = data_->load(step_, in_layout_, rank, alloc_);
+  // The loaders write host memory; on a device the batch is copied there, booked as they book it.
+  data::Batch batch = data_->load(step_, in_layout_, rank, alloc_->space() == core::MemorySpace::Host ? alloc_ : nullptr);
+  if (alloc_->space() != core::MemorySpace::Host) {
+    batch.images = batch.images.to(alloc_, MemCategory::Activation);
+    batch.labels = batch.labels.to(alloc_, MemCategory::Activation);
+  }
   st.data_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (auto& b : buckets_) b->flat.zero();
 
@@ -249,7 +255,9 @@ StepStats Trainer::step() {
                   core::dtype_name(opt_.dtype), " from ", core::dtype_name(h.dtype()),
                   " images is not supported: use float32 or float64");
     Tensor wide = Tensor::empty(h.shape(), core::DType::F64, MemCategory::Activation, alloc_);
-    if (!h.is_meta()) {
+    if (!h.is_host()) {
+      compute::copy(compute_, h, wide);
+    } else if (!h.is_meta()) {
       const Tensor src = h.is_contiguous() ? h : h.clone();
       const float* a = src.data<float>();
       double* b = wide.data<double>();

@@ -167,7 +167,8 @@ TEST_CASE("the built-in comm registry holds exactly the local backend", "[comm][
   const auto caps = registry.capabilities("local");
   REQUIRE(caps.all_to_all);
   REQUIRE(caps.split);
-  REQUIRE(!caps.cuda_memory);
+  REQUIRE(caps.cuda_memory);  // device buffers staged through their DeviceMemory
+  REQUIRE(caps.cuda_staged);
   REQUIRE(!caps.multi_process);
 
   std::string msg;
@@ -358,9 +359,15 @@ TEST_CASE("bf16 and f16 reductions are unsupported, copies work", "[comm][local]
         "f16");
     b.broadcast(v, 0)->wait();
     if (h[0] != 0x3F80) throw std::runtime_error("bf16 broadcast did not copy");
+    // A device buffer that does not name its DeviceMemory cannot be staged: a clear error.
     comm::BufferView cuda{h.data(), 1, core::DType::F32, comm::MemorySpace::Cuda};
-    expect_unsupported(
-        "broadcast of CUDA memory", [&] { b.broadcast(cuda, 0); }, "host memory");
+    try {
+      b.broadcast(cuda, 0);
+      throw std::runtime_error("broadcast of a cuda buffer without its DeviceMemory did not throw");
+    } catch (const InvalidArgument& e) {
+      if (!missing_from(e.what(), "without its DeviceMemory").empty())
+        throw std::runtime_error(missing_from(e.what(), "without its DeviceMemory"));
+    }
   });
   REQUIRE(err == "");
 }

@@ -1,74 +1,23 @@
 // The backward halo exchange is the exact adjoint of the forward: ⟨E x, y⟩ = ⟨x, Eᵀ y⟩ in float64.
 #include <mutex>
 
+#include "nn/halo_adjoint.hpp"
+#include "support/emulated_device.hpp"
 #include "support/test_utils.hpp"
 #include "tessera/comm/local.hpp"
 #include "tessera/nn/halo_exchange.hpp"
 
 using namespace tessera;
 
-namespace {
-
-struct AdjointSums {
-  double ex_y = 0;   // Σ_r ⟨(E x)_r, y_r⟩
-  double x_ety = 0;  // Σ_r ⟨x_r, (Eᵀ y)_r⟩
-};
-
-AdjointSums adjoint_sums(const nn::ConvSpec& spec, const core::Layout& in, std::uint64_t seed) {
-  const core::Layout out = nn::conv_output_layout(spec, in);
-  AdjointSums sums;
-  std::mutex mu;
-  comm::local::run(in.mesh().size(), [&](comm::Backend& world) {
-    const int rank = world.rank();
-    auto alloc = std::make_shared<core::Allocator>();
-    const nn::HaloPlan plan = nn::make_halo_plan(spec, in, out, rank);
-    const core::Tensor x = test::random_tensor(plan.own.shape(), core::DType::F64, seed + 2 * rank);
-    const core::Tensor y = test::random_tensor(plan.need.shape(), core::DType::F64, seed + 2 * rank + 1);
-    nn::HaloExchange fwd(plan, &world, alloc);
-    fwd.start_forward(x);
-    const core::Tensor ex = fwd.finish_forward();
-    nn::HaloExchange bwd(plan, &world, alloc);
-    bwd.start_backward(y);
-    const core::Tensor ety = bwd.finish_backward();
-    const double a = test::dot(test::to_doubles(ex), test::to_doubles(y));
-    const double b = test::dot(test::to_doubles(x), test::to_doubles(ety));
-    std::lock_guard<std::mutex> lock(mu);
-    sums.ex_y += a;
-    sums.x_ety += b;
-  });
-  return sums;
+TEST_CASE("halo exchange backward is the adjoint of the forward", "[nn][halo][adjoint]") {
+  test::check_halo_adjoint();
 }
 
-}  // namespace
-
-TEST_CASE("halo exchange backward is the adjoint of the forward", "[nn][halo][adjoint]") {
-  using core::DeviceMesh;
-  struct Case {
-    DeviceMesh mesh;
-    std::vector<core::Placement> placements;
-  };
-  const Case meshes[] = {
-      {DeviceMesh({3}, {"sp"}), {core::Shard(3)}},
-      {DeviceMesh({4}, {"sp"}), {core::Shard(2)}},
-      {DeviceMesh({7}, {"sp"}), {core::Shard(3)}},  // halos wider than shards: multi-hop
-      {DeviceMesh({2, 3}, {"sp_h", "sp_w"}), {core::Shard(2), core::Shard(3)}},  // corners
-      {DeviceMesh({2, 2}, {"dp", "sp"}), {core::Shard(0), core::Shard(2)}},
-  };
-  const nn::ConvSpec specs[] = {
-      nn::ConvSpec::square(3, 3, 7, 1, 3, 1, 3),  // ConvNeXt depthwise
-      nn::ConvSpec::square(3, 4, 3, 2, 1),        // strided: left and right halos differ
-      nn::ConvSpec::square(3, 4, 7, 2, 3),
-      nn::ConvSpec::square(3, 2, 5, 1, 4, 2),     // dilated
-  };
-  std::uint64_t seed = 1;
-  for (const auto& m : meshes)
-    for (const auto& spec : specs) {
-      const core::Layout in(m.mesh, {2, 3, 15, 17}, m.placements);
-      INFO(spec.describe() << " on " << in.to_string());
-      const AdjointSums s = adjoint_sums(spec, in, seed += 100);
-      REQUIRE(s.ex_y != 0.0);
-      REQUIRE_THAT(s.x_ety, WithinRel(s.ex_y, 1e-12));
-    }
+// Device buffers: copies through the device memory, exchanges staged by the local backend.
+TEST_CASE("halo exchange on device buffers is the adjoint of the forward (emulated device)",
+          "[nn][halo][adjoint][device]") {
+  test::check_halo_adjoint(
+      [](int) { return std::make_shared<core::Allocator>("rank", std::make_shared<test::EmulatedDeviceMemory>()); });
 }
 
 TEST_CASE("the adjoint test detects a wrong backward", "[nn][halo][adjoint]") {

@@ -19,6 +19,25 @@
 
 namespace tessera::test {
 
+/// What one rank computes on: a compute backend and the allocator of the memory it computes in.
+struct RankCompute {
+  std::unique_ptr<compute::Backend> backend;
+  core::AllocatorPtr alloc;
+};
+using ComputeFactory = std::function<RankCompute(int rank)>;
+
+/// The cpu backend (one thread) and a host allocator: what train() uses by default.
+inline RankCompute cpu_compute(int rank) {
+  return {std::make_unique<compute::cpu::CpuBackend>(1), std::make_shared<core::Allocator>("rank " + std::to_string(rank))};
+}
+
+/// A backend that computes in device memory, and an allocator booking that memory.
+inline RankCompute on_device(std::unique_ptr<compute::Backend> b, int rank) {
+  auto memory = b->device_memory();
+  TESSERA_CHECK(memory != nullptr, "on_device: backend '", b->name(), "' computes in host memory");
+  return {std::move(b), std::make_shared<core::Allocator>("rank " + std::to_string(rank), memory)};
+}
+
 struct TrainRun {
   std::vector<double> losses, grad_norms, lrs;
   std::vector<std::string> names;
@@ -41,12 +60,14 @@ inline std::shared_ptr<const data::Dataset> dataset_for(const nn::TrainOptions& 
   return data::make_synthetic(d);
 }
 
-/// Trains `o.steps` steps on `mesh` (one compute thread per rank). `before` runs on every rank
+/// Trains `o.steps` steps on `mesh` (by default the cpu backend, one thread per rank; `compute`
+/// gives each rank another backend and memory, e.g. a device). `before` runs on every rank
 /// after construction (e.g. to load a checkpoint), `after` after the last step (e.g. to save).
 /// `fault` breaks the communication on purpose (Fault::None: a correct run).
 inline TrainRun train(const nn::TrainOptions& o, const core::DeviceMesh& mesh,
                       const std::function<void(nn::Trainer&)>& before = {},
-                      const std::function<void(nn::Trainer&)>& after = {}, Fault fault = Fault::None) {
+                      const std::function<void(nn::Trainer&)>& after = {}, Fault fault = Fault::None,
+                      const ComputeFactory& compute = cpu_compute) {
   const int P = mesh.size();
   auto ds = dataset_for(o);
   TrainRun r;
@@ -60,9 +81,9 @@ inline TrainRun train(const nn::TrainOptions& o, const core::DeviceMesh& mesh,
     state->fault = fault;
     FaultyComm world(local_world, state);
     comm::MeshComm mc(mesh, world);
-    auto alloc = std::make_shared<core::Allocator>("rank " + std::to_string(rank));
-    compute::cpu::CpuBackend cpu(1);
-    nn::Trainer t(o, &mc, cpu, alloc, ds);
+    RankCompute rc = compute(rank);
+    auto alloc = rc.alloc;
+    nn::Trainer t(o, &mc, *rc.backend, alloc, ds);
     state->scope = t.context().scope;
     if (before) before(t);
     while (t.next_step() < o.steps) {

@@ -8,49 +8,15 @@
 #include "support/catch.hpp"
 #include "train_equivalence.hpp"
 #include "train_harness.hpp"
+#include "train_models.hpp"
 
 using namespace tessera;
 using test::TrainRun;
+using test::options;
+using test::small_convnext;
+using test::small_regnety;
 
 namespace {
-
-nn::ModelSpec small_convnext() {
-  nn::ModelSpec m;
-  m.name = "test-convnext";
-  m.family = "convnext";
-  m.depths = {1, 1, 2, 1};
-  m.widths = {8, 16, 16, 24};
-  m.num_classes = 4;
-  m.drop_path = 0.2;  // DropPath on: every shard of a sample must agree, or runs diverge
-  m.layer_scale_init = 0.5;
-  return m;
-}
-
-nn::ModelSpec small_regnety() {
-  nn::ModelSpec m;
-  m.name = "test-regnety";
-  m.family = "regnet";
-  m.depths = {1, 1, 2, 1};
-  m.widths = {8, 16, 24, 32};
-  m.stem_width = 8;
-  m.group_width = 8;
-  m.se_ratio = 0.25;  // RegNetY: squeeze-and-excitation in every block; BN is SyncBN
-  m.num_classes = 4;
-  return m;
-}
-
-nn::TrainOptions options(const nn::ModelSpec& m, const std::string& optimizer) {
-  nn::TrainOptions o;
-  o.model = m;
-  o.input = {3, 32, 160};  // W = 5 units of the total stride 32: sp=3 gets 64, 64, 32
-  o.batch = 4;
-  o.steps = 10;
-  o.seed = 3;
-  o.optimizer.kind = optimizer;
-  o.optimizer.lr = optimizer == "sgd" ? 0.005 : 2e-3;
-  o.warmup_steps = 2;
-  return o;
-}
 
 /// Float64 runs: equal to rtol (tensor-scaled) in every parameter, loss and gradient norm.
 void require_equal_runs(const TrainRun& r, const TrainRun& ref, double rtol) {

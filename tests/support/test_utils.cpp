@@ -22,7 +22,7 @@ core::Tensor random_tensor(const core::Shape& shape, core::DType dtype, std::uin
 }
 
 std::vector<double> to_doubles(const core::Tensor& t) {
-  core::Tensor c = t.contiguous();
+  core::Tensor c = t.to_host().contiguous();  // a device tensor is copied to the host first
   std::vector<double> v(static_cast<std::size_t>(c.numel()));
   if (c.dtype() == core::DType::F32) {
     const float* p = c.data<float>();

@@ -20,7 +20,8 @@ std::vector<std::string> plugin_search_path() {
     std::size_t start = 0;
     while (start <= s.size()) {
       const auto end = s.find(':', start);
-      const std::string d = s.substr(start, end == std::string::npos ? std::string::npos : end - start);
+      const std::string d =
+          s.substr(start, end == std::string::npos ? std::string::npos : end - start);
       if (!d.empty()) dirs.push_back(d);
       if (end == std::string::npos) break;
       start = end + 1;
@@ -28,7 +29,8 @@ std::vector<std::string> plugin_search_path() {
   }
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) dirs.push_back((exe.parent_path().parent_path() / "lib" / "tessera" / "plugins").string());
+  if (!ec)
+    dirs.push_back((exe.parent_path().parent_path() / "lib" / "tessera" / "plugins").string());
   if (std::string(TESSERA_BUILD_PLUGIN_DIR).size()) dirs.push_back(TESSERA_BUILD_PLUGIN_DIR);
   std::vector<std::string> unique;
   for (const auto& d : dirs)

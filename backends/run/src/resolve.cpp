@@ -98,6 +98,24 @@ TrainSetup resolve_train(const RunSpec& spec, bool check_backend) {
                   "; available: ", avail);
   }
   c.backend = spec.backend;
+  // What the ranks compute on: cpu, cuda or cuda:N. For a simulation (check_backend false) the
+  // field names a device model (h200) instead, which resolve_sim checks.
+  const std::string& dev = spec.device;
+  if (!check_backend || dev.empty() || dev == "cpu") {
+    c.compute = "cpu";
+  } else if (dev == "cuda" || dev.rfind("cuda:", 0) == 0) {
+    c.compute = "cuda";
+    if (dev.size() > 5) {
+      const std::string n = dev.substr(5);
+      TESSERA_CHECK(!n.empty() && n.size() < 4 && n.find_first_not_of("0123456789") == std::string::npos,
+                    "device '", dev, "': expected cuda:N with N a GPU index (cuda:0, cuda:1, ...)");
+      c.device_index = std::stoi(n);
+    }
+  } else {
+    throw InvalidArgument(detail::cat("device '", dev, "': training runs on cpu or cuda (cuda:N); a device model such "
+                                      "as '", dev, "' is what a simulation takes (tessera sim run --device ", dev, ")"));
+  }
+  c.tf32 = spec.tf32;
   c.timeout = std::chrono::milliseconds(static_cast<long long>(spec.timeout_s * 1000));
   const int cores = std::max(1u, std::thread::hardware_concurrency());
   c.threads = spec.threads > 0 ? spec.threads : std::max(1, cores / c.mesh.size());

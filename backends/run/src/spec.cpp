@@ -109,13 +109,18 @@ const std::vector<Field>& fields() {
        [](RunSpec& s) { return ok_or(s.bucket_mib >= 1, "must be at least 1"); }},
       {"topology", &RunSpec::topology, "A topology preset (tessera sim --list), a topology JSON file or its JSON itself",
        [](RunSpec& s) { return ok_or(!s.topology.empty(), "expected a preset name or a topology JSON file"); }},
-      {"device", &RunSpec::device, "Device model for every rank (default: the topology's)",
+      {"device", &RunSpec::device,
+       "What every rank runs on. Training: cpu (default) or cuda, cuda:N (a GPU; in-process ranks share it, "
+       "one process per rank takes GPU N + its local rank); simulation: a device model (default: the topology's)",
        [](RunSpec&) { return std::string(); }},
       {"calibration", &RunSpec::calibration,
        "A tessera calibrate file: its device (cpu-host, with the measured shared-memory links of the cpu-host "
        "presets) and kernel rates replace the built-in figures",
        [](RunSpec&) { return std::string(); }},
-      {"tf32", &RunSpec::tf32, "Time convolutions at the TF32 tensor-core peak", [](RunSpec&) { return std::string(); }},
+      {"tf32", &RunSpec::tf32,
+       "Let fp32 convolutions and matrix products use TF32 tensor cores (training on cuda; a simulation times "
+       "them at the TF32 peak)",
+       [](RunSpec&) { return std::string(); }},
       {"trace", &RunSpec::trace, "Write the Chrome-trace timeline (Perfetto) here", [](RunSpec&) { return std::string(); }},
       {"metrics", &RunSpec::metrics, "Write one JSON object per step here (JSON lines)", [](RunSpec&) { return std::string(); }},
       {"save", &RunSpec::save, "Write a checkpoint here at the end", [](RunSpec&) { return std::string(); }},

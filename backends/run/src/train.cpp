@@ -65,13 +65,20 @@ namespace {
 using Gather = std::function<std::vector<nn::StepStats>(const nn::StepStats&)>;
 
 /// One rank's training loop; `gather` collects every rank's figures (collective).
-void rank_loop(const TrainSetup& cfg, comm::Backend& world, const std::shared_ptr<const data::Dataset>& dataset,
-               compute::Registry& computes, core::TraceRecorder& recorder, TrainResult& res,
+void rank_loop(const TrainSetup& cfg, int device_index, comm::Backend& world,
+               const std::shared_ptr<const data::Dataset>& dataset, compute::Registry& computes, core::TraceRecorder& recorder, TrainResult& res,
                std::string& metrics_text, const Gather& gather,
                const StepCallback& on_step) {
   const int rank = world.rank();
-  auto alloc = std::make_shared<core::Allocator>("rank " + std::to_string(rank));
-  auto cpu = computes.create("cpu", compute::BackendOptions{cfg.threads});
+  compute::BackendOptions co;
+  co.num_threads = cfg.threads;
+  co.device = device_index;
+  co.tf32 = cfg.tf32;
+  auto cpu = computes.create(cfg.compute, co);
+  // A device backend's ranks keep every tensor in its memory; the allocator books it there.
+  const auto memory = cpu->device_memory();
+  auto alloc = memory ? std::make_shared<core::Allocator>("rank " + std::to_string(rank), memory)
+                      : std::make_shared<core::Allocator>("rank " + std::to_string(rank));
   // With --trace, the rank's communicator and compute backend are wrapped by recorders that
   // share the layer scope the modules set.
   nn::Scope scope;
@@ -159,7 +166,9 @@ void run_distributed(const TrainSetup& cfg, const std::shared_ptr<const data::Da
       const std::size_t at = dot != std::string::npos && (slash == std::string::npos || dot > slash) ? dot : cfg.trace.size();
       res.trace_path = cfg.trace.substr(0, at) + ".rank" + std::to_string(info.rank) + cfg.trace.substr(at);
     }
-    rank_loop(cfg, *world, dataset, computes, recorder, res, metrics_text, gather, on_step);
+    // One process per rank: each takes its own GPU (cuda:N is the first of this node's).
+    rank_loop(cfg, cfg.device_index + info.local_rank, *world, dataset, computes, recorder, res, metrics_text,
+              gather, on_step);
     world->barrier();
   } catch (const NonFiniteError&) {
     // Every rank decided this from the same replicated loss and norm and stops at the same step
@@ -210,7 +219,7 @@ TrainResult train(const TrainSetup& cfg, const StepCallback& on_step) {
           world.barrier();
           return snap;
         };
-        rank_loop(cfg, world, dataset, computes, recorder, res, metrics_text, gather, on_step);
+        rank_loop(cfg, cfg.device_index, world, dataset, computes, recorder, res, metrics_text, gather, on_step);
       });
     } else {
       run_distributed(cfg, dataset, computes, recorder, res, metrics_text, on_step);

@@ -105,11 +105,13 @@ Tensor DropPath::forward(Context& ctx, const Tensor& x) {
   const std::int64_t n = x.size(0);
   scale_ = Tensor::empty({n}, x.dtype(), MemCategory::Activation, ctx.allocator);
   if (!scale_.is_meta()) {
+    Tensor host = scale_.to_host();  // the per-sample scales are drawn on the host
     for (std::int64_t i = 0; i < n; ++i) {
       const double s = keep(ctx.seed, ctx.step, name(), batch_offset_ + i, prob_) ? 1.0 / (1.0 - prob_) : 0.0;
-      if (x.dtype() == core::DType::F32) scale_.data<float>()[i] = static_cast<float>(s);
-      else scale_.data<double>()[i] = s;
+      if (x.dtype() == core::DType::F32) host.data<float>()[i] = static_cast<float>(s);
+      else host.data<double>()[i] = s;
     }
+    if (!host.shares_storage(scale_)) scale_.copy_from(host);
   }
   Tensor y = like(ctx, x);
   compute::scale_samples(*ctx.compute, x, scale_, y);

@@ -91,12 +91,30 @@ void BatchNorm::buffers(std::vector<std::pair<std::string, core::Tensor*>>& out)
 
 namespace {
 
+/// Host access to a small tensor in any memory: the tensor itself on the host, else a host copy
+/// that store() writes back (per-channel statistics are computed on the host).
+class HostMirror {
+ public:
+  explicit HostMirror(Tensor& t) : t_(t), h_(t.to_host()) {}
+  template <class T>
+  T* data() { return h_.data<T>(); }
+  void store() {
+    if (!h_.shares_storage(t_)) t_.copy_from(h_);
+  }
+
+ private:
+  Tensor& t_;
+  Tensor h_;
+};
+
 // mean and rstd (dtype of x) from global f64 sums; also returns the unbiased variance.
-void stats_from_sums(const Tensor& sum, const Tensor& sumsq, double count, double eps, Tensor& mean,
-                     Tensor& rstd, std::vector<double>& var_unbiased) {
-  const std::int64_t c = sum.numel();
+void stats_from_sums(const Tensor& sum_in, const Tensor& sumsq_in, double count, double eps, Tensor& mean_out,
+                     Tensor& rstd_out, std::vector<double>& var_unbiased) {
+  const std::int64_t c = sum_in.numel();
   var_unbiased.assign(c, 0.0);
-  if (sum.is_meta()) return;
+  if (sum_in.is_meta()) return;
+  const Tensor sum = sum_in.to_host(), sumsq = sumsq_in.to_host();
+  HostMirror mean(mean_out), rstd(rstd_out);
   const double* s = sum.data<double>();
   const double* q = sumsq.data<double>();
   for (std::int64_t i = 0; i < c; ++i) {
@@ -104,7 +122,7 @@ void stats_from_sums(const Tensor& sum, const Tensor& sumsq, double count, doubl
     const double var = std::max(0.0, q[i] / count - m * m);
     var_unbiased[i] = count > 1 ? var * count / (count - 1) : var;
     const double r = 1.0 / std::sqrt(var + eps);
-    if (mean.dtype() == core::DType::F32) {
+    if (mean_out.dtype() == core::DType::F32) {
       mean.data<float>()[i] = static_cast<float>(m);
       rstd.data<float>()[i] = static_cast<float>(r);
     } else {
@@ -112,6 +130,8 @@ void stats_from_sums(const Tensor& sum, const Tensor& sumsq, double count, doubl
       rstd.data<double>()[i] = r;
     }
   }
+  mean.store();
+  rstd.store();
 }
 
 }  // namespace
@@ -122,11 +142,13 @@ Tensor BatchNorm::forward(Context& ctx, const Tensor& x) {
   if (!ctx.training) {
     Tensor rstd = Tensor::empty({channels_}, x.dtype(), MemCategory::Workspace, ctx.allocator);
     if (!rstd.is_meta()) {
+      HostMirror var(running_var_), r(rstd);
       for (std::int64_t i = 0; i < channels_; ++i) {
-        const double v = x.dtype() == core::DType::F32 ? running_var_.data<float>()[i] : running_var_.data<double>()[i];
-        if (x.dtype() == core::DType::F32) rstd.data<float>()[i] = float(1.0 / std::sqrt(v + eps_));
-        else rstd.data<double>()[i] = 1.0 / std::sqrt(v + eps_);
+        const double v = x.dtype() == core::DType::F32 ? var.data<float>()[i] : var.data<double>()[i];
+        if (x.dtype() == core::DType::F32) r.data<float>()[i] = float(1.0 / std::sqrt(v + eps_));
+        else r.data<double>()[i] = 1.0 / std::sqrt(v + eps_);
       }
+      r.store();
     }
     compute::batchnorm_forward(*ctx.compute, x, running_mean_, rstd, gamma_->value, beta_->value, y);
     return y;
@@ -143,20 +165,24 @@ Tensor BatchNorm::forward(Context& ctx, const Tensor& x) {
   std::vector<double> var_unbiased;
   stats_from_sums(sum, sumsq, count_, eps_, mean_, rstd_, var_unbiased);
   if (!ctx.recomputing && !running_mean_.is_meta()) {
+    const Tensor hsum = sum.to_host();
+    HostMirror mean(running_mean_), var(running_var_);
     for (std::int64_t i = 0; i < channels_; ++i) {
-      const double m = sum.data<double>()[i] / count_;
+      const double m = hsum.data<double>()[i] / count_;
       if (x.dtype() == core::DType::F32) {
-        float& rm = running_mean_.data<float>()[i];
-        float& rv = running_var_.data<float>()[i];
+        float& rm = mean.data<float>()[i];
+        float& rv = var.data<float>()[i];
         rm = float((1 - momentum_) * rm + momentum_ * m);
         rv = float((1 - momentum_) * rv + momentum_ * var_unbiased[i]);
       } else {
-        double& rm = running_mean_.data<double>()[i];
-        double& rv = running_var_.data<double>()[i];
+        double& rm = mean.data<double>()[i];
+        double& rv = var.data<double>()[i];
         rm = (1 - momentum_) * rm + momentum_ * m;
         rv = (1 - momentum_) * rv + momentum_ * var_unbiased[i];
       }
     }
+    mean.store();
+    var.store();
   }
   compute::batchnorm_forward(*ctx.compute, x, mean_, rstd_, gamma_->value, beta_->value, y);
   x_ = x;
@@ -171,15 +197,19 @@ Tensor BatchNorm::backward(Context& ctx, const Tensor& dy) {
   compute::batchnorm_backward_reduce(*ctx.compute, dy, x_, mean_, rstd_, sum_dy, sum_dy_xhat);
   // Parameter gradients are this rank's Partial sums: dgamma = Σ dy·x̂, dbeta = Σ dy.
   if (!sum_dy.is_meta()) {
+    const Tensor sdx = sum_dy_xhat.to_host(), sd = sum_dy.to_host();
+    HostMirror dgamma(gamma_->grad), dbeta(beta_->grad);
     for (std::int64_t i = 0; i < channels_; ++i) {
       if (x_.dtype() == core::DType::F32) {
-        gamma_->grad.data<float>()[i] += float(sum_dy_xhat.data<double>()[i]);
-        beta_->grad.data<float>()[i] += float(sum_dy.data<double>()[i]);
+        dgamma.data<float>()[i] += float(sdx.data<double>()[i]);
+        dbeta.data<float>()[i] += float(sd.data<double>()[i]);
       } else {
-        gamma_->grad.data<double>()[i] += sum_dy_xhat.data<double>()[i];
-        beta_->grad.data<double>()[i] += sum_dy.data<double>()[i];
+        dgamma.data<double>()[i] += sdx.data<double>()[i];
+        dbeta.data<double>()[i] += sd.data<double>()[i];
       }
     }
+    dgamma.store();
+    dbeta.store();
   }
   if (ctx.mesh && !reduce_dims_.empty()) {
     ctx.mesh->all_reduce(sum_dy, reduce_dims_);

@@ -290,12 +290,16 @@ bool must_support(std::string_view backend, compute::OpKind op, DType dtype) {
 }
 
 // ---- the host ↔ backend transfer ---------------------------------------------------------------
-// Every compute backend today computes on host memory (tessera::Tensor storage), so both
-// directions hand the tensor through. A backend with device memory adds its copy here (chosen by
-// backend.name()); nothing else in the suite touches memory.
+// A backend that computes on host memory gets the tensors as they are; one with device memory
+// (compute::Backend::device_memory, the cuda backend) gets a contiguous copy in that memory, and
+// its results come back the same way. Nothing else in the suite touches memory.
 
-Tensor to_backend(compute::Backend& /*backend*/, const Tensor& host) { return host; }
+Tensor to_backend(compute::Backend& backend, const Tensor& host) {
+  const auto memory = backend.device_memory();
+  if (!memory) return host;
+  return host.to(std::make_shared<core::Allocator>("conformance", memory), core::MemCategory::Workspace);
+}
 
-Tensor to_host(compute::Backend& /*backend*/, const Tensor& t) { return t; }
+Tensor to_host(compute::Backend& /*backend*/, const Tensor& t) { return t.to_host(); }
 
 }  // namespace tessera::test::compute_conformance

@@ -30,7 +30,8 @@ double conv_tol(DType t) { return t == DType::F64 ? kF64Tol : kF32ConvTol; }
 
 }  // namespace
 
-TEST_CASE("cuda: without a device create says why, with one it makes a cuda backend", "[cuda][backend]") {
+TEST_CASE("cuda: without a device create says why, with one it makes a cuda backend",
+          "[cuda][backend]") {
   compute::Registry r;
   register_builtin_backends(r);
   REQUIRE(r.contains("cuda"));
@@ -42,7 +43,8 @@ TEST_CASE("cuda: without a device create says why, with one it makes a cuda back
       (void)r.create("cuda", {});
       FAIL("create succeeded without a device");
     } catch (const Unsupported& e) {
-      REQUIRE(std::string(e.what()).find("cuda: built, no CUDA device visible (cudaGetDeviceCount: ") == 0);
+      REQUIRE(std::string(e.what()).find(
+                  "cuda: built, no CUDA device visible (cudaGetDeviceCount: ") == 0);
     }
     return;
   }
@@ -80,7 +82,8 @@ TEST_CASE("cuda (GPU): streams, events and the pool's reserved vs booked figures
   REQUIRE(after.reserved >= std::size_t{4} << 20);
   // A request no device can meet: OutOfMemory naming the request.
   try {
-    [[maybe_unused]] Tensor huge = Tensor::empty({std::int64_t{1} << 50}, DType::F64, MemCategory::Activation, g.alloc);
+    [[maybe_unused]] Tensor huge =
+        Tensor::empty({std::int64_t{1} << 50}, DType::F64, MemCategory::Activation, g.alloc);
     FAIL("an 8 PiB tensor was allocated");
   } catch (const OutOfMemory& e) {
     REQUIRE(std::string(e.what()).find("requested") != std::string::npos);
@@ -120,7 +123,8 @@ TEST_CASE("cuda (GPU): host<->device copies of strided views, fill and add", "[c
   for (int i = 0; i < 24; ++i) labels.data<std::int64_t>()[i] = i * 1000003 - 7;
   const Tensor back = g.put(labels).narrow(1, 1, 4).to_host();
   for (int r = 0; r < 4; ++r)
-    for (int c = 0; c < 4; ++c) REQUIRE(back.at<std::int64_t>({r, c}) == labels.at<std::int64_t>({r, c + 1}));
+    for (int c = 0; c < 4; ++c)
+      REQUIRE(back.at<std::int64_t>({r, c}) == labels.at<std::int64_t>({r, c + 1}));
 }
 
 namespace {
@@ -142,15 +146,24 @@ std::vector<ConvCase> conv_cases() {
       {"grouped g=2", 2, 4, 6, 8, 8, 8, 8, {3, 3, 1, 1, 1, 1, 1, 1, 2}},
       {"depthwise 7x7", 2, 8, 8, 12, 12, 12, 12, {7, 7, 1, 1, 3, 3, 1, 1, 8}},
       {"window inside (pad -1)", 1, 3, 4, 10, 10, 6, 7, {3, 3, 1, 1, -1, -1, 1, 1, 1}},
-      {"framed window (pad 3, stride 1, short output)", 1, 3, 4, 10, 10, 5, 12, {3, 3, 1, 1, 3, 2, 1, 1, 1}},
+      {"framed window (pad 3, stride 1, short output)",
+       1,
+       3,
+       4,
+       10,
+       10,
+       5,
+       12,
+       {3, 3, 1, 1, 3, 2, 1, 1, 1}},
       {"2x2 patchify stride 2", 2, 3, 8, 8, 8, 4, 4, {2, 2, 2, 2, 0, 0, 1, 1, 1}},
   };
 }
 
 }  // namespace
 
-TEST_CASE("cuda (GPU): cuDNN convolutions match the cpu backend (forward, data and weight gradient)",
-          "[cuda][gpu]") {
+TEST_CASE(
+    "cuda (GPU): cuDNN convolutions match the cpu backend (forward, data and weight gradient)",
+    "[cuda][gpu]") {
   TESSERA_CUDA_REQUIRE_GPU(g);
   compute::cpu::CpuBackend cpu(1);
   for (DType dt : {DType::F32, DType::F64})
@@ -160,10 +173,12 @@ TEST_CASE("cuda (GPU): cuDNN convolutions match the cpu backend (forward, data a
       // x is a view into a wider tensor (strided rows), as a shard with halo slots would be.
       const Tensor xwide = test::random_tensor({c.n, c.cin, c.h, c.w + 3}, dt, 1);
       const Tensor x = xwide.narrow(3, 1, c.w);
-      const Tensor w = test::random_tensor({c.cout, c.cin / p.groups, p.kernel_h, p.kernel_w}, dt, 2);
+      const Tensor w =
+          test::random_tensor({c.cout, c.cin / p.groups, p.kernel_h, p.kernel_w}, dt, 2);
       const Tensor bias = test::random_tensor({c.cout}, dt, 3);
       const Tensor dy = test::random_tensor({c.n, c.cout, c.oh, c.ow}, dt, 4);
-      const Tensor dxd = g.put(xwide).narrow(3, 1, c.w), wd = g.put(w), bd = g.put(bias), dyd = g.put(dy);
+      const Tensor dxd = g.put(xwide).narrow(3, 1, c.w), wd = g.put(w), bd = g.put(bias),
+                   dyd = g.put(dy);
 
       Tensor y_ref = Tensor::zeros({c.n, c.cout, c.oh, c.ow}, dt);
       compute::conv2d_forward(cpu, p, x, w, &bias, y_ref);
@@ -182,7 +197,8 @@ TEST_CASE("cuda (GPU): cuDNN convolutions match the cpu backend (forward, data a
         REQUIRE_CLOSE(to_doubles(dx.to_host()), to_doubles(dx_ref), conv_tol(dt));
       }
       // Weight and bias gradient, overwritten then accumulated.
-      const Tensor wseed = test::random_tensor(w.shape(), dt, 6), bseed = test::random_tensor({c.cout}, dt, 8);
+      const Tensor wseed = test::random_tensor(w.shape(), dt, 6),
+                   bseed = test::random_tensor({c.cout}, dt, 8);
       for (bool acc : {false, true}) {
         Tensor dw_ref = wseed.clone(), db_ref = bseed.clone();
         compute::conv2d_backward_weight(cpu, p, x, dy, dw_ref, &db_ref, acc);
@@ -193,6 +209,28 @@ TEST_CASE("cuda (GPU): cuDNN convolutions match the cpu backend (forward, data a
         REQUIRE_CLOSE(to_doubles(db.to_host()), to_doubles(db_ref), conv_tol(dt));
       }
     }
+}
+
+TEST_CASE("cuda (GPU): the convolution algorithm is chosen once per geometry", "[cuda][gpu]") {
+  TESSERA_CUDA_REQUIRE_GPU(g);
+  auto* dev = dynamic_cast<compute::cuda::CudaDevice*>(g.backend.get());
+  REQUIRE(dev != nullptr);
+  const compute::Conv2dParams p{3, 3, 1, 1, 1, 1, 1, 1, 1};
+  const Tensor x = g.put(test::random_tensor({2, 4, 8, 8}, DType::F32, 31));
+  const Tensor w = g.put(test::random_tensor({6, 4, 3, 3}, DType::F32, 32));
+  Tensor y = Tensor::zeros({2, 6, 8, 8}, DType::F32, MemCategory::Activation, g.alloc);
+  REQUIRE(dev->cached_conv_algorithms() == 0);
+  compute::conv2d_forward(*g.backend, p, x, w, nullptr, y);
+  REQUIRE(dev->cached_conv_algorithms() == 1);
+  compute::conv2d_forward(*g.backend, p, x, w, nullptr, y);
+  REQUIRE(dev->cached_conv_algorithms() == 1);
+  // Another geometry (a stride) and another op each choose their own.
+  Tensor y2 = Tensor::zeros({2, 6, 4, 4}, DType::F32, MemCategory::Activation, g.alloc);
+  compute::conv2d_forward(*g.backend, {3, 3, 2, 2, 1, 1, 1, 1, 1}, x, w, nullptr, y2);
+  REQUIRE(dev->cached_conv_algorithms() == 2);
+  Tensor dx = Tensor::zeros({2, 4, 8, 8}, DType::F32, MemCategory::Gradient, g.alloc);
+  compute::conv2d_backward_data(*g.backend, p, y, w, dx);
+  REQUIRE(dev->cached_conv_algorithms() == 3);
 }
 
 TEST_CASE("cuda (GPU): cuBLAS linear forward and backward match the cpu backend", "[cuda][gpu]") {
@@ -206,7 +244,8 @@ TEST_CASE("cuda (GPU): cuBLAS linear forward and backward match the cpu backend"
     const Tensor x = xwide.narrow(1, 2, k);
     const Tensor w = test::random_tensor({n, k}, dt, 12), bias = test::random_tensor({n}, dt, 13);
     const Tensor dy = test::random_tensor({m, n}, dt, 14);
-    const Tensor xd = g.put(xwide).narrow(1, 2, k), wd = g.put(w), bd = g.put(bias), dyd = g.put(dy);
+    const Tensor xd = g.put(xwide).narrow(1, 2, k), wd = g.put(w), bd = g.put(bias),
+                 dyd = g.put(dy);
     for (bool with_bias : {false, true}) {
       Tensor y_ref = Tensor::zeros({m, n}, dt);
       compute::linear_forward(cpu, x, w, with_bias ? &bias : nullptr, y_ref);
@@ -215,7 +254,8 @@ TEST_CASE("cuda (GPU): cuBLAS linear forward and backward match the cpu backend"
       INFO("bias " << with_bias);
       REQUIRE_CLOSE(to_doubles(y.to_host()), to_doubles(y_ref), tol(dt));
     }
-    const Tensor dwseed = test::random_tensor({n, k}, dt, 15), dbseed = test::random_tensor({n}, dt, 16);
+    const Tensor dwseed = test::random_tensor({n, k}, dt, 15),
+                 dbseed = test::random_tensor({n}, dt, 16);
     for (bool acc : {false, true}) {
       Tensor dx_ref = Tensor::zeros({m, k}, dt), dw_ref = dwseed.clone(), db_ref = dbseed.clone();
       compute::linear_backward(cpu, dy, x, w, &dx_ref, dw_ref, &db_ref, acc);
@@ -235,7 +275,8 @@ TEST_CASE("cuda (GPU): kernel bodies launched on the device match the cpu backen
   compute::cpu::CpuBackend cpu(1);
   for (DType dt : {DType::F32, DType::F64}) {
     INFO(core::dtype_name(dt));
-    const Tensor a = test::random_tensor({2, 6, 7, 9}, dt, 21), b = test::random_tensor({2, 6, 7, 9}, dt, 22);
+    const Tensor a = test::random_tensor({2, 6, 7, 9}, dt, 21),
+                 b = test::random_tensor({2, 6, 7, 9}, dt, 22);
     // add of strided views (a pass over the body, grid-stride).
     Tensor y_ref = Tensor::zeros({2, 6, 7, 5}, dt);
     compute::add(cpu, a.narrow(3, 0, 5), b.narrow(3, 4, 5), y_ref);
@@ -250,7 +291,8 @@ TEST_CASE("cuda (GPU): kernel bodies launched on the device match the cpu backen
     Tensor ly = Tensor::zeros(a.shape(), dt, MemCategory::Activation, g.alloc);
     Tensor mean = Tensor::zeros({2, 7, 9}, dt, MemCategory::Activation, g.alloc);
     Tensor rstd = Tensor::zeros({2, 7, 9}, dt, MemCategory::Activation, g.alloc);
-    compute::layernorm_forward(*g.backend, g.put(a), g.put(gamma), g.put(beta), 1e-6, ly, mean, rstd);
+    compute::layernorm_forward(*g.backend, g.put(a), g.put(gamma), g.put(beta), 1e-6, ly, mean,
+                               rstd);
     REQUIRE_CLOSE(to_doubles(ly.to_host()), to_doubles(ly_ref), tol(dt));
     REQUIRE_CLOSE(to_doubles(mean.to_host()), to_doubles(mean_ref), tol(dt));
   }

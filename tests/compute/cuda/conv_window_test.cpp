@@ -16,20 +16,22 @@ using tessera::compute::cuda::cudnn_out_extent;
 using tessera::compute::cuda::plan_conv_dim;
 
 // Σ_i w[i]·x[o·s − p + i·d] with x zero outside [0, x.size()).
-std::vector<double> conv1d(const std::vector<double>& x, const std::vector<double>& w, std::int64_t out, int s,
-                           int p, int d) {
+std::vector<double> conv1d(const std::vector<double>& x, const std::vector<double>& w,
+                           std::int64_t out, int s, int p, int d) {
   std::vector<double> y(static_cast<std::size_t>(out), 0.0);
   for (std::int64_t o = 0; o < out; ++o)
     for (std::size_t i = 0; i < w.size(); ++i) {
       const std::int64_t j = o * s - p + static_cast<std::int64_t>(i) * d;
-      if (j >= 0 && j < static_cast<std::int64_t>(x.size())) y[static_cast<std::size_t>(o)] += w[i] * x[static_cast<std::size_t>(j)];
+      if (j >= 0 && j < static_cast<std::int64_t>(x.size()))
+        y[static_cast<std::size_t>(o)] += w[i] * x[static_cast<std::size_t>(j)];
     }
   return y;
 }
 
 }  // namespace
 
-TEST_CASE("cuda conv window: cuDNN on the planned rows computes exactly the call's outputs", "[cuda][conv]") {
+TEST_CASE("cuda conv window: cuDNN on the planned rows computes exactly the call's outputs",
+          "[cuda][conv]") {
   int checked = 0, framed = 0;
   for (int in = 1; in <= 9; ++in)
     for (int k = 1; k <= 4; ++k)
@@ -57,10 +59,11 @@ TEST_CASE("cuda conv window: cuDNN on the planned rows computes exactly the call
                   given.push_back(src >= 0 && src < in ? x[static_cast<std::size_t>(src)] : 0.0);
                 }
               }
-              INFO("in " << in << " out " << out << " k " << k << " s " << s << " p " << p << " d " << d
-                         << (plan.direct ? " direct" : " framed"));
+              INFO("in " << in << " out " << out << " k " << k << " s " << s << " p " << p << " d "
+                         << d << (plan.direct ? " direct" : " framed"));
               // cuDNN's own extent must be the call's, and its values the definition's.
-              REQUIRE(cudnn_out_extent(static_cast<std::int64_t>(given.size()), k, s, pad, d) == out);
+              REQUIRE(cudnn_out_extent(static_cast<std::int64_t>(given.size()), k, s, pad, d) ==
+                      out);
               REQUIRE(conv1d(given, w, out, s, pad, d) == want);
               ++checked;
             }

@@ -19,7 +19,8 @@ struct Gpu {
   core::AllocatorPtr alloc;  ///< over backend->device_memory()
 
   /// A device copy of a host tensor.
-  core::Tensor put(const core::Tensor& host, core::MemCategory c = core::MemCategory::Activation) const {
+  core::Tensor put(const core::Tensor& host,
+                   core::MemCategory c = core::MemCategory::Activation) const {
     return host.to(alloc, c);
   }
 };
@@ -36,9 +37,9 @@ inline Gpu make_gpu(const compute::BackendOptions& o = {}) {
 }  // namespace tessera::test::cuda
 
 /// Declares `g` (a Gpu), or ends the test as skipped with the reason no GPU can run it here.
-#define TESSERA_CUDA_REQUIRE_GPU(g)                                                                  \
-  const std::string tessera_cuda_why_ = ::tessera::compute_backend_unusable("cuda");                \
-  if (!tessera_cuda_why_.empty())                                                                   \
-    TESSERA_SKIP("no GPU: cuda " << tessera_cuda_why_                                                \
-                                 << "; run tests/gpu/run_gpu_checks.sh on a machine with a GPU");    \
+#define TESSERA_CUDA_REQUIRE_GPU(g)                                                               \
+  const std::string tessera_cuda_why_ = ::tessera::compute_backend_unusable("cuda");              \
+  if (!tessera_cuda_why_.empty())                                                                 \
+    TESSERA_SKIP("no GPU: cuda " << tessera_cuda_why_                                             \
+                                 << "; run tests/gpu/run_gpu_checks.sh on a machine with a GPU"); \
   const ::tessera::test::cuda::Gpu g = ::tessera::test::cuda::make_gpu()

@@ -8,6 +8,7 @@
 
 #include "tessera/comm/plugin_export.hpp"
 #include "tessera/comm/recycled.hpp"
+#include "tessera/core/device.hpp"
 #include "tessera/core/error.hpp"
 
 namespace tessera::comm {
@@ -86,16 +87,43 @@ class PluginWork final : public Work, public Recycled<PluginWork> {
   bool done_ = false;
 };
 
+/// The device memories behind the device buffers of a call. Their data is written by kernels on
+/// the compute backend's stream, which the plugin's own stream does not see: the call waits for
+/// that memory's work (DeviceMemory::synchronize) before the plugin reads or writes the buffers.
+/// Host buffers and device buffers of unknown memory (raw pointers) add nothing.
+using Devices = std::vector<core::DeviceMemory*>;
+void add_device(Devices& ds, const BufferView& b) {
+  if (b.space == MemorySpace::Host || b.device == nullptr) return;
+  for (core::DeviceMemory* d : ds)
+    if (d == b.device) return;
+  ds.push_back(b.device);
+}
+void settle(const Devices& ds) {
+  for (core::DeviceMemory* d : ds) d->synchronize();
+}
+Devices devices_of(const std::vector<P2POp>& ops) {
+  Devices ds;
+  for (const P2POp& o : ops) add_device(ds, o.buf);
+  return ds;
+}
+template <class... B>
+void settle(const B&... bufs) {
+  Devices ds;
+  (add_device(ds, bufs), ...);
+  settle(ds);
+}
+
 /// A plan prepared by the plugin (its table's p2p_prepare); test, wait and free as a request.
 class PluginPlan final : public P2PPlan {
  public:
   PluginPlan(std::shared_ptr<void> keep, const tessera_comm_plugin_v1_t* t, const tessera_comm_plugin_v1_plans_t* p,
-             void* ctx, void* plan)
-      : keep_(std::move(keep)), t_(t), p_(p), ctx_(ctx), plan_(plan) {}
+             void* ctx, void* plan, Devices devices)
+      : keep_(std::move(keep)), t_(t), p_(p), ctx_(ctx), plan_(plan), devices_(std::move(devices)) {}
   ~PluginPlan() override { t_->free_request(ctx_, plan_); }
   PluginPlan(const PluginPlan&) = delete;
   PluginPlan& operator=(const PluginPlan&) = delete;
   void start() override {
+    settle(devices_);
     tessera_error_t err;  // filled only on failure (1 KiB: not zeroed per call)
     err.message[0] = '\0';
     const auto st = p_->p2p_start(ctx_, plan_, &err);
@@ -122,6 +150,7 @@ class PluginPlan final : public P2PPlan {
   const tessera_comm_plugin_v1_plans_t* p_;
   void* ctx_;
   void* plan_;
+  Devices devices_;
 };
 
 tessera_buffer_t to_c(const BufferView& b) {
@@ -152,25 +181,31 @@ class PluginBackend final : public Backend {
   std::chrono::milliseconds timeout() const noexcept override { return timeout_; }
 
   WorkPtr all_reduce(BufferView buf, ReduceOp op) override {
+    settle(buf);
     return start([&](void** req, tessera_error_t* e) { return t_->all_reduce(ctx_, to_c(buf), static_cast<int>(op), req, e); });
   }
   WorkPtr all_gather(BufferView s, BufferView r) override {
+    settle(s, r);
     return start([&](void** req, tessera_error_t* e) { return t_->all_gather(ctx_, to_c(s), to_c(r), req, e); });
   }
   WorkPtr reduce_scatter(BufferView s, BufferView r, ReduceOp op) override {
+    settle(s, r);
     return start([&](void** req, tessera_error_t* e) {
       return t_->reduce_scatter(ctx_, to_c(s), to_c(r), static_cast<int>(op), req, e);
     });
   }
   WorkPtr broadcast(BufferView buf, int root) override {
+    settle(buf);
     return start([&](void** req, tessera_error_t* e) { return t_->broadcast(ctx_, to_c(buf), root, req, e); });
   }
   WorkPtr all_to_all(BufferView s, BufferView r) override {
     if (!t_->all_to_all) return Backend::all_to_all(s, r);
+    settle(s, r);
     return start([&](void** req, tessera_error_t* e) { return t_->all_to_all(ctx_, to_c(s), to_c(r), req, e); });
   }
   WorkPtr batch_p2p(const std::vector<P2POp>& ops) override {
     to_c(ops, p2p_);  // kept between calls: a halo exchange allocates nothing here
+    settle(devices_of(ops));
     return start([&](void** req, tessera_error_t* e) { return t_->batch_p2p(ctx_, p2p_.data(), p2p_.size(), req, e); });
   }
   P2PPlanPtr prepare_p2p(const std::vector<P2POp>& ops) override {
@@ -182,7 +217,7 @@ class PluginBackend final : public Backend {
     void* plan = nullptr;
     const auto st = plans_->p2p_prepare(ctx_, c.data(), c.size(), &plan, &err);
     if (st != TESSERA_OK) plugin::throw_status(st, name_, err.message);
-    return std::make_unique<PluginPlan>(lib_, t_, plans_, ctx_, plan);
+    return std::make_unique<PluginPlan>(lib_, t_, plans_, ctx_, plan, devices_of(ops));
   }
   void barrier() override {
     tessera_error_t err;  // filled only on failure (1 KiB: not zeroed per call)

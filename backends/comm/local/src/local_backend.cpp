@@ -132,10 +132,11 @@ class LocalBackend final : public Backend {
   }
 
   void check_buffer(const char* op, const char* what, const BufferView& b) const {
+    // Device buffers reach this class only staged (World::backend wraps it): a device buffer
+    // here means a caller bypassed that wrapper.
     if (b.space != MemorySpace::Host)
-      throw Unsupported(detail::cat("local backend: ", op, " on ", who(), ": ", what,
-                                    " is CUDA memory; the local backend handles host memory only "
-                                    "(capabilities().cuda_memory is false)"));
+      throw InternalError(detail::cat("local backend: ", op, " on ", who(), ": ", what,
+                                      " is device memory that was not staged through the host"));
     TESSERA_CHECK(b.count == 0 || b.data != nullptr, "local backend: ", op, " on ", who(), ": ",
                   what, " has count ", b.count, " but a null data pointer");
   }
@@ -187,7 +188,8 @@ std::unique_ptr<Backend> create(const BackendOptions& options) {
 
 Capabilities capabilities() noexcept {
   Capabilities caps;
-  caps.cuda_memory = false;
+  caps.cuda_memory = true;  // staged through the tensors' DeviceMemory (comm/device_staging.hpp)
+  caps.cuda_staged = true;
   caps.all_to_all = true;
   caps.split = true;
   caps.multi_process = false;

@@ -2,6 +2,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "tessera/comm/device_staging.hpp"
 #include "world_state.hpp"
 
 namespace tessera::comm::local {
@@ -113,7 +114,8 @@ std::unique_ptr<Backend> World::backend(int rank, std::chrono::milliseconds time
                   " was already created; each rank takes its backend from a World once");
     claimed = 1;
   }
-  return make_backend(state_, state_->world_group, rank, timeout);
+  // Device tensors (P ranks on one GPU) are staged through the memory that owns them.
+  return stage_device_buffers(make_backend(state_, state_->world_group, rank, timeout));
 }
 
 void World::abort(const std::string& reason) noexcept { state_->abort(reason); }

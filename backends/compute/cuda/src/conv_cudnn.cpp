@@ -45,7 +45,8 @@ struct Overlap {
   std::int64_t in_first, frame_first, count;
 };
 Overlap overlap(std::int64_t lo, std::int64_t rows, std::int64_t extent) {
-  const std::int64_t a = std::max<std::int64_t>(lo, 0), b = std::min<std::int64_t>(lo + rows, extent);
+  const std::int64_t a = std::max<std::int64_t>(lo, 0),
+                     b = std::min<std::int64_t>(lo + rows, extent);
   if (b <= a) return {0, 0, 0};
   return {a, a - lo, b - a};
 }
@@ -79,7 +80,8 @@ Tensor packed(const Workspace& ws, const Tensor& w) {
 std::string key(const char* op, const Tensor& a, const Tensor& b, const Tensor& c, int ph, int pw,
                 const Conv2dParams& p, bool tf32) {
   std::string k = detail::cat(op, core::dtype_name(a.dtype()), tf32 ? "/tf32" : "");
-  for (const Tensor* t : {&a, &b, &c}) k += core::shape_str(t->shape()) + core::shape_str(t->strides());
+  for (const Tensor* t : {&a, &b, &c})
+    k += core::shape_str(t->shape()) + core::shape_str(t->strides());
   return k + detail::cat("/", ph, ",", pw, "/", p.stride_h, ",", p.stride_w, "/", p.dilation_h, ",",
                          p.dilation_w, "/", p.groups);
 }
@@ -92,7 +94,8 @@ CudnnConv::Choice pick(const char* op, const std::vector<Perf>& perf, int n, boo
     for (int i = 0; i < n; ++i) {
       const Perf& r = perf[static_cast<std::size_t>(i)];
       if (r.status != CUDNN_STATUS_SUCCESS || r.memory > CudnnConv::kWorkspaceLimit) continue;
-      if (f32 && !tf32 && r.mathType != CUDNN_FMA_MATH && r.mathType != CUDNN_DEFAULT_MATH) continue;
+      if (f32 && !tf32 && r.mathType != CUDNN_FMA_MATH && r.mathType != CUDNN_DEFAULT_MATH)
+        continue;
       if (want_deterministic && r.determinism != CUDNN_DETERMINISTIC) continue;
       CudnnConv::Choice c;
       c.algo = static_cast<int>(r.algo);
@@ -102,15 +105,16 @@ CudnnConv::Choice pick(const char* op, const std::vector<Perf>& perf, int n, boo
       return c;
     }
   }
-  throw Unsupported(detail::cat("cuda ", op, ": cuDNN offers no algorithm for this geometry and dtype",
-                                f32 && !tf32 ? " without TF32 (try --tf32)" : "",
-                                " within a workspace of ", CudnnConv::kWorkspaceLimit >> 20, " MiB"));
+  throw Unsupported(
+      detail::cat("cuda ", op, ": cuDNN offers no algorithm for this geometry and dtype",
+                  f32 && !tf32 ? " without TF32 (try --tf32)" : "", " within a workspace of ",
+                  CudnnConv::kWorkspaceLimit >> 20, " MiB"));
 }
 
 }  // namespace
 
-void CudnnConv::forward(const Workspace& ws, const Conv2dParams& p, const Tensor& x, const Tensor& w,
-                        const Tensor* bias, const Tensor& y) {
+void CudnnConv::forward(const Workspace& ws, const Conv2dParams& p, const Tensor& x,
+                        const Tensor& w, const Tensor* bias, const Tensor& y) {
   if (y.numel() == 0) return;
   const Input in = plan_input(p, x, y);
   const Tensor xin = in.framed ? make_frame(ws, x, in) : in.t;
@@ -125,29 +129,32 @@ void CudnnConv::forward(const Workspace& ws, const Conv2dParams& p, const Tensor
     cd.set_math(f32 && !tf32_ ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH);
     std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
     int n = 0;
-    TESSERA_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle_, xd.get(), wd.get(), cd.get(), yd.get(),
-                                                               CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf.data()));
+    TESSERA_CUDNN_CHECK(
+        cudnnGetConvolutionForwardAlgorithm_v7(handle_, xd.get(), wd.get(), cd.get(), yd.get(),
+                                               CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf.data()));
     it = algos_.emplace(k, pick("conv2d_forward", perf, n, f32, tf32_)).first;
   }
   const Choice& c = it->second;
   cd.set_math(c.math);
   const Tensor wsb = ws.bytes(c.workspace);
   const Scalars s(x.dtype(), 1.0, 0.0);
-  TESSERA_CUDNN_CHECK(cudnnConvolutionForward(handle_, s.alpha(), xd.get(), xin.raw_data(), wd.get(), wp.raw_data(),
-                                              cd.get(), static_cast<cudnnConvolutionFwdAlgo_t>(c.algo),
-                                              wsb.defined() ? wsb.raw_data() : nullptr, c.workspace, s.beta(),
-                                              yd.get(), y.raw_data()));
+  TESSERA_CUDNN_CHECK(cudnnConvolutionForward(
+      handle_, s.alpha(), xd.get(), xin.raw_data(), wd.get(), wp.raw_data(), cd.get(),
+      static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), wsb.defined() ? wsb.raw_data() : nullptr,
+      c.workspace, s.beta(), yd.get(), y.raw_data()));
   if (bias) {
-    const Tensor bview = Tensor::from_blob(bias->raw_data(), {1, bias->size(0), 1, 1}, bias->dtype(), nullptr,
-                                           {bias->size(0) * bias->stride(0), bias->stride(0), 1, 1});
+    const Tensor bview =
+        Tensor::from_blob(bias->raw_data(), {1, bias->size(0), 1, 1}, bias->dtype(), nullptr,
+                          {bias->size(0) * bias->stride(0), bias->stride(0), 1, 1});
     const TensorDesc bd(bview);
     const Scalars one(x.dtype(), 1.0, 1.0);
-    TESSERA_CUDNN_CHECK(cudnnAddTensor(handle_, one.alpha(), bd.get(), bview.raw_data(), one.beta(), yd.get(), y.raw_data()));
+    TESSERA_CUDNN_CHECK(cudnnAddTensor(handle_, one.alpha(), bd.get(), bview.raw_data(), one.beta(),
+                                       yd.get(), y.raw_data()));
   }
 }
 
-void CudnnConv::backward_data(const Workspace& ws, const Conv2dParams& p, const Tensor& dy, const Tensor& w,
-                              const Tensor& dx, bool accumulate) {
+void CudnnConv::backward_data(const Workspace& ws, const Conv2dParams& p, const Tensor& dy,
+                              const Tensor& w, const Tensor& dx, bool accumulate) {
   if (dx.numel() == 0) return;
   if (dy.numel() == 0) {
     if (!accumulate) ws.memory().fill(dx, 0.0);
@@ -177,19 +184,19 @@ void CudnnConv::backward_data(const Workspace& ws, const Conv2dParams& p, const 
     cd.set_math(f32 && !tf32_ ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH);
     std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
     int n = 0;
-    TESSERA_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle_, wd.get(), dyd.get(), cd.get(), dxd.get(),
-                                                                    CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n,
-                                                                    perf.data()));
+    TESSERA_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+        handle_, wd.get(), dyd.get(), cd.get(), dxd.get(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+        &n, perf.data()));
     it = algos_.emplace(k, pick("conv2d_backward_data", perf, n, f32, tf32_)).first;
   }
   const Choice& c = it->second;
   cd.set_math(c.math);
   const Tensor wsb = ws.bytes(c.workspace);
   const Scalars s(dx.dtype(), 1.0, beta);
-  TESSERA_CUDNN_CHECK(cudnnConvolutionBackwardData(handle_, s.alpha(), wd.get(), wp.raw_data(), dyd.get(), dy.raw_data(),
-                                                   cd.get(), static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo),
-                                                   wsb.defined() ? wsb.raw_data() : nullptr, c.workspace, s.beta(),
-                                                   dxd.get(), target.raw_data()));
+  TESSERA_CUDNN_CHECK(cudnnConvolutionBackwardData(
+      handle_, s.alpha(), wd.get(), wp.raw_data(), dyd.get(), dy.raw_data(), cd.get(),
+      static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), wsb.defined() ? wsb.raw_data() : nullptr,
+      c.workspace, s.beta(), dxd.get(), target.raw_data()));
   if (in.framed) {
     // Frame rows outside the input are gradients of zero padding: dropped.
     if (!accumulate) ws.memory().fill(dx, 0.0);
@@ -198,8 +205,9 @@ void CudnnConv::backward_data(const Workspace& ws, const Conv2dParams& p, const 
   }
 }
 
-void CudnnConv::backward_weight(const Workspace& ws, const Conv2dParams& p, const Tensor& x, const Tensor& dy,
-                                const Tensor& dw, const Tensor* db, bool accumulate) {
+void CudnnConv::backward_weight(const Workspace& ws, const Conv2dParams& p, const Tensor& x,
+                                const Tensor& dy, const Tensor& dw, const Tensor* db,
+                                bool accumulate) {
   if (dy.numel() == 0 || x.size(0) == 0) {
     if (!accumulate) {
       ws.memory().fill(dw, 0.0);
@@ -222,20 +230,19 @@ void CudnnConv::backward_weight(const Workspace& ws, const Conv2dParams& p, cons
     cd.set_math(f32 && !tf32_ ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH);
     std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
     int n = 0;
-    TESSERA_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle_, xd.get(), dyd.get(), cd.get(), wd.get(),
-                                                                      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n,
-                                                                      perf.data()));
+    TESSERA_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+        handle_, xd.get(), dyd.get(), cd.get(), wd.get(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+        &n, perf.data()));
     it = algos_.emplace(k, pick("conv2d_backward_weight", perf, n, f32, tf32_)).first;
   }
   const Choice& c = it->second;
   cd.set_math(c.math);
   const Tensor wsb = ws.bytes(c.workspace);
   const Scalars s(x.dtype(), 1.0, direct_dw && accumulate ? 1.0 : 0.0);
-  TESSERA_CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle_, s.alpha(), xd.get(), xin.raw_data(), dyd.get(),
-                                                     dy.raw_data(), cd.get(),
-                                                     static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo),
-                                                     wsb.defined() ? wsb.raw_data() : nullptr, c.workspace,
-                                                     s.beta(), wd.get(), dwp.raw_data()));
+  TESSERA_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+      handle_, s.alpha(), xd.get(), xin.raw_data(), dyd.get(), dy.raw_data(), cd.get(),
+      static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo),
+      wsb.defined() ? wsb.raw_data() : nullptr, c.workspace, s.beta(), wd.get(), dwp.raw_data()));
   if (!direct_dw) {
     if (accumulate)
       tensor_add(ws.memory(), dw, dwp);
@@ -243,12 +250,13 @@ void CudnnConv::backward_weight(const Workspace& ws, const Conv2dParams& p, cons
       tensor_copy(ws.memory(), dw, dwp);
   }
   if (db) {
-    const Tensor dbview = Tensor::from_blob(db->raw_data(), {1, db->size(0), 1, 1}, db->dtype(), nullptr,
-                                            {db->size(0) * db->stride(0), db->stride(0), 1, 1});
+    const Tensor dbview =
+        Tensor::from_blob(db->raw_data(), {1, db->size(0), 1, 1}, db->dtype(), nullptr,
+                          {db->size(0) * db->stride(0), db->stride(0), 1, 1});
     const TensorDesc dbd(dbview);
     const Scalars sb(x.dtype(), 1.0, accumulate ? 1.0 : 0.0);
-    TESSERA_CUDNN_CHECK(cudnnConvolutionBackwardBias(handle_, sb.alpha(), dyd.get(), dy.raw_data(), sb.beta(), dbd.get(),
-                                                     dbview.raw_data()));
+    TESSERA_CUDNN_CHECK(cudnnConvolutionBackwardBias(handle_, sb.alpha(), dyd.get(), dy.raw_data(),
+                                                     sb.beta(), dbd.get(), dbview.raw_data()));
   }
 }
 

@@ -18,12 +18,13 @@ class CudnnConv {
   /// `handle` is bound to the compute stream; `tf32` allows TF32 tensor cores for f32.
   CudnnConv(cudnnHandle_t handle, bool tf32) : handle_(handle), tf32_(tf32) {}
 
-  void forward(const Workspace& ws, const Conv2dParams& p, const core::Tensor& x, const core::Tensor& w,
-               const core::Tensor* bias, const core::Tensor& y);
-  void backward_data(const Workspace& ws, const Conv2dParams& p, const core::Tensor& dy, const core::Tensor& w,
-                     const core::Tensor& dx, bool accumulate);
+  void forward(const Workspace& ws, const Conv2dParams& p, const core::Tensor& x,
+               const core::Tensor& w, const core::Tensor* bias, const core::Tensor& y);
+  void backward_data(const Workspace& ws, const Conv2dParams& p, const core::Tensor& dy,
+                     const core::Tensor& w, const core::Tensor& dx, bool accumulate);
   void backward_weight(const Workspace& ws, const Conv2dParams& p, const core::Tensor& x,
-                       const core::Tensor& dy, const core::Tensor& dw, const core::Tensor* db, bool accumulate);
+                       const core::Tensor& dy, const core::Tensor& dw, const core::Tensor* db,
+                       bool accumulate);
 
   /// Geometries whose algorithm has been chosen (for tests: a second call must not add one).
   std::size_t cached_algorithms() const noexcept { return algos_.size(); }

@@ -11,10 +11,10 @@ namespace tessera::compute::cuda {
 /// caller's tensor with symmetric padding `pad`; cuDNN's output extent is then exactly the
 /// caller's and every row it reads as padding is a true zero of the call.
 struct ConvDimPlan {
-  bool direct = false;      ///< false: needs an explicit zero-padded frame (see frame_*)
-  std::int64_t first = 0;   ///< offset of the first input row given to cuDNN
-  std::int64_t rows = 0;    ///< input rows given to cuDNN
-  int pad = 0;              ///< cuDNN's symmetric padding
+  bool direct = false;     ///< false: needs an explicit zero-padded frame (see frame_*)
+  std::int64_t first = 0;  ///< offset of the first input row given to cuDNN
+  std::int64_t rows = 0;   ///< input rows given to cuDNN
+  int pad = 0;             ///< cuDNN's symmetric padding
   /// The frame (when !direct): input rows [frame_lo, frame_lo + frame_rows) of the caller's frame
   /// (rows outside [0, in) are zeros), given to cuDNN with pad 0.
   std::int64_t frame_lo = 0;
@@ -22,17 +22,20 @@ struct ConvDimPlan {
 };
 
 /// cuDNN's output extent for `in` rows: (in + 2·pad − dilation·(kernel−1) − 1) / stride + 1.
-constexpr std::int64_t cudnn_out_extent(std::int64_t in, int kernel, int stride, int pad, int dilation) {
-  const std::int64_t span = in + 2 * static_cast<std::int64_t>(pad) - static_cast<std::int64_t>(dilation) * (kernel - 1) - 1;
+constexpr std::int64_t cudnn_out_extent(std::int64_t in, int kernel, int stride, int pad,
+                                        int dilation) {
+  const std::int64_t span = in + 2 * static_cast<std::int64_t>(pad) -
+                            static_cast<std::int64_t>(dilation) * (kernel - 1) - 1;
   return span < 0 ? 0 : span / stride + 1;
 }
 
 /// The plan of one dimension: input extent `in`, output extent `out` (> 0), the call's kernel,
 /// stride, pad (any sign) and dilation.
-constexpr ConvDimPlan plan_conv_dim(std::int64_t in, std::int64_t out, int kernel, int stride, int pad,
-                                    int dilation) {
+constexpr ConvDimPlan plan_conv_dim(std::int64_t in, std::int64_t out, int kernel, int stride,
+                                    int pad, int dilation) {
   ConvDimPlan p;
-  const std::int64_t span = static_cast<std::int64_t>(dilation) * (kernel - 1) + 1;  // rows one output reads
+  const std::int64_t span =
+      static_cast<std::int64_t>(dilation) * (kernel - 1) + 1;  // rows one output reads
   // Exclusive end of the rows the last output reads, for a cuDNN padding `q` on rows from `first`.
   const auto need_end = [&](int q) { return (out - 1) * stride - q + span; };
   p.frame_lo = -static_cast<std::int64_t>(pad);

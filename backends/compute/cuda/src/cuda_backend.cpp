@@ -15,7 +15,8 @@ int checked_device(const BackendOptions& o) {
   if (e != cudaSuccess || n == 0)
     throw Unsupported(detail::cat("cuda: built, ", probe_devices(), "; use --device cpu"));
   TESSERA_CHECK(o.device >= 0 && o.device < n, "cuda: device ", o.device, " requested but ", n,
-                " CUDA device(s) are visible (0..", n - 1, "); pick another --device index or set CUDA_VISIBLE_DEVICES");
+                " CUDA device(s) are visible (0..", n - 1,
+                "); pick another --device index or set CUDA_VISIBLE_DEVICES");
   return o.device;
 }
 
@@ -36,7 +37,8 @@ cublasHandle_t make_cublas(cudaStream_t s, bool tf32) {
   cublasStatus_t st = cublasSetStream(h, s);
   // TF32 is opt-in in cuBLAS: default math computes f32 products in f32 (the compute type of each
   // GEMM says the same, see linear_cublas.cpp).
-  if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetMathMode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasSetMathMode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
   if (st != CUBLAS_STATUS_SUCCESS) {
     cublasDestroy(h);
     throw_cublas(st, "cublasSetStream/cublasSetMathMode", __FILE__, __LINE__);
@@ -57,7 +59,8 @@ std::string probe_devices() {
 
 CudaBackend::CudaBackend(const BackendOptions& o)
     : memory_(std::make_shared<CudaMemory>(checked_device(o))),
-      workspace_alloc_(std::make_shared<core::Allocator>(memory_->describe() + " workspace", memory_)),
+      workspace_alloc_(
+          std::make_shared<core::Allocator>(memory_->describe() + " workspace", memory_)),
       tf32_(o.tf32),
       conv_(nullptr, o.tf32),
       linear_(nullptr, o.tf32) {
@@ -94,8 +97,9 @@ void CudaBackend::compute_waits_for_comm() {
 }
 
 void CudaBackend::set_workspace_allocator(std::shared_ptr<core::Allocator> a) {
-  TESSERA_CHECK(a && a->device() == memory_.get(), "cuda: set_workspace_allocator needs an allocator over ",
-                memory_->describe(), " (core::Allocator(name, backend.device_memory())); got '",
+  TESSERA_CHECK(a && a->device() == memory_.get(),
+                "cuda: set_workspace_allocator needs an allocator over ", memory_->describe(),
+                " (core::Allocator(name, backend.device_memory())); got '",
                 a ? a->name() : std::string("null"), "'");
   workspace_alloc_ = std::move(a);
 }
@@ -105,17 +109,19 @@ void CudaBackend::execute(const OpCall& c) {
   const Workspace ws(*memory_, workspace_alloc_);
   switch (c.kind) {
     case OpKind::Conv2dForward:
-      return conv_.forward(ws, c.conv, c.input("x"), c.input("w"), c.input_if("bias"), c.output("y"));
+      return conv_.forward(ws, c.conv, c.input("x"), c.input("w"), c.input_if("bias"),
+                           c.output("y"));
     case OpKind::Conv2dBackwardData:
-      return conv_.backward_data(ws, c.conv, c.input("dy"), c.input("w"), c.output("dx"), c.accumulate);
+      return conv_.backward_data(ws, c.conv, c.input("dy"), c.input("w"), c.output("dx"),
+                                 c.accumulate);
     case OpKind::Conv2dBackwardWeight:
-      return conv_.backward_weight(ws, c.conv, c.input("x"), c.input("dy"), c.output("dw"), c.output_if("db"),
-                                   c.accumulate);
+      return conv_.backward_weight(ws, c.conv, c.input("x"), c.input("dy"), c.output("dw"),
+                                   c.output_if("db"), c.accumulate);
     case OpKind::LinearForward:
       return linear_.forward(ws, c.input("x"), c.input("w"), c.input_if("bias"), c.output("y"));
     case OpKind::LinearBackward:
-      return linear_.backward(ws, c.input("dy"), c.input("x"), c.input("w"), c.output_if("dx"), c.output("dw"),
-                              c.output_if("db"), c.accumulate);
+      return linear_.backward(ws, c.input("dy"), c.input("x"), c.input("w"), c.output_if("dx"),
+                              c.output("dw"), c.output_if("db"), c.accumulate);
     default:
       return run_kernel(ws, c);
   }

@@ -43,10 +43,11 @@ class CudaBackend final : public compute::Backend, public CudaDevice {
   void compute_waits_for_comm() override;
   bool tf32() const noexcept override { return tf32_; }
   void set_workspace_allocator(std::shared_ptr<core::Allocator> a) override;
-  const std::shared_ptr<core::Allocator>& workspace_allocator() const noexcept override { return workspace_alloc_; }
+  const std::shared_ptr<core::Allocator>& workspace_allocator() const noexcept override {
+    return workspace_alloc_;
+  }
 
-  /// The convolution algorithm cache (tests).
-  const CudnnConv& convolutions() const noexcept { return conv_; }
+  std::size_t cached_conv_algorithms() const noexcept override { return conv_.cached_algorithms(); }
 
  private:
   std::shared_ptr<CudaMemory> memory_;

@@ -7,8 +7,8 @@ namespace tessera::compute::cuda {
 
 void throw_cuda(cudaError_t e, const char* call, const char* file, int line) {
   throw BackendError("cuda", static_cast<int>(e),
-                     detail::cat(call, " failed at ", file, ":", line, ": ", cudaGetErrorName(e), ": ",
-                                 cudaGetErrorString(e)));
+                     detail::cat(call, " failed at ", file, ":", line, ": ", cudaGetErrorName(e),
+                                 ": ", cudaGetErrorString(e)));
 }
 
 void throw_cudnn(cudnnStatus_t s, const char* call, const char* file, int line) {
@@ -21,14 +21,14 @@ void throw_cudnn(cudnnStatus_t s, const char* call, const char* file, int line) 
 
 void throw_cublas(cublasStatus_t s, const char* call, const char* file, int line) {
   throw BackendError("cublas", static_cast<int>(s),
-                     detail::cat(call, " failed at ", file, ":", line, ": ", cublasGetStatusName(s), ": ",
-                                 cublasGetStatusString(s)));
+                     detail::cat(call, " failed at ", file, ":", line, ": ", cublasGetStatusName(s),
+                                 ": ", cublasGetStatusString(s)));
 }
 
 void warn_cuda(cudaError_t e, const char* call, const char* file, int line) noexcept {
   if (e != cudaSuccess)
-    std::fprintf(stderr, "tessera cuda: %s failed at %s:%d: %s (ignored in a destructor)\n", call, file,
-                 line, cudaGetErrorString(e));
+    std::fprintf(stderr, "tessera cuda: %s failed at %s:%d: %s (ignored in a destructor)\n", call,
+                 file, line, cudaGetErrorString(e));
 }
 
 }  // namespace tessera::compute::cuda

@@ -21,26 +21,27 @@ void warn_cuda(cudaError_t e, const char* call, const char* file, int line) noex
 
 }  // namespace tessera::compute::cuda
 
-#define TESSERA_CUDA_CHECK(call)                                                             \
-  do {                                                                                       \
-    const cudaError_t tessera_e_ = (call);                                                   \
-    if (tessera_e_ != cudaSuccess)                                                           \
-      ::tessera::compute::cuda::throw_cuda(tessera_e_, #call, __FILE__, __LINE__);           \
+#define TESSERA_CUDA_CHECK(call)                                                   \
+  do {                                                                             \
+    const cudaError_t tessera_e_ = (call);                                         \
+    if (tessera_e_ != cudaSuccess)                                                 \
+      ::tessera::compute::cuda::throw_cuda(tessera_e_, #call, __FILE__, __LINE__); \
   } while (0)
 
-#define TESSERA_CUDNN_CHECK(call)                                                            \
-  do {                                                                                       \
-    const cudnnStatus_t tessera_s_ = (call);                                                 \
-    if (tessera_s_ != CUDNN_STATUS_SUCCESS)                                                  \
-      ::tessera::compute::cuda::throw_cudnn(tessera_s_, #call, __FILE__, __LINE__);          \
+#define TESSERA_CUDNN_CHECK(call)                                                   \
+  do {                                                                              \
+    const cudnnStatus_t tessera_s_ = (call);                                        \
+    if (tessera_s_ != CUDNN_STATUS_SUCCESS)                                         \
+      ::tessera::compute::cuda::throw_cudnn(tessera_s_, #call, __FILE__, __LINE__); \
   } while (0)
 
-#define TESSERA_CUBLAS_CHECK(call)                                                           \
-  do {                                                                                       \
-    const cublasStatus_t tessera_s_ = (call);                                                \
-    if (tessera_s_ != CUBLAS_STATUS_SUCCESS)                                                 \
-      ::tessera::compute::cuda::throw_cublas(tessera_s_, #call, __FILE__, __LINE__);         \
+#define TESSERA_CUBLAS_CHECK(call)                                                   \
+  do {                                                                               \
+    const cublasStatus_t tessera_s_ = (call);                                        \
+    if (tessera_s_ != CUBLAS_STATUS_SUCCESS)                                         \
+      ::tessera::compute::cuda::throw_cublas(tessera_s_, #call, __FILE__, __LINE__); \
   } while (0)
 
 /// In destructors: a failure is printed, never thrown.
-#define TESSERA_CUDA_WARN(call) ::tessera::compute::cuda::warn_cuda((call), #call, __FILE__, __LINE__)
+#define TESSERA_CUDA_WARN(call) \
+  ::tessera::compute::cuda::warn_cuda((call), #call, __FILE__, __LINE__)

@@ -18,8 +18,9 @@ std::string gib(std::size_t bytes) {
 }
 
 void check_same(const char* what, const Tensor& dst, const Tensor& src) {
-  TESSERA_CHECK(dst.shape() == src.shape() && dst.dtype() == src.dtype(), "cuda ", what, ": destination ",
-                dst.describe(), " and source ", src.describe(), " must have one shape and dtype");
+  TESSERA_CHECK(dst.shape() == src.shape() && dst.dtype() == src.dtype(), "cuda ", what,
+                ": destination ", dst.describe(), " and source ", src.describe(),
+                " must have one shape and dtype");
 }
 
 }  // namespace
@@ -29,7 +30,8 @@ CudaMemory::CudaMemory(int device) : device_(device) {
   cudaDeviceProp prop{};
   TESSERA_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
   sm_count_ = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
-  describe_ = detail::cat("cuda:", device_, " (", prop.name, ", ", prop.totalGlobalMem >> 30, " GiB)");
+  describe_ =
+      detail::cat("cuda:", device_, " (", prop.name, ", ", prop.totalGlobalMem >> 30, " GiB)");
   TESSERA_CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
   TESSERA_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_, cudaStreamNonBlocking));
   cudaMemPoolProps props{};
@@ -70,10 +72,11 @@ void* CudaMemory::allocate(std::size_t bytes) {
       (void)cudaGetLastError();
       std::size_t free_b = 0, total_b = 0;
       TESSERA_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-      throw OutOfMemory(detail::cat("cuda: out of memory on ", describe_, ": requested ", bytes, " bytes (",
-                                    gib(bytes), "); the pool reserves ", gib(reserved_bytes()), ", the device has ",
-                                    gib(free_b), " free of ", gib(total_b),
-                                    ". Use a smaller batch or input, or shard it over more ranks (--mesh sp=P)"));
+      throw OutOfMemory(
+          detail::cat("cuda: out of memory on ", describe_, ": requested ", bytes, " bytes (",
+                      gib(bytes), "); the pool reserves ", gib(reserved_bytes()),
+                      ", the device has ", gib(free_b), " free of ", gib(total_b),
+                      ". Use a smaller batch or input, or shard it over more ranks (--mesh sp=P)"));
     }
   }
   TESSERA_CUDA_CHECK(e);
@@ -106,7 +109,8 @@ bool CudaMemory::on_device(const Tensor& t) {
 
 void CudaMemory::device_copy(const Tensor& dst, const Tensor& src) {
   if (dst.is_contiguous() && src.is_contiguous()) {
-    TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), dst.nbytes(), cudaMemcpyDeviceToDevice, compute_));
+    TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), dst.nbytes(),
+                                       cudaMemcpyDeviceToDevice, compute_));
     return;
   }
   tensor_copy(*this, dst, src);
@@ -118,11 +122,13 @@ void CudaMemory::copy_to_device(const Tensor& dst, const Tensor& src) {
   // staging) when it returns, so `host` may be a temporary.
   const Tensor host = src.contiguous();
   if (dst.is_contiguous()) {
-    TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), host.raw_data(), dst.nbytes(), cudaMemcpyHostToDevice, compute_));
+    TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), host.raw_data(), dst.nbytes(),
+                                       cudaMemcpyHostToDevice, compute_));
     return;
   }
   const Tensor staging = device_scratch(*this, dst.shape(), dst.dtype());
-  TESSERA_CUDA_CHECK(cudaMemcpyAsync(staging.raw_data(), host.raw_data(), dst.nbytes(), cudaMemcpyHostToDevice, compute_));
+  TESSERA_CUDA_CHECK(cudaMemcpyAsync(staging.raw_data(), host.raw_data(), dst.nbytes(),
+                                     cudaMemcpyHostToDevice, compute_));
   tensor_copy(*this, dst, staging);
 }
 
@@ -133,12 +139,14 @@ void CudaMemory::copy_to_host(const Tensor& dst, const Tensor& src) {
     tensor_copy(*this, device_side, src);
   }
   if (dst.is_contiguous()) {
-    TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), device_side.raw_data(), dst.nbytes(), cudaMemcpyDeviceToHost, compute_));
+    TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), device_side.raw_data(), dst.nbytes(),
+                                       cudaMemcpyDeviceToHost, compute_));
     TESSERA_CUDA_CHECK(cudaStreamSynchronize(compute_));
     return;
   }
   const Tensor host = Tensor::empty(dst.shape(), dst.dtype());
-  TESSERA_CUDA_CHECK(cudaMemcpyAsync(host.raw_data(), device_side.raw_data(), dst.nbytes(), cudaMemcpyDeviceToHost, compute_));
+  TESSERA_CUDA_CHECK(cudaMemcpyAsync(host.raw_data(), device_side.raw_data(), dst.nbytes(),
+                                     cudaMemcpyDeviceToHost, compute_));
   TESSERA_CUDA_CHECK(cudaStreamSynchronize(compute_));
   Tensor(dst).copy_from(host);  // host to host, strided
 }
@@ -158,8 +166,9 @@ void CudaMemory::add(const Tensor& dst, const Tensor& src) {
   check_same("add", dst, src);
   if (dst.numel() == 0 || dst.is_meta() || src.is_meta()) return;
   make_current();
-  TESSERA_CHECK(on_device(dst) && on_device(src), "cuda add: ", dst.describe(), " += ", src.describe(),
-                " needs both tensors on ", describe_, " (copy the host one over first)");
+  TESSERA_CHECK(on_device(dst) && on_device(src), "cuda add: ", dst.describe(),
+                " += ", src.describe(), " needs both tensors on ", describe_,
+                " (copy the host one over first)");
   tensor_add(*this, dst, src);
 }
 
@@ -180,7 +189,8 @@ void CudaMemory::copy_bytes(void* dst, const void* src, std::size_t bytes) {
   TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, compute_));
   cudaPointerAttributes a{};
   TESSERA_CUDA_CHECK(cudaPointerGetAttributes(&a, dst));
-  if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged) TESSERA_CUDA_CHECK(cudaStreamSynchronize(compute_));
+  if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged)
+    TESSERA_CUDA_CHECK(cudaStreamSynchronize(compute_));
 }
 
 void CudaMemory::synchronize() {
@@ -190,7 +200,8 @@ void CudaMemory::synchronize() {
 }
 
 Tensor device_scratch(CudaMemory& mem, core::Shape shape, core::DType dtype) {
-  const std::size_t bytes = static_cast<std::size_t>(core::shape_numel(shape)) * core::dtype_size(dtype);
+  const std::size_t bytes =
+      static_cast<std::size_t>(core::shape_numel(shape)) * core::dtype_size(dtype);
   void* p = mem.allocate(bytes);
   std::shared_ptr<void> keep(p, [&mem, bytes](void* q) { mem.deallocate(q, bytes); });
   return Tensor::from_blob(p, std::move(shape), dtype, std::move(keep));

@@ -41,7 +41,7 @@ class CudaMemory final : public core::DeviceMemory {
   void synchronize() override;
   /// `bytes` from src to dst, each a host or a device pointer of this process (cudaMemcpyDefault),
   /// on the compute stream; returns when the data is there if dst is host memory.
-  void copy_bytes(void* dst, const void* src, std::size_t bytes);
+  void copy_bytes(void* dst, const void* src, std::size_t bytes) override;
 
   int device() const noexcept { return device_; }
   /// The device's streaming multiprocessors (kernel grids are sized by it).

@@ -59,7 +59,9 @@ struct Scalars {
   double d[2];
   bool is_double;
   Scalars(core::DType t, double alpha, double beta)
-      : f{static_cast<float>(alpha), static_cast<float>(beta)}, d{alpha, beta}, is_double(t == core::DType::F64) {}
+      : f{static_cast<float>(alpha), static_cast<float>(beta)},
+        d{alpha, beta},
+        is_double(t == core::DType::F64) {}
   const void* alpha() const { return is_double ? static_cast<const void*>(&d[0]) : &f[0]; }
   const void* beta() const { return is_double ? static_cast<const void*>(&d[1]) : &f[1]; }
 };

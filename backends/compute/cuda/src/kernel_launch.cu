@@ -30,7 +30,8 @@ class GpuLauncher {
   void pass(const P& p, std::int64_t items) {
     if (items <= 0) return;
     constexpr int kThreads = 256;
-    const std::int64_t blocks = std::min<std::int64_t>((items + kThreads - 1) / kThreads, max_blocks_);
+    const std::int64_t blocks =
+        std::min<std::int64_t>((items + kThreads - 1) / kThreads, max_blocks_);
     run_pass<Body, P><<<static_cast<unsigned>(blocks), kThreads, 0, stream_>>>(p, items);
     TESSERA_CUDA_CHECK(cudaGetLastError());
   }

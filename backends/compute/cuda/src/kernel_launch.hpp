@@ -2,8 +2,8 @@
 // path runs as a grid-stride __global__ over its body, on the compute stream.
 #pragma once
 
-#include "tessera/compute/ops.hpp"
 #include "cuda_memory.hpp"
+#include "tessera/compute/ops.hpp"
 #include "workspace.hpp"
 
 namespace tessera::compute::cuda {

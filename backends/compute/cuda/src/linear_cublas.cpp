@@ -44,7 +44,8 @@ Mat as_input(const Workspace& ws, const Tensor& t) {
 cudaDataType_t data_type(core::DType t) {
   if (t == core::DType::F32) return CUDA_R_32F;
   if (t == core::DType::F64) return CUDA_R_64F;
-  throw Unsupported(detail::cat("cuda linear: ", core::dtype_name(t), " is not supported (f32 and f64 only)"));
+  throw Unsupported(
+      detail::cat("cuda linear: ", core::dtype_name(t), " is not supported (f32 and f64 only)"));
 }
 
 struct Gemm {
@@ -53,17 +54,18 @@ struct Gemm {
   bool tf32;
 
   /// Column-major C (m×n, ldc) = alpha·op(A)·op(B) + beta·C.
-  void operator()(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const Mat& a, const Mat& b,
-                  double beta, const Mat& c) const {
+  void operator()(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const Mat& a,
+                  const Mat& b, double beta, const Mat& c) const {
     const cudaDataType_t dt = data_type(dtype);
     const bool f64 = dtype == core::DType::F64;
-    const cublasComputeType_t ct = f64 ? CUBLAS_COMPUTE_64F : (tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
+    const cublasComputeType_t ct =
+        f64 ? CUBLAS_COMPUTE_64F : (tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
     const float af = 1.0f, bf = static_cast<float>(beta);
     const double ad = 1.0, bd = beta;
     const void* alpha = f64 ? static_cast<const void*>(&ad) : &af;
     const void* betap = f64 ? static_cast<const void*>(&bd) : &bf;
-    TESSERA_CUBLAS_CHECK(cublasGemmEx(h, ta, tb, m, n, k, alpha, a.data, dt, a.ld, b.data, dt, b.ld, betap, c.data, dt,
-                                      c.ld, ct, CUBLAS_GEMM_DEFAULT));
+    TESSERA_CUBLAS_CHECK(cublasGemmEx(h, ta, tb, m, n, k, alpha, a.data, dt, a.ld, b.data, dt, b.ld,
+                                      betap, c.data, dt, c.ld, ct, CUBLAS_GEMM_DEFAULT));
   }
 };
 
@@ -91,14 +93,15 @@ void finish(const Workspace& ws, const Output& o, bool accumulate) {
 
 }  // namespace
 
-void CublasLinear::forward(const Workspace& ws, const Tensor& x, const Tensor& w, const Tensor* bias,
-                           const Tensor& y) {
+void CublasLinear::forward(const Workspace& ws, const Tensor& x, const Tensor& w,
+                           const Tensor* bias, const Tensor& y) {
   if (y.numel() == 0) return;
   const Output yo = as_output(ws, y);
   // y = bias broadcast over rows (a stride-0 view of it), then the product added with beta = 1.
   if (bias) {
     const Tensor& yt = yo.m.t;
-    const Tensor rows = Tensor::from_blob(bias->raw_data(), yt.shape(), bias->dtype(), nullptr, {0, bias->stride(0)});
+    const Tensor rows = Tensor::from_blob(bias->raw_data(), yt.shape(), bias->dtype(), nullptr,
+                                          {0, bias->stride(0)});
     tensor_copy(ws.memory(), yt, rows);
   }
   const double beta = bias ? 1.0 : 0.0;
@@ -107,13 +110,14 @@ void CublasLinear::forward(const Workspace& ws, const Tensor& x, const Tensor& w
   } else {
     const Mat xm = as_input(ws, x), wm = as_input(ws, w);
     // yᵀ (N×M) = W (N×K, wᵀ's col-major view transposed) · xᵀ (K×M).
-    Gemm{handle_, x.dtype(), tf32_}(CUBLAS_OP_T, CUBLAS_OP_N, wm.rows, xm.rows, xm.cols, wm, xm, beta, yo.m);
+    Gemm{handle_, x.dtype(), tf32_}(CUBLAS_OP_T, CUBLAS_OP_N, wm.rows, xm.rows, xm.cols, wm, xm,
+                                    beta, yo.m);
   }
   finish(ws, yo, false);
 }
 
-void CublasLinear::backward(const Workspace& ws, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor* dx,
-                            const Tensor& dw, const Tensor* db, bool accumulate) {
+void CublasLinear::backward(const Workspace& ws, const Tensor& dy, const Tensor& x, const Tensor& w,
+                            const Tensor* dx, const Tensor& dw, const Tensor* db, bool accumulate) {
   const Gemm gemm{handle_, x.dtype(), tf32_};
   const bool empty = dy.numel() == 0;  // M = 0 or N = 0: the products are zero
   const Mat dym = empty ? Mat{} : as_input(ws, dy);
@@ -136,7 +140,8 @@ void CublasLinear::backward(const Workspace& ws, const Tensor& dy, const Tensor&
     } else {
       // dwᵀ (K×N) = xᵀ (K×M) · dy (M×N).
       const Mat xm = as_input(ws, x);
-      gemm(CUBLAS_OP_N, CUBLAS_OP_T, xm.cols, dym.cols, dym.rows, xm, dym, acc_in_place ? 1.0 : 0.0, o.m);
+      gemm(CUBLAS_OP_N, CUBLAS_OP_T, xm.cols, dym.cols, dym.rows, xm, dym, acc_in_place ? 1.0 : 0.0,
+           o.m);
       finish(ws, o, accumulate);
     }
   }
@@ -156,7 +161,8 @@ void CublasLinear::backward(const Workspace& ws, const Tensor& dy, const Tensor&
     Mat dbm;
     dbm.data = target.raw_data();
     dbm.ld = to_int(std::max<std::int64_t>(db->size(0), 1), *db);
-    gemm(CUBLAS_OP_N, CUBLAS_OP_N, dym.cols, 1, dym.rows, dym, onem, contiguous_db && accumulate ? 1.0 : 0.0, dbm);
+    gemm(CUBLAS_OP_N, CUBLAS_OP_N, dym.cols, 1, dym.rows, dym, onem,
+         contiguous_db && accumulate ? 1.0 : 0.0, dbm);
     if (!contiguous_db) {
       if (accumulate)
         tensor_add(ws.memory(), *db, target);

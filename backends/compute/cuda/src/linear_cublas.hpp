@@ -16,11 +16,12 @@ class CublasLinear {
   CublasLinear(cublasHandle_t handle, bool tf32) : handle_(handle), tf32_(tf32) {}
 
   /// y (M,N) = x (M,K) · wᵀ + bias.
-  void forward(const Workspace& ws, const core::Tensor& x, const core::Tensor& w, const core::Tensor* bias,
-               const core::Tensor& y);
+  void forward(const Workspace& ws, const core::Tensor& x, const core::Tensor& w,
+               const core::Tensor* bias, const core::Tensor& y);
   /// dx = dy·w (when dx), dw (+)= dyᵀ·x, db (+)= Σ_m dy (when db).
-  void backward(const Workspace& ws, const core::Tensor& dy, const core::Tensor& x, const core::Tensor& w,
-                const core::Tensor* dx, const core::Tensor& dw, const core::Tensor* db, bool accumulate);
+  void backward(const Workspace& ws, const core::Tensor& dy, const core::Tensor& x,
+                const core::Tensor& w, const core::Tensor* dx, const core::Tensor& dw,
+                const core::Tensor* db, bool accumulate);
 
  private:
   cublasHandle_t handle_;

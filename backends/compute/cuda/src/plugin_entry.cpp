@@ -12,7 +12,9 @@ std::unique_ptr<tessera::compute::Backend> create(const tessera::compute::Backen
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) const tessera::compute::cuda::PluginV1* tessera_compute_cuda_v1() {
-  static const tessera::compute::cuda::PluginV1 table{tessera::compute::cuda::kPluginApiV1, &probe, &create};
+extern "C" __attribute__((visibility("default"))) const tessera::compute::cuda::PluginV1*
+tessera_compute_cuda_v1() {
+  static const tessera::compute::cuda::PluginV1 table{tessera::compute::cuda::kPluginApiV1, &probe,
+                                                      &create};
   return &table;
 }

@@ -3,9 +3,10 @@
 
 namespace tessera::compute::cuda {
 
-Workspace::Workspace(CudaMemory& mem, core::AllocatorPtr booking) : mem_(mem), booking_(std::move(booking)) {
-  TESSERA_ASSERT(booking_ && booking_->device() == &mem_, "cuda workspace: the booking allocator must be over ",
-                 mem_.describe());
+Workspace::Workspace(CudaMemory& mem, core::AllocatorPtr booking)
+    : mem_(mem), booking_(std::move(booking)) {
+  TESSERA_ASSERT(booking_ && booking_->device() == &mem_,
+                 "cuda workspace: the booking allocator must be over ", mem_.describe());
 }
 
 core::Tensor Workspace::tensor(core::Shape shape, core::DType dtype) const {

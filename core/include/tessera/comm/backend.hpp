@@ -30,6 +30,9 @@ struct BufferView {
   std::size_t count = 0;  ///< elements, not bytes
   core::DType dtype = core::DType::F32;
   MemorySpace space = MemorySpace::Host;
+  /// The device memory a Cuda buffer is in, when the caller knows it (core's tensors do): a
+  /// backend that moves host memory only stages the buffer through it. May be null.
+  core::DeviceMemory* device = nullptr;
 
   std::size_t bytes() const noexcept { return count * core::dtype_size(dtype); }
 };

@@ -43,6 +43,10 @@ class DeviceMemory {
   /// another DeviceMemory of the same space in this process (ranks sharing one GPU), or on the
   /// host. A copy into host memory returns when the data is there.
   virtual void copy(const Tensor& dst, const Tensor& src) = 0;
+  /// Copies `bytes` contiguous bytes; dst and src are each a host address or an address in a
+  /// DeviceMemory of this space in this process (communication backends stage buffers with it).
+  /// A copy into host memory returns when the data is there.
+  virtual void copy_bytes(void* dst, const void* src, std::size_t bytes) = 0;
   /// dst += src: dst in this memory, src in this or another DeviceMemory of the same space;
   /// float dtypes.
   virtual void add(const Tensor& dst, const Tensor& src) = 0;

@@ -30,12 +30,16 @@ struct TrainSetup {
   nn::TrainOptions train;
   core::DeviceMesh mesh;
   std::string backend = "local";
+  std::string compute = "cpu";  ///< compute backend: cpu or cuda (from spec.device)
+  int device_index = 0;         ///< cuda:N's N (one process per rank adds its local rank)
+  bool tf32 = false;
   int threads = 1;  ///< resolved: spec.threads, or cores / ranks
   std::string data = "synthetic";
   std::string save, resume, trace, metrics;
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
 };
-/// `check_backend`: also check that spec.backend is registered (training; a simulation needs none).
+/// `check_backend`: a training run — also check that spec.backend is registered and read
+/// spec.device as cpu / cuda / cuda:N (a simulation needs no backend, and its device is a model).
 TrainSetup resolve_train(const RunSpec& spec, bool check_backend = true);
 
 /// What a simulation takes: the trainer's options and mesh (as resolve_train), the built-in

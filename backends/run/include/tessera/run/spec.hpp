@@ -40,9 +40,9 @@ struct RunSpec {
   bool overlap = true;               ///< overlap halo exchange and gradient all-reduce with compute
   int bucket_mib = 4;                ///< gradient all-reduce bucket size
   std::string topology = "dgx-a100"; ///< simulation: a preset, a topology JSON file or inline JSON
-  std::string device;                ///< simulation: device model of every rank; empty: the topology's
+  std::string device;                ///< training: cpu (empty), cuda, cuda:N; simulation: device model (empty: the topology's)
   std::string calibration;           ///< simulation: a `tessera calibrate` file; empty: built-in figures
-  bool tf32 = false;                 ///< simulation: time convolutions at the TF32 tensor-core peak
+  bool tf32 = false;                 ///< TF32 tensor cores for fp32 convolutions and matmuls (cuda; simulation: their peak)
   std::string trace;                 ///< write the Chrome trace here (empty: none)
   std::string metrics, save, resume; ///< training: metrics JSON lines, checkpoint out, checkpoint in
 

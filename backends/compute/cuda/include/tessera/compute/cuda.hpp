@@ -33,6 +33,9 @@ class CudaDevice {
   /// its own (workspace_allocator()). InvalidArgument for an allocator over other memory.
   virtual void set_workspace_allocator(std::shared_ptr<core::Allocator> a) = 0;
   virtual const std::shared_ptr<core::Allocator>& workspace_allocator() const noexcept = 0;
+  /// Convolution geometries whose cuDNN algorithm has been chosen (each is chosen once, then
+  /// cached for the life of the backend).
+  virtual std::size_t cached_conv_algorithms() const noexcept = 0;
 };
 
 /// The plugin's one exported entry point, looked up with dlsym(kEntrySymbol). The library is built

@@ -1,0 +1,50 @@
+// The small models and options the training tests share (CPU, emulated device and GPU runs):
+// a ConvNeXt with DropPath and LayerScale, a RegNetY with SyncBN and squeeze-excite, both sized so
+// that W = 160 splits unevenly over 3 shards.
+#pragma once
+
+#include <string>
+
+#include "tessera/nn/trainer.hpp"
+
+namespace tessera::test {
+
+inline nn::ModelSpec small_convnext() {
+  nn::ModelSpec m;
+  m.name = "test-convnext";
+  m.family = "convnext";
+  m.depths = {1, 1, 2, 1};
+  m.widths = {8, 16, 16, 24};
+  m.num_classes = 4;
+  m.drop_path = 0.2;  // DropPath on: every shard of a sample must agree, or runs diverge
+  m.layer_scale_init = 0.5;
+  return m;
+}
+
+inline nn::ModelSpec small_regnety() {
+  nn::ModelSpec m;
+  m.name = "test-regnety";
+  m.family = "regnet";
+  m.depths = {1, 1, 2, 1};
+  m.widths = {8, 16, 24, 32};
+  m.stem_width = 8;
+  m.group_width = 8;
+  m.se_ratio = 0.25;  // RegNetY: squeeze-and-excitation in every block; BN is SyncBN
+  m.num_classes = 4;
+  return m;
+}
+
+inline nn::TrainOptions options(const nn::ModelSpec& m, const std::string& optimizer) {
+  nn::TrainOptions o;
+  o.model = m;
+  o.input = {3, 32, 160};  // W = 5 units of the total stride 32: sp=3 gets 64, 64, 32
+  o.batch = 4;
+  o.steps = 10;
+  o.seed = 3;
+  o.optimizer.kind = optimizer;
+  o.optimizer.lr = optimizer == "sgd" ? 0.005 : 2e-3;
+  o.warmup_steps = 2;
+  return o;
+}
+
+}  // namespace tessera::test
