@@ -16,9 +16,10 @@ namespace {
 
 using compute::OpKind;
 
-/// The backends the suite runs: register_builtin_backends' list and cuda-kernels@host. The suite
-/// hands backends host tensors, so "cuda" (device memory) stays out until the suite allocates
-/// through each backend's device_memory().
+/// The backends the suite runs: register_builtin_backends' list and cuda-kernels@host. "cuda"
+/// stays out until a case (and the summary) skips with the reason where the backend cannot be
+/// created (no device: create throws Unsupported); the cases are registered at start-up, which
+/// must not open CUDA.
 compute::Registry suite_registry() {
   auto builtins = std::make_shared<compute::Registry>();
   register_builtin_backends(*builtins);
