@@ -163,6 +163,29 @@ Tensor Tensor::narrow(int dim, std::int64_t start, std::int64_t length) const {
   return v;
 }
 
+Tensor Tensor::as_strided(Shape shape, Shape strides, std::int64_t offset) const {
+  check_shape(shape);
+  TESSERA_CHECK(strides.size() == shape.size(), "as_strided: ", shape.size(), "-d shape ", shape_str(shape),
+                " with ", strides.size(), " strides");
+  TESSERA_CHECK(storage_ != nullptr, "as_strided: the tensor has no storage");
+  const std::int64_t first = offset_ + offset;
+  std::int64_t lo = first, hi = first;
+  if (shape_numel(shape) > 0)
+    for (std::size_t d = 0; d < shape.size(); ++d) {
+      const std::int64_t reach = (shape[d] - 1) * strides[d];
+      (reach < 0 ? lo : hi) += reach;
+    }
+  const auto elems = static_cast<std::int64_t>(storage_->bytes() / dtype_size(dtype_));
+  TESSERA_CHECK(lo >= 0 && (shape_numel(shape) == 0 || hi < elems), "as_strided: a view ", shape_str(shape),
+                " with strides ", shape_str(strides), " at offset ", offset, " reaches elements [", lo, ", ", hi,
+                "] outside the storage of ", describe(), " (", elems, " elements)");
+  Tensor v = *this;
+  v.shape_ = std::move(shape);
+  v.strides_ = std::move(strides);
+  v.offset_ = first;
+  return v;
+}
+
 Tensor Tensor::reshape(Shape shape) const {
   TESSERA_CHECK(is_contiguous(), "reshape: tensor ", describe(), " is not contiguous");
   TESSERA_CHECK(shape_numel(shape) == numel(), "reshape: cannot view ", describe(), " as ",

@@ -158,3 +158,20 @@ TEST_CASE("freed large blocks are reused for the same size without changing the 
   REQUIRE(a.cached_bytes() == (core::Allocator::caches_blocks() ? big : 0));
   REQUIRE(a.stats().current_total == 0);
 }
+
+TEST_CASE("as_strided views the storage with any strides, and refuses to reach outside it", "[core][tensor]") {
+  core::Tensor t = core::Tensor::empty({12}, core::DType::F32);
+  for (int i = 0; i < 12; ++i) t.data<float>()[i] = float(i);
+  // A 3x2 view with strides (4, 2) from the first element of the narrowed tensor (element 1).
+  const core::Tensor n = t.narrow(0, 1, 11);
+  const core::Tensor v = n.as_strided({3, 2}, {4, 2});
+  REQUIRE(v.shares_storage(t));
+  REQUIRE(v.at<float>({0, 0}) == 1.0f);
+  REQUIRE(v.at<float>({0, 1}) == 3.0f);
+  REQUIRE(v.at<float>({2, 1}) == 11.0f);  // the last element of the storage
+  REQUIRE(n.as_strided({2}, {1}, 3).at<float>({1}) == 5.0f);
+  REQUIRE(n.as_strided({0, 5}, {100, 100}, 0).numel() == 0);  // empty: no element to reach
+  REQUIRE_THROWS_WITH(n.as_strided({3, 2}, {4, 2}, 1), Catch::Contains("outside the storage"));
+  REQUIRE_THROWS_WITH(t.as_strided({2}, {-1}, 0), Catch::Contains("outside the storage"));
+  REQUIRE_THROWS_WITH(t.as_strided({2, 2}, {1}, 0), Catch::Contains("2-d shape"));
+}

@@ -118,3 +118,19 @@ def test_reference_catches_a_wrong_result():
     w_broken[:, :, 0, 0] = 0
     assert close(r["output"], conv2d_forward(x, w, None, 1, 1, 1, 1))
     assert not close(r["output"], conv2d_forward(x, w_broken, None, 1, 1, 1, 1))
+
+
+def test_device_names_the_memory_the_ranks_compute_in():
+    x = np.random.default_rng(0).random((1, 2, 5, 6), dtype=np.float32)
+    w = np.random.default_rng(1).random((3, 2, 3, 3), dtype=np.float32)
+    cpu = tessera.functional.conv2d(x, w, padding=1, device="cpu")["output"]
+    np.testing.assert_array_equal(cpu, tessera.functional.conv2d(x, w, padding=1)["output"])
+    with pytest.raises(ValueError, match="expected 'cpu', 'cuda' or 'cuda:N'"):
+        tessera.functional.conv2d(x, w, padding=1, device="tpu")
+    # Without a usable GPU, "cuda" says why: not built here, or built with no device visible.
+    try:
+        gpu = tessera.functional.conv2d(x, w, padding=1, device="cuda")["output"]
+    except (ValueError, NotImplementedError) as e:
+        assert "cuda" in str(e)
+    else:
+        np.testing.assert_allclose(gpu, cpu, rtol=1e-5, atol=1e-6)

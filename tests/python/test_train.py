@@ -71,3 +71,15 @@ def test_diverged_run_raises_nonfinite_error_naming_step_and_parameter(tmp_path)
     # An lr that does not diverge still trains every step (the same run, clipped, at the default lr).
     ok = tessera.train(**{**kw, "lr": 2e-3, "clip": 1.0})
     assert [s["step"] for s in ok["steps"]] == [0, 1, 2, 3]
+
+
+def test_device_is_checked_before_any_step():
+    with pytest.raises(ValueError, match="training runs on cpu or cuda"):
+        tessera.train(steps=1, device="h200")
+    # Without a usable GPU, "cuda" stops at once with why (not built, or no device visible).
+    try:
+        r = tessera.train(steps=1, input=(3, 32, 64), device="cuda")
+    except (ValueError, NotImplementedError) as e:
+        assert "cuda" in str(e)
+    else:
+        assert len(r["steps"]) == 1

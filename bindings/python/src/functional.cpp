@@ -40,8 +40,21 @@ struct ConvResult {
 // Every rank: slice its input piece from the replicated global x (Replicate -> Shard: a local
 // slice), build its halo plan, run the sharded forward (and backward), all-reduce the Partial
 // weight gradients, gather the output and the input gradient back to Replicate.
+// `device`: "cpu" or "cuda" / "cuda:N" (every rank on that GPU; the arrays are copied there and
+// the results back).
 ConvResult run_conv(const nn::ConvSpec& spec, const core::Layout& in, const Tensor& x, const Tensor& w,
-                    const Tensor* b, const Tensor* dy, bool overlap, int threads) {
+                    const Tensor* b, const Tensor* dy, bool overlap, int threads, const std::string& device) {
+  compute::BackendOptions bo;
+  bo.num_threads = threads;
+  std::string backend = "cpu";
+  if (device == "cuda" || device.rfind("cuda:", 0) == 0) {
+    backend = "cuda";
+    if (device.size() > 5) bo.device = std::stoi(device.substr(5));
+  } else {
+    TESSERA_CHECK(device == "cpu", "tessera.functional.conv2d: device='", device, "': expected 'cpu', 'cuda' or 'cuda:N'");
+  }
+  compute::Registry computes;
+  register_builtin_backends(computes);
   const core::DeviceMesh& mesh = in.mesh();
   const core::Layout out = nn::conv_output_layout(spec, in);
   const core::Layout in_r = core::Layout::replicated(mesh, in.global_shape());
@@ -56,32 +69,39 @@ ConvResult run_conv(const nn::ConvSpec& spec, const core::Layout& in, const Tens
   comm::local::run(mesh.size(), [&](comm::Backend& world) {
     comm::MeshComm mc(mesh, world);
     const int r = world.rank();
-    auto alloc = std::make_shared<core::Allocator>("rank " + std::to_string(r));
-    compute::cpu::CpuBackend cpu(threads);
-    nn::RankContext ctx{&world, &cpu, alloc};
+    const auto cb = computes.create(backend, bo);
+    const auto memory = cb->device_memory();
+    auto alloc = memory ? std::make_shared<core::Allocator>("rank " + std::to_string(r), memory)
+                        : std::make_shared<core::Allocator>("rank " + std::to_string(r));
+    // The global arrays, in this rank's memory (themselves on the host).
+    auto here = [&](const Tensor& t) { return memory ? t.to(alloc, core::MemCategory::Activation) : t; };
+    const Tensor xr = here(x), wr = here(w), br = b ? here(*b) : Tensor(), dyr = dy ? here(*dy) : Tensor();
+    nn::RankContext ctx{&world, cb.get(), alloc};
     nn::Conv2dOptions opt;
     opt.overlap = overlap;
     const nn::HaloPlan plan = nn::make_halo_plan(spec, in, out, r);
-    const Tensor xl = comm::redistribute(mc, x, in_r, in);
+    const Tensor xl = comm::redistribute(mc, xr, in_r, in);
     nn::Conv2dSaved saved;
-    const Tensor y = nn::conv2d_forward(plan, ctx, xl, w, b, dy ? &saved : nullptr, opt);
+    const Tensor y = nn::conv2d_forward(plan, ctx, xl, wr, b ? &br : nullptr, dy ? &saved : nullptr, opt);
     const Tensor yg = comm::redistribute(mc, y, out, out_r);
     nn::Conv2dGrads g;
     Tensor dxg;
     if (dy) {
-      const Tensor dyl = comm::redistribute(mc, *dy, out_r, out);
-      g = nn::conv2d_backward(plan, ctx, saved, w, dyl, true, b != nullptr, opt);
+      const Tensor dyl = comm::redistribute(mc, dyr, out_r, out);
+      g = nn::conv2d_backward(plan, ctx, saved, wr, dyl, true, b != nullptr, opt);
       mc.all_reduce(g.dw, plan.grad_reduce_mesh_dims);
       if (b) mc.all_reduce(g.db, plan.grad_reduce_mesh_dims);
       dxg = comm::redistribute(mc, g.dx, in, in_r);
     }
+    auto host = [](const Tensor& t) { return t.defined() ? t.to_host() : t; };
+    const Tensor yh = host(yg), dxh = host(dxg), dwh = host(g.dw), dbh = host(g.db);
     std::lock_guard<std::mutex> lock(mu);
     res.halo_elements += plan.recv_elems();
     if (r == 0) {
-      res.y = yg;
-      res.dx = dxg;
-      res.dw = g.dw;
-      res.db = g.db;
+      res.y = yh;
+      res.dx = dxh;
+      res.dw = dwh;
+      res.db = dbh;
     }
   });
   return res;
@@ -110,7 +130,8 @@ void bind_functional(py::module_& m) {
       "conv2d",
       [](const py::array& x_in, const py::array& w_in, const py::object& b_in, const py::object& stride,
          const py::object& padding, const py::object& dilation, int groups, const py::object& mesh_o,
-         const py::object& placement_o, const py::object& dy_in, bool overlap, int threads) {
+         const py::object& placement_o, const py::object& dy_in, bool overlap, int threads,
+         const std::string& device) {
         check_4d(x_in, "input");
         check_4d(w_in, "weight");
         // float32 C-contiguous arrays are viewed; anything else is converted once.
@@ -151,7 +172,7 @@ void bind_functional(py::module_& m) {
         {
           py::gil_scoped_release nogil;
           r = run_conv(spec, in, xt, wt, bt.defined() ? &bt : nullptr, dyt.defined() ? &dyt : nullptr, overlap,
-                       threads);
+                       threads, device);
         }
         py::dict d;
         d["output"] = maybe_array(r.y);
@@ -164,7 +185,7 @@ void bind_functional(py::module_& m) {
       py::arg("input"), py::arg("weight"), py::arg("bias") = py::none(), py::arg("stride") = 1,
       py::arg("padding") = 0, py::arg("dilation") = 1, py::arg("groups") = 1, py::arg("mesh") = py::none(),
       py::arg("placement") = py::none(), py::arg("grad_output") = py::none(), py::arg("overlap") = true,
-      py::arg("threads") = 1);
+      py::arg("threads") = 1, py::arg("device") = "cpu");
 
   f.def(
       "distribute",

@@ -32,12 +32,16 @@ def conv2d(
     grad_output: Optional[np.ndarray] = None,
     overlap: bool = True,
     threads: int = 1,
+    device: str = "cpu",
 ) -> dict:
     """2-D convolution (NCHW, PyTorch's Conv2d semantics) sharded over ``mesh``.
 
     ``placement`` is a Placement (``tessera.Shard(3)`` splits W, ``Shard(2)`` H, ``Shard(0)`` the
     batch) or one per mesh dimension; None means an unsharded single-rank run. Arrays that are
     C-contiguous float32 are used without a copy; others are converted once.
+
+    ``device`` is "cpu" or "cuda" ("cuda:N"): every rank computes on that GPU (the arrays are
+    copied there and the results back; without a usable GPU a NotImplementedError says why).
 
     Returns a dict of NumPy float32 arrays in the global shape: ``output`` and, when
     ``grad_output`` is given, ``grad_input``, ``grad_weight`` and ``grad_bias`` (None otherwise;
@@ -48,7 +52,7 @@ def conv2d(
     tessera.Unsupported (a NotImplementedError) for layouts core does not shard (channels).
     """
     return _f.conv2d(input, weight, bias, stride, padding, dilation, groups, mesh, placement,
-                     grad_output, overlap, threads)
+                     grad_output, overlap, threads, device)
 
 
 def layer_norm(input: np.ndarray, weight: Optional[np.ndarray] = None, bias: Optional[np.ndarray] = None,

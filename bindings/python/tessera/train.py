@@ -50,6 +50,8 @@ def train(
     metrics: str = "",
     save: str = "",
     resume: str = "",
+    device: str = "cpu",
+    tf32: bool = False,
 ) -> dict:
     """Trains ``model`` (a preset name, a model JSON file path, or a ModelSpec) on synthetic data
     over ``mesh`` in-process ranks, exactly as ``tessera train --backend local`` does.
@@ -81,6 +83,10 @@ def train(
     ``trace``: a path to write the run's Chrome trace to.
     ``dtype``: ``"f32"``, or ``"f64"``: the exact answer a float32 run is compared against (the
     dtypes the trainer can train in; others raise with the list).
+    ``device``: ``"cpu"``, or ``"cuda"`` / ``"cuda:N"``: every rank computes on that GPU (in-process
+    ranks share it; one process per rank takes GPU N + its local rank), as ``tessera train
+    --device cuda``; without a usable GPU a NotImplementedError says why. ``tf32``: let float32
+    convolutions and matrix products use TF32 tensor cores (off by default).
     """
     fields = dict(model=model.to_json() if isinstance(model, _tessera.ModelSpec) else model,
                   input=_input_text(input), batch=batch, mesh=_mesh_text(mesh), shard=shard, steps=steps,
@@ -88,5 +94,5 @@ def train(
                   task=task, classes=classes, checkpointing=checkpointing, threads=threads, overlap=overlap,
                   trace=trace, timeout_s=timeout_s, backend=backend, dtype=dtype, momentum=momentum,
                   drop_path=drop_path, data=data, bucket_mib=bucket_mib, metrics=metrics, save=save,
-                  resume=resume)
+                  resume=resume, device="" if device == "cpu" else device, tf32=tf32)
     return _tessera._train(json.dumps(fields), callback)

@@ -208,7 +208,8 @@ void run_conformance_case(compute::Backend& backend, compute::OpKind op, DType d
 
 /// True when `backend` must support `op` in `dtype` (its Unsupported there is a failure, not a
 /// skip): cpu must support every op in f32 and f64, cuda-kernels@host every op but the
-/// convolutions and linear_forward / linear_backward (cuDNN / cuBLAS calls of the cuda backend).
+/// convolutions and linear_forward / linear_backward (cuDNN / cuBLAS calls of the cuda backend),
+/// cuda every op in f32 and every op but the convolutions in f64.
 bool must_support(std::string_view backend, compute::OpKind op, DType dtype);
 
 /// Threads every backend of the suite is created with.

@@ -117,6 +117,10 @@ class Tensor {
 
   /// View of `length` entries of dimension `dim` starting at `start`.
   Tensor narrow(int dim, std::int64_t start, std::int64_t length) const;
+  /// A view of this tensor's storage (any memory space) with `shape` and `strides` (elements),
+  /// starting `offset` elements after this tensor's first element. Throws InvalidArgument when an
+  /// element of the view would lie outside the storage.
+  Tensor as_strided(Shape shape, Shape strides, std::int64_t offset = 0) const;
   /// Same data, new shape; the tensor must be contiguous.
   Tensor reshape(Shape shape) const;
   /// This tensor if contiguous, else a contiguous copy (same category and allocator).
