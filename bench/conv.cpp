@@ -1,7 +1,8 @@
 // bench_conv: GFLOP/s of the ConvNeXt-T stage-1 convolutions on the cpu backend, next to the
 // machine's measured FMA peak and (when built with it) libtorch on the same layers; then the
 // same layers sharded along W over 1, 2 and 4 ranks of the in-process `local` comm backend, with
-// the share of each rank's step spent in halo exchange.
+// the share of each rank's step spent in halo exchange. --device cuda: the same layers on the
+// cuda compute backend beside the GPU's copy bandwidth and PyTorch eager (conv_gpu.cpp).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 
 #include "bench_util.hpp"
 #include "blas_probe.hpp"
+#include "conv_gpu.hpp"
 #include "tessera/comm/local.hpp"
 #include "tessera/comm/mesh_comm.hpp"
 #include "tessera/compute/cpu.hpp"
@@ -40,6 +42,9 @@ struct Options {
   bool sharded = true;
   std::vector<int> ranks = {1, 2, 4};
   int sharded_h = 64;  // H of the sharded runs: half of 128, to keep the default run short
+  std::string device = "cpu";  // cuda, cuda:N: conv_gpu.cpp with the options below
+  bool reps_set = false;
+  GpuConvOptions gpu;
 };
 
 /// One convolution layer (square kernel, stride 1).
@@ -410,6 +415,19 @@ Options parse(int argc, char** argv) {
       o.layers = std::string(",") + argv[++i] + ",";
     } else if (a == "--reps" && i + 1 < argc) {
       o.reps = std::max(1, std::atoi(argv[++i]));
+      o.reps_set = true;
+    } else if (a == "--device" && i + 1 < argc) {
+      o.device = argv[++i];
+    } else if (a == "--tf32") {
+      o.gpu.tf32 = true;
+    } else if (a == "--warmup" && i + 1 < argc) {
+      o.gpu.warmup = std::max(0, std::atoi(argv[++i]));
+    } else if (a == "--copy-mib" && i + 1 < argc) {
+      o.gpu.copy_bytes = std::max(1, std::atoi(argv[++i])) * double(1 << 20);
+    } else if (a == "--peer-script" && i + 1 < argc) {
+      o.gpu.peer_command.script = argv[++i];
+    } else if (a == "--python" && i + 1 < argc) {
+      o.gpu.peer_command.python = argv[++i];
     } else if (a == "--threads" && i + 1 < argc) {
       o.threads.clear();
       for (const char* s = argv[++i]; *s; s += (*s == ','))
@@ -419,8 +437,17 @@ Options parse(int argc, char** argv) {
           stderr,
           "usage: bench_conv [--json] [--reps N] [--threads 1,2] [--layers dw7x7_p3,pw_pair]\n"
           "                  [--no-torch] [--no-sharded] [--ranks 1,2,4] [--sharded-h 64]\n"
+          "                  [--device cpu|cuda|cuda:N] [--tf32] [--warmup N] [--copy-mib 1024]\n"
+          "                  [--peer-script FILE] [--python EXE]\n"
+          "  --device cuda: the layers dw7x7_p3, dw7x7_p3_b, pw_96to384, pw_384to96 on the cuda\n"
+          "      compute backend (--reps default 20 after --warmup 3), bytes/s as a share of a\n"
+          "      device-to-device copy of --copy-mib MiB, beside PyTorch eager's depthwise conv\n"
+          "      (--peer-script, default bench/torch_gpu_peer.py, run with --python, python3);\n"
+          "      --tf32: TF32 for fp32 convolutions on both sides; --threads, --ranks, --sharded-h\n"
+          "      do not apply\n"
           "exit status 3: figures printed, but no ratio, because libtorch runs on the\n"
-          "reference BLAS or a single-threaded one (bench/README.md)\n");
+          "reference BLAS or a single-threaded one (bench/README.md); 4 (--device cuda):\n"
+          "tessera's figures printed, the PyTorch peer not available; 1: an error (no GPU)\n");
       std::exit(a == "--help" ? 0 : 2);
     }
   }
@@ -429,6 +456,16 @@ Options parse(int argc, char** argv) {
 
 int run(int argc, char** argv) {
   const Options o = parse(argc, argv);
+  if (o.device != "cpu") {
+    GpuConvOptions g = o.gpu;
+    g.json = o.json;
+    g.device = o.device;
+    g.layers = o.layers;
+    g.peer = o.torch;
+    if (o.reps_set) g.reps = o.reps;
+    cuda_device_index(g.device);  // a clear error for a --device that is neither cpu nor cuda[:N]
+    return run_conv_gpu(g);
+  }
   std::vector<std::pair<int, Stats>> peak;
   for (int t : o.threads) {
     std::vector<double> g;
@@ -545,4 +582,15 @@ int run(int argc, char** argv) {
 }  // namespace
 }  // namespace tessera::bench
 
-int main(int argc, char** argv) { return tessera::bench::run(argc, argv); }
+int main(int argc, char** argv) {
+  try {
+    return tessera::bench::run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_conv: %s\n", e.what());
+    // With --json, stdout still holds one JSON object (scripts keep it as the run's figures).
+    for (int i = 1; i < argc; ++i)
+      if (std::strcmp(argv[i], "--json") == 0)
+        std::printf("{\"error\": %s}\n", tessera::bench::json_quote(e.what()).c_str());
+    return 1;
+  }
+}

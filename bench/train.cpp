@@ -30,6 +30,7 @@
 #include "tessera/comm/mesh_comm.hpp"
 #include "tessera/compute/cpu.hpp"
 #include "tessera/nn/trainer.hpp"
+#include "train_gpu.hpp"
 
 #ifdef TESSERA_BENCH_HAVE_TORCH
 #include <torch/nn.h>
@@ -56,6 +57,10 @@ struct Options {
   std::vector<std::string> checkpointing = {"none", "block"};
   bool torch = true;
   bool torch_linear = false;  // nn::Linear for the pointwise layers instead of 1x1 convs
+  // --device cuda (train_gpu.cpp): everything above that applies, plus these.
+  std::string device = "cpu";
+  bool input_set = false, steps_set = false;
+  GpuTrainOptions gpu;
 };
 
 struct Run {
@@ -284,10 +289,19 @@ std::vector<std::string> split(const std::string& s) {
       "usage: bench_train [--json] [--steps N] [--model NAME] [--input CxHxW] [--batch N]\n"
       "                   [--ranks 1,2,4] [--checkpointing none,block] [--no-torch]\n"
       "                   [--torch-linear]\n"
+      "                   [--device cpu|cuda|cuda:N] [--tf32] [--warmup N]\n"
+      "                   [--pointwise linear|conv] [--peer-script FILE] [--python EXE]\n"
       "  --steps: timed steps per configuration after one warm-up step (default 2)\n"
       "  --torch-linear: libtorch's pointwise layers as nn::Linear instead of 1x1 convs\n"
+      "  --device cuda: one unsharded rank on the cuda compute backend (default input\n"
+      "      3x512x2048, 5 steps after --warmup 2), beside PyTorch eager on the same GPU run\n"
+      "      by --peer-script (default bench/torch_gpu_peer.py) with --python (python3);\n"
+      "      --tf32 lets fp32 convolutions and matmuls use TF32 on both sides (default off);\n"
+      "      --pointwise: the peer's pointwise layers as nn.Linear (default) or 1x1 convs;\n"
+      "      --no-torch: tessera only; --ranks and --checkpointing do not apply\n"
       "exit status 3: figures printed, but no ratio, because libtorch runs on the\n"
-      "reference BLAS or a single-threaded one (bench/README.md)\n");
+      "reference BLAS or a single-threaded one (bench/README.md); 4 (--device cuda):\n"
+      "tessera's figures printed, the PyTorch peer not available; 1: an error (no GPU)\n");
   std::exit(rc);
 }
 
@@ -304,6 +318,20 @@ Options parse(int argc, char** argv) {
       o.torch_linear = true;
     } else if (a == "--steps" && has_value) {
       o.steps = std::max(1, std::atoi(argv[++i]));
+      o.steps_set = true;
+    } else if (a == "--device" && has_value) {
+      o.device = argv[++i];
+    } else if (a == "--tf32") {
+      o.gpu.tf32 = true;
+    } else if (a == "--warmup" && has_value) {
+      o.gpu.warmup = std::max(0, std::atoi(argv[++i]));
+    } else if (a == "--pointwise" && has_value) {
+      o.gpu.pointwise = argv[++i];
+      if (o.gpu.pointwise != "linear" && o.gpu.pointwise != "conv") usage(2);
+    } else if (a == "--peer-script" && has_value) {
+      o.gpu.peer_command.script = argv[++i];
+    } else if (a == "--python" && has_value) {
+      o.gpu.peer_command.python = argv[++i];
     } else if (a == "--model" && has_value) {
       o.model = argv[++i];
     } else if (a == "--batch" && has_value) {
@@ -314,6 +342,7 @@ Options parse(int argc, char** argv) {
       o.input.clear();
       for (const std::string& p : split(s)) o.input.push_back(std::atoll(p.c_str()));
       if (o.input.size() != 3 || *std::min_element(o.input.begin(), o.input.end()) <= 0) usage(2);
+      o.input_set = true;
     } else if (a == "--ranks" && has_value) {
       o.ranks.clear();
       for (const std::string& p : split(argv[++i]))
@@ -329,6 +358,19 @@ Options parse(int argc, char** argv) {
 
 int run(int argc, char** argv) {
   const Options o = parse(argc, argv);
+  if (o.device != "cpu") {
+    GpuTrainOptions g = o.gpu;
+    g.json = o.json;
+    g.device = o.device;
+    g.model = o.model;
+    g.batch = o.batch;
+    g.classes = o.classes;
+    g.peer = o.torch;
+    if (o.input_set) g.input = o.input;
+    if (o.steps_set) g.steps = o.steps;
+    cuda_device_index(g.device);  // a clear error for a --device that is neither cpu nor cuda[:N]
+    return run_train_gpu(g);
+  }
   const std::string input = std::to_string(o.input[0]) + "x" + std::to_string(o.input[1]) + "x" +
                             std::to_string(o.input[2]);
   [[maybe_unused]] const bool torch_wanted =
@@ -446,6 +488,10 @@ int main(int argc, char** argv) {
     return tessera::bench::run(argc, argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_train: %s\n", e.what());
+    // With --json, stdout still holds one JSON object (scripts keep it as the run's figures).
+    for (int i = 1; i < argc; ++i)
+      if (std::strcmp(argv[i], "--json") == 0)
+        std::printf("{\"error\": %s}\n", tessera::bench::json_quote(e.what()).c_str());
     return 1;
   }
 }

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <ctime>
 #include <thread>
 
@@ -289,23 +290,53 @@ Calibration calibrate(const ComputeFactory& make_compute, const WorldRunner& run
   }
 
   DeviceSpec& d = c.device;
-  d.name = "cpu-host";
-  d.kind = "cpu";
-  d.peak_fp32_flops = std::round(measure_fma_peak(options.quick) * options.threads);
-  {
-    std::unique_ptr<compute::Backend> be = make_compute(options.threads);
-    const std::int64_t n = options.quick ? (4 << 20) : (16 << 20);  // 3 arrays well past the caches
-    core::Tensor x = core::Tensor::zeros({n}), y = core::Tensor::zeros({n}), z = core::Tensor::zeros({n});
-    compute::add(*be, x, y, z);
-    const double t = median_time(options.quick ? 3 : 7, [&] { compute::add(*be, x, y, z); });
-    d.mem_bw_bytes_per_s = std::round(3.0 * 4.0 * static_cast<double>(n) / t);
-    core::Tensor one = core::Tensor::zeros({1});
-    for (int i = 0; i < 100; ++i) compute::scale(*be, 1.0, one);
-    d.launch_overhead_s =
-        median_time(options.quick ? 101 : 1001, [&] { compute::scale(*be, 1.0, one); }) + c.host_overhead_s;
+  std::unique_ptr<compute::Backend> device_be = make_compute(options.threads);
+  const std::shared_ptr<core::DeviceMemory> device_memory = device_be->device_memory();
+  double peak = 0;  // what the class efficiencies are taken against
+  if (device_memory) {
+    // A GPU: the catalog's entry of its model with the measured figures.
+    const DeviceMeasurement m = measure_device(*device_be, options.quick);
+    c.device_copy = m.copy;
+    const std::string model = device_model_name(m.copy.memory);
+    const DeviceCatalog builtin;
+    const std::string entry = catalog_device_for(model, builtin);
+    if (!entry.empty()) d = builtin.get(entry);
+    d.name = entry.empty() ? "cuda-" + model : entry;
+    d.kind = "gpu";
+    d.mem_bw_bytes_per_s = std::round(m.copy.d2d_bw_bytes_per_s);
+    d.launch_overhead_s = m.launch_overhead_s + c.host_overhead_s;
+    d.shm_bw_bytes_per_s = 0;
+    d.shm_latency_s = 0;
+    peak = options.tf32 && d.peak_tf32_flops > 0 ? d.peak_tf32_flops : d.peak_fp32_flops;
+    if (d.capacity_bytes <= 0) {  // "... 139 GiB)" when the catalog has no entry
+      const auto gib = m.copy.memory.rfind(", ");
+      d.capacity_bytes = gib == std::string::npos ? 0 : std::atof(m.copy.memory.c_str() + gib + 2) * double(1ull << 30);
+    }
+    if (log)
+      log(detail::cat("device ", m.copy.memory, " as catalog entry ", d.name, entry.empty() ? " (no catalog entry for " + model + ")" : "",
+                      ": copy ", m.copy.d2d_bw_bytes_per_s / 1e9, " GB/s device to device (read + written), ",
+                      m.copy.h2d_bw_bytes_per_s / 1e9, " GB/s host to device, ", m.copy.d2h_bw_bytes_per_s / 1e9,
+                      " GB/s device to host; ", m.launch_overhead_s * 1e6, " us per launch"));
+  } else {
+    d.name = "cpu-host";
+    d.kind = "cpu";
+    d.peak_fp32_flops = std::round(measure_fma_peak(options.quick) * options.threads);
+    peak = d.peak_fp32_flops;
+    {
+      compute::Backend* be = device_be.get();
+      const std::int64_t n = options.quick ? (4 << 20) : (16 << 20);  // 3 arrays well past the caches
+      core::Tensor x = core::Tensor::zeros({n}), y = core::Tensor::zeros({n}), z = core::Tensor::zeros({n});
+      compute::add(*be, x, y, z);
+      const double t = median_time(options.quick ? 3 : 7, [&] { compute::add(*be, x, y, z); });
+      d.mem_bw_bytes_per_s = std::round(3.0 * 4.0 * static_cast<double>(n) / t);
+      core::Tensor one = core::Tensor::zeros({1});
+      for (int i = 0; i < 100; ++i) compute::scale(*be, 1.0, one);
+      d.launch_overhead_s =
+          median_time(options.quick ? 101 : 1001, [&] { compute::scale(*be, 1.0, one); }) + c.host_overhead_s;
+    }
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    d.capacity_bytes = pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 16e9;
   }
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  d.capacity_bytes = pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 16e9;
   // The roofline's class efficiencies (for kernels without a measured rate): what the largest
   // sample of a representative class achieved.
   auto achieved = [&](const char* k, bool flops) {
@@ -316,14 +347,21 @@ Calibration calibrate(const ComputeFactory& make_compute, const WorldRunner& run
       if (s.flops + s.bytes > big->flops + big->bytes) big = &s;
     return (flops ? big->flops : big->bytes) / big->seconds;
   };
-  d.eff_gemm = clamp_eff(achieved("conv2d_forward/pointwise", true) / d.peak_fp32_flops);
-  d.eff_depthwise = clamp_eff(achieved("conv2d_forward/depthwise", true) / d.peak_fp32_flops);
+  d.eff_gemm = clamp_eff(achieved("conv2d_forward/pointwise", true) / peak);
+  d.eff_depthwise = clamp_eff(achieved("conv2d_forward/depthwise", true) / peak);
   d.eff_elementwise = clamp_eff(achieved("add", false) / d.mem_bw_bytes_per_s);
-  d.shm_bw_bytes_per_s = std::round(c.link.p2p_bw_bytes_per_s);
-  d.shm_latency_s = c.link.p2p_latency_s;
-  d.source = detail::cat("tessera calibrate on ", c.host, " at ", c.created_utc, ": ", options.threads,
-                         " thread(s) per rank, ", options.ranks, " rank(s) timing kernels at once",
-                         options.quick ? ", quick" : "");
+  if (device_memory) {
+    d.source = detail::cat("tessera calibrate --device cuda on ", c.host, " at ", c.created_utc, ": cuda-",
+                           device_model_name(c.device_copy.memory), " = ", c.device_copy.memory, ", tf32 ",
+                           options.tf32 ? "on" : "off", ", ", options.ranks, " rank(s) timing kernels at once",
+                           options.quick ? ", quick" : "", "; peaks and capacity from the catalog");
+  } else {
+    d.shm_bw_bytes_per_s = std::round(c.link.p2p_bw_bytes_per_s);
+    d.shm_latency_s = c.link.p2p_latency_s;
+    d.source = detail::cat("tessera calibrate on ", c.host, " at ", c.created_utc, ": ", options.threads,
+                           " thread(s) per rank, ", options.ranks, " rank(s) timing kernels at once",
+                           options.quick ? ", quick" : "");
+  }
   c.cpu_share = 0.5 * (share_before + cpu_share());
   DeviceCatalog catalog;
   catalog.add(d);

@@ -17,24 +17,27 @@ using core::DType;
 using core::Shape;
 using core::Tensor;
 
-/// Makes the suite's tensors: deterministic values in [lo, hi).
+/// Makes the suite's tensors: deterministic values in [lo, hi), filled on the host and, with a
+/// device allocator, copied into its memory.
 class Maker {
  public:
+  explicit Maker(core::AllocatorPtr device) : device_(std::move(device)) {}
   Tensor uniform(Shape s, double lo = -1, double hi = 1, DType dt = DType::F32) {
     Tensor t = Tensor::empty(std::move(s), dt, core::MemCategory::Activation);
     if (dt == DType::F32) fill(t.data<float>(), t.numel(), lo, hi);
     else fill(t.data<double>(), t.numel(), lo, hi);
-    return t;
+    return placed(t);
   }
   Tensor f64(Shape s) { return uniform(std::move(s), -1, 1, DType::F64); }
   Tensor labels(Shape s, int classes) {
     Tensor t = Tensor::empty(std::move(s), DType::I64, core::MemCategory::Activation);
     std::int64_t* p = t.data<std::int64_t>();
     for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<std::int64_t>(next() * classes);
-    return t;
+    return placed(t);
   }
 
  private:
+  Tensor placed(const Tensor& t) const { return device_ ? t.to(device_, core::MemCategory::Activation) : t; }
   /// A few thousand pseudo-random values, then copies of them (the values only need to be
   /// ordinary numbers; drawing each one would cost more than the kernels timed on them).
   template <class T>
@@ -50,6 +53,7 @@ class Maker {
     return static_cast<double>((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
   }
   std::uint64_t state_ = 12345;
+  core::AllocatorPtr device_;
 };
 
 struct Conv {
@@ -62,7 +66,7 @@ std::string shape_text(const Shape& s) {
   return os.str();
 }
 
-void add_conv(std::vector<TimedCall>& out, const Conv& g) {
+void add_conv(std::vector<TimedCall>& out, const Conv& g, const core::AllocatorPtr& alloc) {
   compute::Conv2dParams p;
   p.kernel_h = p.kernel_w = g.k;
   p.stride_h = p.stride_w = g.stride;
@@ -75,17 +79,17 @@ void add_conv(std::vector<TimedCall>& out, const Conv& g) {
      << shape_text(xs);
   const std::string l = os.str();
   out.push_back({l, [=]() -> Call {
-                   Maker m;
+                   Maker m(alloc);
                    Tensor x = m.uniform(xs), w = m.uniform(ws), b = m.uniform({g.cout}), y = m.uniform(ys);
                    return [=](compute::Backend& be) mutable { compute::conv2d_forward(be, p, x, w, &b, y); };
                  }});
   out.push_back({l, [=]() -> Call {
-                   Maker m;
+                   Maker m(alloc);
                    Tensor dy = m.uniform(ys), w = m.uniform(ws), dx = m.uniform(xs);
                    return [=](compute::Backend& be) mutable { compute::conv2d_backward_data(be, p, dy, w, dx); };
                  }});
   out.push_back({l, [=]() -> Call {
-                   Maker m;
+                   Maker m(alloc);
                    Tensor x = m.uniform(xs), dy = m.uniform(ys), dw = m.uniform(ws), db = m.uniform({g.cout});
                    return [=](compute::Backend& be) mutable {
                      compute::conv2d_backward_weight(be, p, x, dy, dw, &db);
@@ -96,8 +100,8 @@ void add_conv(std::vector<TimedCall>& out, const Conv& g) {
 /// The tensors the normalisation, activation, elementwise and channel ops take, for an (N,C,H,W)
 /// activation.
 struct ActTensors {
-  explicit ActTensors(const Shape& s) {
-    Maker m;
+  ActTensors(const Shape& s, const core::AllocatorPtr& alloc) {
+    Maker m(alloc);
     const std::int64_t c = s[1];
     const Shape stat{s[0], s[2], s[3]};
     x = m.uniform(s), y = m.uniform(s), dy = m.uniform(s), dx = m.uniform(s);
@@ -111,12 +115,12 @@ struct ActTensors {
   Tensor x, y, dy, dx, gamma, beta, dgamma, dbeta, mean, rstd, cmean, crstd, sum, sumsq, nc, dnc, per_sample, half;
 };
 
-void add_activation_ops(std::vector<TimedCall>& out, const Shape& s) {
+void add_activation_ops(std::vector<TimedCall>& out, const Shape& s, const core::AllocatorPtr& alloc) {
   const std::string l = "on " + shape_text(s);
   using F = std::function<void(compute::Backend&, ActTensors&)>;
   auto add = [&](F f) {
-    out.push_back({l, [s, f]() -> Call {
-                     auto t = std::make_shared<ActTensors>(s);
+    out.push_back({l, [s, f, alloc]() -> Call {
+                     auto t = std::make_shared<ActTensors>(s, alloc);
                      return [t, f](compute::Backend& be) { f(be, *t); };
                    }});
   };
@@ -160,51 +164,51 @@ void add_activation_ops(std::vector<TimedCall>& out, const Shape& s) {
 }
 
 /// The optimizer and gradient-norm ops on a parameter of `n` elements.
-void add_parameter_ops(std::vector<TimedCall>& out, std::int64_t n) {
+void add_parameter_ops(std::vector<TimedCall>& out, std::int64_t n, const core::AllocatorPtr& alloc) {
   const std::string l = "on " + std::to_string(n);
-  out.push_back({l, [n]() -> Call {
-                   Maker m;
+  out.push_back({l, [n, alloc]() -> Call {
+                   Maker m(alloc);
                    Tensor p = m.uniform({n}), g = m.uniform({n}), mo = m.uniform({n}, 0, 0.1), v = m.uniform({n}, 0, 0.1);
                    return [=](compute::Backend& be) mutable {
                      compute::adamw_step(be, p, g, mo, v, 1e-9, 0.9, 0.999, 1e-8, 0.0, 10);
                    };
                  }});
-  out.push_back({l, [n]() -> Call {
-                   Maker m;
+  out.push_back({l, [n, alloc]() -> Call {
+                   Maker m(alloc);
                    Tensor p = m.uniform({n}), g = m.uniform({n}), buf = m.uniform({n});
                    return [=](compute::Backend& be) mutable { compute::sgd_step(be, p, g, buf, 1e-9, 0.9, 0.0, false); };
                  }});
-  out.push_back({l, [n]() -> Call {
-                   Maker m;
+  out.push_back({l, [n, alloc]() -> Call {
+                   Maker m(alloc);
                    Tensor g = m.uniform({n}), ss = m.f64({1});
                    return [=](compute::Backend& be) mutable { compute::sum_squares(be, g, ss); };
                  }});
-  out.push_back({l, [n]() -> Call {
-                   Maker m;
+  out.push_back({l, [n, alloc]() -> Call {
+                   Maker m(alloc);
                    Tensor g = m.uniform({n});
                    return [=](compute::Backend& be) mutable { compute::scale(be, 1.0, g); };
                  }});
 }
 
-void add_linear(std::vector<TimedCall>& out, int rows, int in, int outs) {
+void add_linear(std::vector<TimedCall>& out, int rows, int in, int outs, const core::AllocatorPtr& alloc) {
   const std::string l = std::to_string(rows) + "x" + std::to_string(in) + "->" + std::to_string(outs);
   out.push_back({l, [=]() -> Call {
-                   Maker m;
+                   Maker m(alloc);
                    Tensor x = m.uniform({rows, in}), w = m.uniform({outs, in}), b = m.uniform({outs});
                    Tensor y = m.uniform({rows, outs});
                    return [=](compute::Backend& be) mutable { compute::linear_forward(be, x, w, &b, y); };
                  }});
   out.push_back({l, [=]() -> Call {
-                   Maker m;
+                   Maker m(alloc);
                    Tensor x = m.uniform({rows, in}), dx = m.uniform({rows, in}), w = m.uniform({outs, in});
                    Tensor dw = m.uniform({outs, in}), db = m.uniform({outs}), dy = m.uniform({rows, outs});
                    return [=](compute::Backend& be) mutable { compute::linear_backward(be, dy, x, w, &dx, dw, &db); };
                  }});
 }
 
-void add_loss(std::vector<TimedCall>& out, const Shape& logits_shape) {
-  out.push_back({"on " + shape_text(logits_shape), [logits_shape]() -> Call {
-                   Maker m;
+void add_loss(std::vector<TimedCall>& out, const Shape& logits_shape, const core::AllocatorPtr& alloc) {
+  out.push_back({"on " + shape_text(logits_shape), [logits_shape, alloc]() -> Call {
+                   Maker m(alloc);
                    Shape ls = logits_shape;
                    const int k = static_cast<int>(ls[1]);
                    ls.erase(ls.begin() + 1);
@@ -218,7 +222,7 @@ void add_loss(std::vector<TimedCall>& out, const Shape& logits_shape) {
 
 }  // namespace
 
-std::vector<TimedCall> kernel_suite(bool quick) {
+std::vector<TimedCall> kernel_suite(bool quick, const core::AllocatorPtr& alloc) {
   std::vector<TimedCall> out;
   // Convolutions: ConvNeXt's 7×7 depthwise, 1×1 expansions and projections, 4×4/s4 stem and
   // 2×2/s2 downsampling; RegNet's 3×3/s2 stem, grouped 3×3 (group width 8, stride 1 and 2) and
@@ -243,20 +247,20 @@ std::vector<TimedCall> kernel_suite(bool quick) {
     convs.push_back({32, 32, 3, 1, 1, 4, 32, 128});
     convs.push_back({32, 32, 3, 1, 1, 1, 32, 128});
   }
-  for (const Conv& c : convs) add_conv(out, c);
+  for (const Conv& c : convs) add_conv(out, c, alloc);
   std::vector<Shape> acts = {{2, 64, 2, 8}, {2, 16, 16, 64}, {2, 64, 16, 64}, {2, 48, 4, 16}};
   if (!quick) acts.push_back({2, 64, 32, 128});
-  for (const Shape& s : acts) add_activation_ops(out, s);
+  for (const Shape& s : acts) add_activation_ops(out, s, alloc);
   std::vector<std::int64_t> params = {16, 1024, 16384, 262144};
   if (!quick) params.push_back(2 << 20);
-  for (std::int64_t n : params) add_parameter_ops(out, n);
-  add_linear(out, 2, 16, 4);
-  add_linear(out, 2, 64, 16);
-  add_linear(out, 2, 768, 1000);
-  add_loss(out, {2, 4});
-  add_loss(out, {2, 1000});
-  add_loss(out, {2, 5, 16, 64});
-  if (!quick) add_loss(out, {2, 5, 64, 256});
+  for (std::int64_t n : params) add_parameter_ops(out, n, alloc);
+  add_linear(out, 2, 16, 4, alloc);
+  add_linear(out, 2, 64, 16, alloc);
+  add_linear(out, 2, 768, 1000, alloc);
+  add_loss(out, {2, 4}, alloc);
+  add_loss(out, {2, 1000}, alloc);
+  add_loss(out, {2, 5, 16, 64}, alloc);
+  if (!quick) add_loss(out, {2, 5, 64, 256}, alloc);
   return out;
 }
 

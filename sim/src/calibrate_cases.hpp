@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tessera/compute/backend.hpp"
+#include "tessera/core/allocator.hpp"
 
 namespace tessera::sim::detail_calibrate {
 
@@ -24,7 +25,9 @@ struct TimedCall {
 /// The suite: convolutions of every class (forward, backward data, backward weight), the
 /// normalisations, activations, elementwise and channel ops, the loss, linear layers and the
 /// optimizer updates, each at several sizes (fewer when `quick`). Tensors hold deterministic
-/// pseudo-random values in [-1, 1] (positive where a kernel needs it: rstd, counts).
-std::vector<TimedCall> kernel_suite(bool quick);
+/// pseudo-random values in [-1, 1] (positive where a kernel needs it: rstd, counts), in host
+/// memory, or in `device`'s memory when given (an allocator over a compute backend's
+/// device_memory()).
+std::vector<TimedCall> kernel_suite(bool quick, const core::AllocatorPtr& device = nullptr);
 
 }  // namespace tessera::sim::detail_calibrate

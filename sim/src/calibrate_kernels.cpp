@@ -36,6 +36,8 @@ class Probe final : public compute::Backend {
     cost = compute::op_cost(call);
     inner_.execute(call);
   }
+  std::shared_ptr<core::DeviceMemory> device_memory() override { return inner_.device_memory(); }
+  void synchronize() override { inner_.synchronize(); }
   std::string kernel;
   compute::OpCost cost;
 
@@ -59,15 +61,21 @@ double time_call(const detail_calibrate::TimedCall& c, compute::Backend& be, Pro
   const int n = static_cast<int>(std::clamp(std::ceil(kRotateBytes / std::max(bytes, 1.0)), 1.0, double(kMaxSets)));
   while (static_cast<int>(sets.size()) < n) sets.push_back(c.make());
   for (auto& s : sets) s(be);
+  // A device backend runs the calls asynchronously: the clock reads after synchronize() (a no-op
+  // on the host), so a sample is the calls' time on the device plus one synchronisation.
   std::size_t next = 0;
+  be.synchronize();
   double t0 = now_s();
   for (int i = 0; i < n; ++i) sets[next++ % sets.size()](be);
+  be.synchronize();
   const double one = (now_s() - t0) / n;
   const int batch = one >= 20e-6 ? 1 : static_cast<int>(std::min(256.0, std::ceil(20e-6 / std::max(one, 1e-8))));
   std::vector<double> ts;
   for (int r = 0; r < reps; ++r) {
+    be.synchronize();
     t0 = now_s();
     for (int b = 0; b < batch; ++b) sets[next++ % sets.size()](be);
+    be.synchronize();
     ts.push_back((now_s() - t0) / batch);
   }
   return median(ts);
@@ -168,7 +176,11 @@ std::map<std::string, KernelCalibration> measure_kernels(const ComputeFactory& m
     const int r = comm.rank();
     std::unique_ptr<compute::Backend> be = make_compute(options.threads);
     Probe probe(*be);
-    const std::vector<detail_calibrate::TimedCall> suite = detail_calibrate::kernel_suite(options.quick);
+    // A device backend's kernels take tensors in its memory.
+    const std::shared_ptr<core::DeviceMemory> memory = be->device_memory();
+    const core::AllocatorPtr device =
+        memory ? std::make_shared<core::Allocator>("calibration", memory) : nullptr;
+    const std::vector<detail_calibrate::TimedCall> suite = detail_calibrate::kernel_suite(options.quick, device);
     std::vector<double> mine(suite.size());
     std::vector<std::string> classes(suite.size());
     std::vector<compute::OpCost> cs(suite.size());

@@ -41,13 +41,15 @@ double mean(const std::vector<double>& v) {
 /// and cost (later steps issue the same calls in the same order).
 class KernelClock final : public compute::Backend {
  public:
-  explicit KernelClock(compute::Backend& inner) : inner_(inner) {}
+  explicit KernelClock(compute::Backend& inner) : inner_(inner), device_(inner.device_memory() != nullptr) {}
   std::string_view name() const noexcept override { return inner_.name(); }
   int num_threads() const noexcept override { return inner_.num_threads(); }
   void set_num_threads(int n) override { inner_.set_num_threads(n); }
   void execute(const compute::OpCall& call) override {
+    if (device_) inner_.synchronize();  // a device's calls are timed from issue to completion
     const auto t0 = Clock::now();
     inner_.execute(call);
+    if (device_) inner_.synchronize();
     const double t = seconds_since(t0);
     step_kernel_s += t;
     times.push_back(t);
@@ -62,9 +64,12 @@ class KernelClock final : public compute::Backend {
   std::vector<double> times;  ///< this step's calls
   std::vector<std::string> classes;
   std::vector<KernelSample> costs;
+  std::shared_ptr<core::DeviceMemory> device_memory() override { return inner_.device_memory(); }
+  void synchronize() override { inner_.synchronize(); }
 
  private:
   compute::Backend& inner_;
+  bool device_;
 };
 
 /// Times the loader's calls (data loading is not the runtime's per-kernel work).
@@ -135,7 +140,11 @@ RankRun run_reference(const nn::TrainOptions& o, comm::MeshComm* mesh, compute::
   d.width = static_cast<int>(o.input[2]), d.num_classes = o.model.num_classes;
   auto data = std::make_shared<LoadClock>(data::make_synthetic(d));
   KernelClock clock(be);
-  nn::Trainer trainer(o, mesh, clock, std::make_shared<core::Allocator>("calibration"), data);
+  const std::shared_ptr<core::DeviceMemory> memory = be.device_memory();  // null: host memory
+  nn::Trainer trainer(o, mesh, clock,
+                      memory ? std::make_shared<core::Allocator>("calibration", memory)
+                             : std::make_shared<core::Allocator>("calibration"),
+                      data);
   RankRun r;
   std::vector<std::vector<double>> per_call;  // [call][step]
   for (int s = 0; s < warmup + steps; ++s) {

@@ -95,6 +95,11 @@ std::string calibration_to_json(const Calibration& c) {
                 {"cpu_share", c.cpu_share}}},
               {"topology", Json::parse(c.topology.to_json())},
               {"kernels", kernels}};
+  if (!c.device_copy.memory.empty())
+    doc["device_copy"] = {{"memory", c.device_copy.memory},
+                          {"d2d_GBps", c.device_copy.d2d_bw_bytes_per_s / 1e9},
+                          {"h2d_GBps", c.device_copy.h2d_bw_bytes_per_s / 1e9},
+                          {"d2h_GBps", c.device_copy.d2h_bw_bytes_per_s / 1e9}};
   return doc.dump(2) + "\n";
 }
 
@@ -103,7 +108,7 @@ Calibration calibration_from_json(const std::string& text, const std::string& or
   TESSERA_CHECK(doc.is_object(), "sim: ", origin, ": a calibration file is an object {\"format\": \"", kFormat,
                 "\", ...}; write one with tessera calibrate");
   refuse_unknown(doc, {"format", "version", "host", "created_utc", "threads_per_rank", "concurrent_ranks", "quick",
-                       "devices", "link", "runtime", "topology", "kernels"},
+                       "devices", "link", "runtime", "topology", "kernels", "device_copy"},
                  origin);
   const std::string format = string_field(required(doc, "format", origin), "format", origin);
   TESSERA_CHECK(format == kFormat, "sim: ", origin, ": field \"format\" is \"", format, "\", not \"", kFormat,
@@ -149,6 +154,17 @@ Calibration calibration_from_json(const std::string& text, const std::string& or
   const Json& topo = required(doc, "topology", origin);
   TESSERA_CHECK(topo.is_object(), "sim: ", origin, ": field \"topology\" must be a topology object");
   c.topology = Topology::from_json(topo.dump(), catalog, origin + ": field \"topology\"");
+
+  if (doc.contains("device_copy")) {
+    const Json& dc = doc["device_copy"];
+    const std::string dw = origin + ": field \"device_copy\"";
+    TESSERA_CHECK(dc.is_object(), "sim: ", dw, " must be an object {\"memory\", \"d2d_GBps\", \"h2d_GBps\", \"d2h_GBps\"}");
+    refuse_unknown(dc, {"memory", "d2d_GBps", "h2d_GBps", "d2h_GBps"}, dw);
+    c.device_copy.memory = string_field(required(dc, "memory", dw), "memory", dw);
+    c.device_copy.d2d_bw_bytes_per_s = in_range(dc, "d2d_GBps", 0, 1e9, dw) * 1e9;
+    c.device_copy.h2d_bw_bytes_per_s = in_range(dc, "h2d_GBps", 0, 1e9, dw) * 1e9;
+    c.device_copy.d2h_bw_bytes_per_s = in_range(dc, "d2h_GBps", 0, 1e9, dw) * 1e9;
+  }
 
   const Json& kernels = required(doc, "kernels", origin);
   TESSERA_CHECK(kernels.is_object(), "sim: ", origin,

@@ -1,50 +1,271 @@
 #!/usr/bin/env bash
-# Runs the tests that need a GPU (ctest label gpu: the cuda compute backend, the nccl backend,
-# and the ucx backend with CUDA buffers staged through host memory) and the nccl plugin's other tests, on a machine with a
-# CUDA GPU and the CUDA toolkit with NCCL (/usr/local/cuda). Configures and builds only what they
-# need into BUILD_DIR (default build-gpu) unless it is already built, then prints the devices,
-# `tessera backends`, and runs the tests verbosely. Exit status: ctest's.
-#   tests/gpu/run_gpu_checks.sh [BUILD_DIR]
-# Environment: JOBS (build parallelism, default nproc), NCCL_DEBUG=WARN|INFO (passed through),
-# SKIP_BUILD=1 (use BUILD_DIR as it is: binaries built on another machine).
-set -euo pipefail
+# The one prepared GPU check (issue 17; tests/gpu/README.md): on a machine with a CUDA GPU, the
+# CUDA toolkit with cuDNN and NCCL (/usr/local/cuda) and PyTorch with CUDA, it builds tessera with
+# CUDA, runs the gpu-labelled tests (cuda compute backend, conformance.cuda.*, gpu training, nccl,
+# ucx CUDA staging), the GPU benchmarks beside PyTorch, the GPU calibration and the simulator
+# against the measured step, sharded training on the GPU, and compute-sanitizer memcheck over the
+# cuda conformance suite. Every stage runs under `timeout` within one time budget (default 470 s,
+# build included); a stage that fails or times out does not stop the next. Everything is written
+# into OUT: logs/, the figures (JSON), and summary.json with each stage's exit status and time.
+#   tests/gpu/run_gpu_checks.sh [OUT]          (OUT also from $OUT; default ./gpu-check-out)
+# Environment: BUILD_DIR (default build-gpu), JOBS (default nproc), BUDGET_S (default 470),
+# CUDA_ARCH (default 90: this machine's H200 only), SKIP_BUILD=1 (use BUILD_DIR as it is),
+# NCCL_DEBUG (passed through). Exit status: 0 when every stage that ran passed, else 1.
+set -uo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
-build=${1:-$here/build-gpu}
+out=${1:-${OUT:-$here/gpu-check-out}}
+build=${BUILD_DIR:-$here/build-gpu}
 jobs=${JOBS:-$(nproc)}
-cd "$here"
+budget=${BUDGET_S:-470}
+cuda_arch=${CUDA_ARCH:-90}
+case $build in /*) ;; *) build=$here/$build ;; esac
+mkdir -p "$out/logs"
+out=$(cd "$out" && pwd)
+cd "$here" || exit 2
+t_start=$(date +%s)
 
+# ---- stage bookkeeping -------------------------------------------------------------------------
+stage_json=()  # one JSON object per stage, for summary.json
+failed=0
+
+remaining() { echo $((budget - ($(date +%s) - t_start))); }
+
+json_str() {  # a JSON string literal of $1
+  local s=${1//\\/\\\\}
+  s=${s//\"/\\\"}
+  s=${s//$'\n'/ }
+  s=${s//$'\t'/ }
+  printf '"%s"' "$s"
+}
+
+record() {  # name status rc seconds note
+  stage_json+=("{\"name\": $(json_str "$1"), \"status\": $(json_str "$2"), \"rc\": $3, \"seconds\": $4, \"log\": $(json_str "logs/$1.log"), \"note\": $(json_str "$5")}")
+  printf '== %-22s %-8s rc=%-4s %4ss %s\n' "$1" "$2" "$3" "$4" "$5"
+  write_summary
+}
+
+# stage NAME CAP_S MIN_S STDOUT_FILE CMD...: runs CMD under timeout min(CAP_S, time left - 5);
+# skipped when less than MIN_S is left. STDOUT_FILE "-" sends stdout to the stage log too.
+stage() {
+  local name=$1 cap=$2 min=$3 file=$4
+  shift 4
+  local left limit rc t0 t1 status note=""
+  left=$(remaining)
+  if [ "$left" -lt "$min" ]; then
+    record "$name" skipped -1 0 "no time left (${left} s of the ${budget} s budget; needs ${min} s)"
+    return 0
+  fi
+  limit=$((left - 5 < cap ? left - 5 : cap))
+  echo "== $name (limit ${limit} s): $*"
+  t0=$(date +%s)
+  if [ "$file" = - ]; then
+    timeout -k 10 "$limit" "$@" >"$out/logs/$name.log" 2>&1
+  else
+    timeout -k 10 "$limit" "$@" >"$file" 2>"$out/logs/$name.log"
+  fi
+  rc=$?
+  t1=$(date +%s)
+  if [ "$rc" -eq 0 ]; then
+    status=ok
+  elif [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    status=timeout note="killed after ${limit} s"
+    failed=1
+  else
+    status=failed
+    failed=1
+  fi
+  tail -n 5 "$out/logs/$name.log" | sed 's/^/   | /'
+  record "$name" "$status" "$rc" $((t1 - t0)) "$note"
+  return 0
+}
+
+skip() {  # name reason
+  record "$1" skipped -1 0 "$2"
+}
+
+write_summary() {
+  local IFS=,
+  {
+    printf '{"script": "tests/gpu/run_gpu_checks.sh", "started_utc": %s, "budget_s": %s, "elapsed_s": %s,\n' \
+      "$(json_str "$(date -u -d "@$t_start" +%Y-%m-%dT%H:%M:%SZ)")" "$budget" $(($(date +%s) - t_start))
+    printf ' "build_dir": %s, "figures": %s,\n "stages": [\n  %s\n ]}\n' "$(json_str "$build")" \
+      "${figures_json:-null}" "${stage_json[*]}"
+  } >"$out/summary.json.tmp" && mv "$out/summary.json.tmp" "$out/summary.json"
+}
+
+bin() {  # the built executable named $1 (empty when it was not built)
+  find "$build" -type f -name "$1" -perm -u+x 2>/dev/null | head -n1
+}
+
+# ---- 1. the machine ----------------------------------------------------------------------------
 if command -v nvidia-smi >/dev/null; then
-  nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader || true
+  stage nvidia-smi 20 5 "$out/nvidia-smi.txt" nvidia-smi
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader >"$out/gpus.csv" 2>/dev/null
 else
-  echo "warning: nvidia-smi not found; the tests will say whether CUDA sees a device"
+  skip nvidia-smi "nvidia-smi not found; the tests will say whether CUDA sees a device"
+fi
+python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available())' \
+  >"$out/torch.txt" 2>&1 || true
+
+# ---- 2. build (lean: no Qt, no Python module, sm_90 only, only the targets below) --------------
+targets_wanted="tessera tessera_compute_cuda tessera_comm_nccl tessera_tests_core tessera_tests_cuda
+  tessera_tests_gpu tessera_tests_nccl tessera_comm_ucx tessera_tests_ucx_cuda bench_train bench_conv"
+if [ "${SKIP_BUILD:-0}" = 1 ]; then
+  skip configure "SKIP_BUILD=1"
+  skip build "SKIP_BUILD=1"
+else
+  launcher=()
+  if command -v ccache >/dev/null; then
+    launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
+      -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+  fi
+  stage configure 120 30 - cmake --preset release -B "$build" -DTESSERA_WITH_CUDA=ON \
+    -DTESSERA_WITH_NCCL=ON -DTESSERA_WITH_QT=OFF -DTESSERA_WITH_PYTHON=OFF \
+    -DCMAKE_CUDA_ARCHITECTURES="$cuda_arch" "${launcher[@]}"
+  # Only the targets this build defines (the ucx ones need UCX, the cuda ones cuDNN).
+  targets=()
+  known=$(cmake --build "$build" --target help 2>/dev/null)
+  for t in $targets_wanted; do
+    if grep -q "^$t:" <<<"$known"; then targets+=("$t"); else echo "note: no target $t in $build"; fi
+  done
+  # -k 0 (Ninja): a target that fails to build does not stop the others.
+  if [ "${#targets[@]}" -gt 0 ]; then
+    stage build 300 60 - cmake --build "$build" -j"$jobs" --target "${targets[@]}" -- -k 0
+  else
+    skip build "no target to build (did configure fail? logs/configure.log)"
+  fi
+fi
+tessera=$(bin tessera)
+if [ -z "$tessera" ]; then
+  skip backends "tessera was not built"
+else
+  stage backends 30 5 "$out/backends.txt" "$tessera" backends
 fi
 
-if [ "${SKIP_BUILD:-0}" != 1 ]; then
-  if [ ! -f "$build/CMakeCache.txt" ]; then
-    cmake --preset minimal -B "$build" -DTESSERA_WITH_CUDA=ON -DTESSERA_WITH_NCCL=ON -DTESSERA_BUILD_BENCH=OFF
-  fi
-  grep -q '^NCCL_LIBRARY:FILEPATH=/' "$build/CMakeCache.txt" ||
-    { echo "error: CMake did not find NCCL in $build (see the configure summary)"; exit 2; }
-  targets="tessera tessera_comm_nccl tessera_tests_nccl"
-  # The ucx half where UCX was found (Debian: libucx-dev).
-  if cmake --build "$build" --target help | grep tessera_tests_ucx_cuda >/dev/null; then  # no -q: no SIGPIPE under pipefail
-    targets="$targets tessera_comm_ucx tessera_tests_ucx_cuda"
-  else
-    echo "note: UCX not found in $build: the ucx CUDA-staging tests are not built"
-  fi
-  # The cuda compute backend where cuDNN was found (its tests: label cuda, and gpu for the GPU ones).
-  if cmake --build "$build" --target help | grep tessera_tests_cuda >/dev/null; then
-    targets="$targets tessera_compute_cuda tessera_tests_cuda tessera_tests_gpu"
-  else
-    echo "note: the cuda compute backend is not built in $build (cuDNN not found? see the configure output)"
-  fi
-  # shellcheck disable=SC2086
-  cmake --build "$build" -j"$jobs" --target $targets
+# ---- 3. the gpu tests --------------------------------------------------------------------------
+# Every gpu-labelled test (conformance.cuda.*, cuda.*, gpu.*, nccl.gpu.*, ucx CUDA staging) and the
+# nccl plugin's others; a test that cannot run ends skipped with its reason (TESSERA_TEST_SKIPPED).
+stage ctest-gpu 150 20 - ctest --test-dir "$build" -L 'gpu|nccl|cuda' --output-on-failure \
+  --timeout 120 --output-junit "$out/ctest-gpu.xml"
+cp "$build/Testing/Temporary/LastTest.log" "$out/ctest-gpu-LastTest.log" 2>/dev/null
+
+# ---- 4. the benchmarks beside PyTorch (bench/README.md) ----------------------------------------
+bench_train=$(bin bench_train)
+bench_conv=$(bin bench_conv)
+if [ -n "$bench_train" ]; then
+  stage bench_train_convnext-t 150 40 "$out/bench_train_cuda_convnext-t_3x512x2048_b2.json" \
+    "$bench_train" --device cuda --json --model convnext-t --input 3x512x2048 --batch 2 --steps 5 --warmup 2
+  stage bench_train_convnext-b 120 40 "$out/bench_train_cuda_convnext-b_3x512x1024_b2.json" \
+    "$bench_train" --device cuda --json --model convnext-b --input 3x512x1024 --batch 2 --steps 5 --warmup 2
+else
+  skip bench_train_convnext-t "bench_train was not built"
+  skip bench_train_convnext-b "bench_train was not built"
+fi
+if [ -n "$bench_conv" ]; then
+  stage bench_conv 90 30 "$out/bench_conv_cuda.json" "$bench_conv" --device cuda --json
+else
+  skip bench_conv "bench_conv was not built"
 fi
 
-tessera=$(find "$build" -type f -name tessera -perm -u+x | head -n1)
-"$tessera" backends || true
+# ---- 5. calibration and the simulator against the measured step -------------------------------
+calibration="$out/calibration-gpu.json"
+if [ -n "$tessera" ]; then
+  stage calibrate 150 45 - "$tessera" calibrate --device cuda --out "$calibration"
+  if [ ! -f "$calibration" ] && [ "$(remaining)" -ge 40 ]; then  # the full one ran out of time
+    stage calibrate-quick 60 30 - "$tessera" calibrate --device cuda --quick --out "$calibration"
+  fi
+  if [ -f "$calibration" ]; then
+    stage sim_run_convnext-t 40 10 "$out/sim_run_convnext-t_3x512x2048_b2.json" "$tessera" sim run \
+      --topology hgx-h200 --device h200 --calibration "$calibration" --model convnext-t \
+      --input 3x512x2048 --batch 2 --classes 4 --mesh sp=1 --json
+    stage sim_run_convnext-b 40 10 "$out/sim_run_convnext-b_3x512x1024_b2.json" "$tessera" sim run \
+      --topology hgx-h200 --device h200 --calibration "$calibration" --model convnext-b \
+      --input 3x512x1024 --batch 2 --classes 4 --mesh sp=1 --json
+  else
+    skip sim_run_convnext-t "no calibration file"
+    skip sim_run_convnext-b "no calibration file"
+  fi
+else
+  skip calibrate "tessera was not built"
+fi
+# The simulation's error against the measured step, sign included: (simulated - measured) /
+# measured, > 0 when the simulator predicts a slower step than the GPU ran.
+figures_json=$(python3 - "$out" <<'EOF' 2>>"$out/logs/figures.log"
+import json, os, sys
+out = sys.argv[1]
+def load(name):
+    try:
+        with open(os.path.join(out, name)) as f:
+            return json.load(f)
+    except Exception as e:
+        return {"error": f"{name}: {e}"}
+fig = {}
+for model, shape in (("convnext-t", "3x512x2048"), ("convnext-b", "3x512x1024")):
+    b = load(f"bench_train_cuda_{model}_{shape}_b2.json")
+    s = load(f"sim_run_{model}_{shape}_b2.json")
+    row = {"input": shape, "batch": 2}
+    t = b.get("tessera") or {}
+    if "step_ms_median" in t:
+        row["tessera_step_ms"] = t["step_ms_median"]
+        row["tessera_peak_mib"] = t.get("peak_total_mib")
+        row["tessera_reserved_mib"] = t.get("peak_reserved_mib")
+    row["tessera_over_torch"] = b.get("tessera_over_torch")
+    if b.get("peer"):
+        row["peer"] = b["peer"]
+    if "error" in b:
+        row["bench_error"] = b["error"]
+    if "iteration_time_s" in s and "step_ms_median" in t:
+        sim_ms = 1e3 * s["iteration_time_s"]
+        row["sim_step_ms"] = sim_ms
+        row["sim_error"] = (sim_ms - t["step_ms_median"]) / t["step_ms_median"]
+    elif "error" in s:
+        row["sim_error_reason"] = s["error"]
+    fig[model] = row
+c = load("bench_conv_cuda.json")
+for r in c.get("results", []):
+    if r.get("layer") == "dw7x7_p3" and r.get("pass") == "fwd+bwd":
+        fig["dw7x7_fwd_bwd"] = {k: r.get(k) for k in
+                                ("ms_median", "gb_per_s", "share_of_copy_bw", "tessera_over_torch")}
+        fig["dw7x7_fwd_bwd"]["copy_gb_per_s"] = (c.get("copy_bandwidth") or {}).get("gb_per_s")
+        fig["dw7x7_fwd_bwd"]["target_share"] = 0.7
+print(json.dumps(fig))
+EOF
+) || figures_json=null
+[ -n "$figures_json" ] || figures_json=null
+write_summary
 
-# Every gpu-labelled test, every cuda and every nccl test; a test that cannot run here ends skipped (ctest
-# counts it so, with the reason it printed: TESSERA_TEST_SKIPPED).
-ctest --test-dir "$build" -L 'gpu|nccl|cuda' --output-on-failure --verbose --timeout 600
+# ---- 6. sharded training on the one GPU and its simulation -------------------------------------
+if [ -n "$tessera" ]; then
+  stage train_cuda_sp2 90 30 - "$tessera" train --device cuda --mesh sp=2 --steps 5 \
+    --metrics "$out/train_metrics.jsonl" --trace "$out/train_trace.json"
+  if [ -f "$out/train_trace.json" ] && [ -f "$calibration" ]; then
+    # Two ranks shared one GPU in the measured run; the simulation gives each its own h200.
+    stage sim_compare_sp2 40 10 "$out/sim_compare_train_sp2.json" "$tessera" sim compare \
+      --measured "$out/train_trace.json" --mesh sp=2 --topology hgx-h200 --device h200 \
+      --calibration "$calibration" --json
+  else
+    skip sim_compare_sp2 "no measured trace or no calibration"
+  fi
+fi
+
+# ---- 7. compute-sanitizer memcheck over the cuda conformance suite -----------------------------
+sanitizer=/usr/local/cuda/bin/compute-sanitizer
+command -v compute-sanitizer >/dev/null && sanitizer=$(command -v compute-sanitizer)
+tests_core=$(bin tessera_tests_core)
+tests_cuda=$(bin tessera_tests_cuda)
+if [ ! -x "$sanitizer" ]; then
+  skip memcheck "compute-sanitizer not found"
+elif [ -n "$tests_core" ] && "$tests_core" --list-test-names-only 2>/dev/null | grep -q '^conformance\.cuda\.'; then
+  stage memcheck 90 30 - "$sanitizer" --tool memcheck --error-exitcode 9 --log-file "$out/memcheck.txt" \
+    "$tests_core" 'conformance.cuda.*'
+elif [ -n "$tests_cuda" ]; then
+  # No conformance.cuda.* cases in this build: the cuda backend's own GPU tests instead.
+  stage memcheck 90 30 - "$sanitizer" --tool memcheck --error-exitcode 9 --log-file "$out/memcheck.txt" \
+    "$tests_cuda" '[gpu]'
+else
+  skip memcheck "neither conformance.cuda.* nor tessera_tests_cuda was built"
+fi
+
+write_summary
+echo "figures and logs in $out (summary.json); $(($(date +%s) - t_start)) s of the ${budget} s budget"
+exit "$failed"

@@ -22,6 +22,9 @@ struct CalibrateOptions {
   /// cores, caches and memory bandwidth as the ranks of a run on this machine do).
   int ranks = 1;
   bool quick = false;        ///< fewer sizes and repetitions (a few seconds)
+  /// The backend was created with BackendOptions::tf32 (a device's GEMM efficiency is then taken
+  /// against its TF32 peak); recorded in the device entry's source.
+  bool tf32 = false;
 };
 
 /// Creates one rank's compute backend with `threads` threads.
@@ -88,10 +91,29 @@ double measure_cpu_share(int threads, double seconds);
 /// A single thread's FP32 FMA throughput (FLOP/s) from a register-resident vector loop.
 double measure_fma_peak(bool quick);
 
+/// A device backend's own figures (its device_memory() non-null).
+struct DeviceMeasurement {
+  DeviceCopyCalibration copy;
+  double launch_overhead_s = 0;  ///< per call of a one-element kernel, issue to issue
+};
+/// Times Tensor copies device→device (1 GiB, 256 MiB when quick), host→device and device→host,
+/// and a one-element kernel, each between synchronize() calls. InvalidArgument for a host backend.
+DeviceMeasurement measure_device(compute::Backend& be, bool quick);
+/// The GPU model in a DeviceMemory description, lowercase: "cuda:0 (NVIDIA H200, 139 GiB)" → "h200".
+std::string device_model_name(const std::string& memory_description);
+/// The catalog entry named `model` ("h200"), or the one entry named "<model>-..." ("h100" →
+/// "h100-sxm"); "" when there is none or more than one.
+std::string catalog_device_for(const std::string& model, const DeviceCatalog& catalog);
+
 /// The whole calibration: the kernel suite and the reference training steps (each class's rate
 /// fitted over both sets of samples), the link, the host overhead, peak, memory bandwidth and
 /// launch overhead, and the device entry ("cpu-host", which the cpu-host topology presets use)
-/// and topology derived from them.
+/// and topology derived from them. With a device backend (make_compute's backend has a
+/// device_memory()), the kernels run and are timed on the device, and the device entry is the
+/// catalog entry of its model (e.g. "h200", so that `sim run --topology hgx-h200 --device h200
+/// --calibration FILE` uses the measured figures; "cuda-<model>" from the catalog's defaults when
+/// the catalog has no such model) with the measured copy bandwidth as mem_bw, the measured launch
+/// overhead and the class efficiencies against its peak; device_copy holds the copies.
 Calibration calibrate(const ComputeFactory& make_compute, const WorldRunner& run_world,
                       const CalibrateOptions& options, const CalibrateLog& log = {});
 

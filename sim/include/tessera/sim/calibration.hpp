@@ -37,9 +37,18 @@ struct LinkCalibration {
   double all_reduce_bw_bytes_per_s = 0;
 };
 
+/// A device backend's memory copies (`tessera calibrate --device cuda`); empty for the host.
+struct DeviceCopyCalibration {
+  std::string memory;              ///< DeviceMemory::describe(): "cuda:0 (NVIDIA H200, 139 GiB)"
+  double d2d_bw_bytes_per_s = 0;   ///< device-to-device Tensor copy, read + written bytes per second
+  double h2d_bw_bytes_per_s = 0;   ///< host (pageable) to device, bytes per second
+  double d2h_bw_bytes_per_s = 0;   ///< device to host (pageable), bytes per second
+};
+
 /// Everything a calibration file holds.
 struct Calibration {
-  /// The measured device ("cpu-host"): peak_fp32 from an FMA loop, mem_bw from a large add,
+  /// The measured device ("cpu-host"; on a GPU the catalog entry of its model, "h200", with the
+  /// measured copy bandwidth as mem_bw, see calibrate()): peak_fp32 from an FMA loop, mem_bw from a large add,
   /// launch overhead from a tiny kernel, shm bandwidth and latency from the p2p exchange, and the
   /// class efficiencies from the kernel rates.
   DeviceSpec device;
@@ -69,6 +78,8 @@ struct Calibration {
   Topology topology;
   /// By kernel class (sim::kernel_class).
   std::map<std::string, KernelCalibration> kernels;
+  /// Set when the kernels ran on a device (file field "device_copy", absent for the host).
+  DeviceCopyCalibration device_copy;
 };
 
 /// The file's text (format "tessera-calibration", version 1; see docs/simulator.md).
