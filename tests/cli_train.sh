@@ -121,6 +121,13 @@ expect_fail "input '3x31'" train --input 3x31 --steps 1
 expect_fail "mesh" train --mesh sp=0 --steps 1
 expect_fail "available" train --backend nosuch --steps 1
 expect_fail "dtype 'bf16': the trainer cannot train in it (yet); use one of: f32, f64" train --dtype bf16 --steps 1
+expect_fail "training runs on cpu or cuda" train --device h200 --steps 1
+expect_fail "expected cuda:N" train --device cuda:x --steps 1
+# --device cuda: on a machine without a usable GPU, the reason (the backend not built here, or
+# built with no device visible), at once.
+if ! "$bin" backends | grep -qE '^ +cuda +built in'; then
+  expect_fail "cuda" train --device cuda --steps 1
+fi
 printf 'garbage' >"$tmp/bad.ckpt"
 expect_fail "$tmp/bad.ckpt" train "${common[@]}" --steps 1 --resume "$tmp/bad.ckpt"
 echo "cli_train: bad options refused with clear messages"
