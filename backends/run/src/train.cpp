@@ -62,7 +62,9 @@ std::string metrics_line(const TrainSetup& cfg, const std::vector<nn::StepStats>
 namespace {
 
 /// Every rank's figures of one step, as rank 0 needs them (gathered by the caller's means).
-using Gather = std::function<std::vector<nn::StepStats>(const nn::StepStats&)>;
+/// `memory` is the rank's allocator: a backend that moves device memory only (nccl) gets the
+/// figures in it.
+using Gather = std::function<std::vector<nn::StepStats>(const nn::StepStats&, const core::AllocatorPtr& memory)>;
 
 /// One rank's training loop; `gather` collects every rank's figures (collective).
 void rank_loop(const TrainSetup& cfg, int device_index, comm::Backend& world,
@@ -106,7 +108,7 @@ void rank_loop(const TrainSetup& cfg, int device_index, comm::Backend& world,
   if (rank == 0) res.parameters = nn::count_parameters(trainer.model());
   while (trainer.next_step() < cfg.train.steps) {
     nn::StepStats st = trainer.step();
-    std::vector<nn::StepStats> snap = gather(st);
+    std::vector<nn::StepStats> snap = gather(st, alloc);
     if (rank == 0) {
       res.steps.push_back(snap);
       if (!cfg.metrics.empty()) {
@@ -141,12 +143,24 @@ void run_distributed(const TrainSetup& cfg, const std::shared_ptr<const data::Da
   comm::Backend* world = job.world.get();
   try {
     const auto n = static_cast<std::size_t>(world->size());
-    Gather gather = [&](const nn::StepStats& st) {
+    Gather gather = [&](const nn::StepStats& st, const core::AllocatorPtr& memory) {
       std::vector<double> mine = {double(st.step), st.loss,        st.grad_norm, st.lr, st.step_time_s,
                                   st.data_time_s,  double(st.memory.peak_total)};
       for (int c = 0; c < core::kNumMemCategories; ++c) mine.push_back(double(st.memory.peak[c]));
       std::vector<double> all(kStatDoubles * n);
-      world->all_gather({mine.data(), kStatDoubles, core::DType::F64}, {all.data(), all.size(), core::DType::F64})->wait();
+      if (memory && memory->space() != core::MemorySpace::Host) {
+        // Ranks on GPUs: the figures travel in device memory (nccl takes nothing else).
+        const core::Tensor host_mine = core::Tensor::from_blob(mine.data(), {core::Shape::value_type(kStatDoubles)},
+                                                               core::DType::F64, nullptr);
+        const core::Tensor dev_mine = host_mine.to(memory, core::MemCategory::Workspace);
+        core::Tensor dev_all = core::Tensor::empty({core::Shape::value_type(all.size())}, core::DType::F64,
+                                                   core::MemCategory::Workspace, memory);
+        world->all_gather(comm::buffer_of(dev_mine), comm::buffer_of(dev_all))->wait();
+        core::Tensor::from_blob(all.data(), {core::Shape::value_type(all.size())}, core::DType::F64, nullptr)
+            .copy_from(dev_all);
+      } else {
+        world->all_gather({mine.data(), kStatDoubles, core::DType::F64}, {all.data(), all.size(), core::DType::F64})->wait();
+      }
       std::vector<nn::StepStats> out(n);
       for (std::size_t r = 0; r < n; ++r) {
         const double* v = all.data() + r * kStatDoubles;
@@ -205,7 +219,7 @@ TrainResult train(const TrainSetup& cfg, const StepCallback& on_step) {
       std::vector<nn::StepStats> current(static_cast<std::size_t>(n));
       std::mutex mu;
       comm::local::run(n, [&](comm::Backend& world) {
-        Gather gather = [&](const nn::StepStats& st) {
+        Gather gather = [&](const nn::StepStats& st, const core::AllocatorPtr&) {
           {
             std::lock_guard<std::mutex> lock(mu);
             current[static_cast<std::size_t>(world.rank())] = st;
