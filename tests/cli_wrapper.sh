@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/tessera builds what each subcommand needs: the targets it names for `backends`, `launch`,
 # `--backend ucx` and `studio` contain the link of the ucx plugin (and of tessera-studio), those
-# for `train` do not; then `tools/tessera backends` run through the wrapper shows ucx loaded.
+# for `train` do not, nor the cuda compute backend's unless `--device cuda` asks for it; then `tools/tessera backends` run through the wrapper shows ucx loaded.
 #   tests/cli_wrapper.sh <source dir> <build dir> <ninja> <studio: 0|1>
 #
 # How this proves it without a second full build: tools/tessera takes its build tree from
@@ -47,6 +47,17 @@ has "$ucx" backends
 has "$ucx" launch --nproc 2 -- train --backend ucx --steps 3
 has "$ucx" train --backend ucx
 has "$ucx" calibrate --backend=ucx
+# The cuda compute backend (where CUDA was found): only for --device cuda and backends, so the
+# first `tools/tessera train` compiles no CUDA.
+cuda=lib/tessera/plugins/libtessera_compute_cuda.so
+if [ -f "$build/$cuda" ]; then
+  lacks "$cuda" train --steps 3
+  lacks "$cuda" train --device cpu
+  has "$cuda" train --device cuda --steps 3
+  has "$cuda" train --device=cuda:1
+  has "$cuda" calibrate --device cuda
+  has "$cuda" backends
+fi
 if [ "$studio" = 1 ]; then
   has tools/tessera-studio studio --screenshot shots
   lacks tools/tessera-studio backends
