@@ -27,20 +27,20 @@ double rows_of(const Tensor& rows) {
 namespace entries {
 
 const OpSpec kConv2dForward{
-    .inputs = {slot("x"), slot("w"), optional_slot("bias")},
+    .inputs = {slot("x"), master_slot("w"), optional_master_slot("bias")},
     .outputs = {slot("y")},
     .flops = [](const OpCall& c) { return conv_flops(c) + (c.input_if("bias") ? numel(&c.output("y")) : 0); },
     .rows = [](const OpCall& c) { return rows_of(c.output("y")); }};
 
 const OpSpec kConv2dBackwardData{
-    .inputs = {slot("dy"), slot("w")},
+    .inputs = {slot("dy"), master_slot("w")},
     .outputs = {slot("dx")},
     .flops = conv_flops,
     .rows = [](const OpCall& c) { return rows_of(c.output("dx")); }};
 
 const OpSpec kConv2dBackwardWeight{
     .inputs = {slot("x"), slot("dy")},
-    .outputs = {slot("dw"), optional_slot("db")},
+    .outputs = {master_slot("dw"), optional_master_slot("db")},
     .flops = [](const OpCall& c) { return conv_flops(c) + (c.output_if("db") ? numel(&c.input("dy")) : 0); },
     .rows = [](const OpCall& c) { return rows_of(c.input("dy")); }};
 

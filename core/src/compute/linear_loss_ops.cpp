@@ -11,7 +11,7 @@ using namespace entries;
 namespace entries {
 
 const OpSpec kLinearForward{
-    .inputs = {slot("x"), slot("w"), optional_slot("bias")},  // x (M,K), w (N,K), bias (N)
+    .inputs = {slot("x"), master_slot("w"), optional_master_slot("bias")},  // x (M,K), w (N,K), bias (N)
     .outputs = {slot("y")},                                    // y (M,N)
     .flops = [](const OpCall& c) {
       const Tensor& x = c.input("x");
@@ -21,8 +21,8 @@ const OpSpec kLinearForward{
     }};
 
 const OpSpec kLinearBackward{
-    .inputs = {slot("dy"), slot("x"), slot("w")},  // dy (M,N), x (M,K), w (N,K)
-    .outputs = {optional_slot("dx", "x"), slot("dw", "w"), optional_slot("db")},
+    .inputs = {slot("dy"), slot("x"), master_slot("w")},  // dy (M,N), x (M,K), w (N,K)
+    .outputs = {optional_slot("dx", "x"), master_slot("dw", "w"), optional_master_slot("db")},
     .flops = [](const OpCall& c) {
       const Tensor& dy = c.input("dy");
       const double m = static_cast<double>(dy.size(0)), n = static_cast<double>(dy.size(1));
@@ -48,7 +48,7 @@ void linear_forward(Backend& b, const Tensor& x, const Tensor& w, const Tensor* 
                 " should be [", x.size(0), ",", w.size(0), "]");
   is_float(op, x);
   const Tensor* bp = present(bias);
-  if (bp) channel_vector(op, "bias", *bp, w.size(0), x.dtype());
+  if (bp) channel_vector(op, "bias", *bp, w.size(0));
   submit(b, {.kind = OpKind::LinearForward, .in = {&x, &w, bp}, .out = {&y}});
 }
 
@@ -58,7 +58,7 @@ void linear_backward(Backend& b, const Tensor& dy, const Tensor& x, const Tensor
   TESSERA_CHECK(dy.ndim() == 2 && x.ndim() == 2 && w.ndim() == 2 && dy.size(0) == x.size(0) &&
                     dy.size(1) == w.size(0) && w.size(1) == x.size(1),
                 op, ": dy ", dy.describe(), ", x ", x.describe(), ", w ", w.describe(), " do not match");
-  if (present(db)) channel_vector(op, "db", *db, w.size(0), x.dtype());
+  if (present(db)) channel_vector(op, "db", *db, w.size(0));
   is_float(op, x);
   submit(b, {.kind = OpKind::LinearBackward, .in = {&dy, &x, &w}, .out = {present(dx), &dw, present(db)},
              .accumulate = accumulate});

@@ -10,14 +10,14 @@ using namespace entries;
 namespace entries {
 
 const OpSpec kLayerNormForward{
-    .inputs = {slot("x"), slot("gamma"), slot("beta")},
-    .outputs = {slot("y", "x"), slot("mean"), slot("rstd")},
+    .inputs = {slot("x"), master_slot("gamma"), master_slot("beta")},
+    .outputs = {slot("y", "x"), master_slot("mean"), master_slot("rstd")},
     .scalars = {"eps"},
     .flops = [](const OpCall& c) { return 8 * lead_numel(c); }};  // mean, variance, normalise, scale, shift
 
 const OpSpec kLayerNormBackward{
-    .inputs = {slot("dy", "x"), slot("x"), slot("gamma"), slot("mean"), slot("rstd")},
-    .outputs = {slot("dx", "x"), slot("dgamma"), slot("dbeta")},
+    .inputs = {slot("dy", "x"), slot("x"), master_slot("gamma"), master_slot("mean"), master_slot("rstd")},
+    .outputs = {slot("dx", "x"), master_slot("dgamma"), master_slot("dbeta")},
     .flops = [](const OpCall& c) { return 14 * lead_numel(c); }};  // two reductions, dx, dgamma/dbeta
 
 const OpSpec kChannelMoments{
@@ -26,17 +26,17 @@ const OpSpec kChannelMoments{
     .flops = [](const OpCall& c) { return 3 * lead_numel(c); }};
 
 const OpSpec kBatchNormForward{
-    .inputs = {slot("x"), slot("mean"), slot("rstd"), slot("gamma"), slot("beta")},
+    .inputs = {slot("x"), master_slot("mean"), master_slot("rstd"), master_slot("gamma"), master_slot("beta")},
     .outputs = {slot("y", "x")},
     .flops = [](const OpCall& c) { return 4 * lead_numel(c); }};
 
 const OpSpec kBatchNormBackwardReduce{
-    .inputs = {slot("dy", "x"), slot("x"), slot("mean"), slot("rstd")},
+    .inputs = {slot("dy", "x"), slot("x"), master_slot("mean"), master_slot("rstd")},
     .outputs = {f64_slot("sum_dy"), f64_slot("sum_dy_xhat")},
     .flops = [](const OpCall& c) { return 5 * lead_numel(c); }};
 
 const OpSpec kBatchNormBackwardData{
-    .inputs = {slot("dy", "x"), slot("x"), slot("mean"), slot("rstd"), slot("gamma"), f64_slot("sum_dy"),
+    .inputs = {slot("dy", "x"), slot("x"), master_slot("mean"), master_slot("rstd"), master_slot("gamma"), f64_slot("sum_dy"),
                f64_slot("sum_dy_xhat")},
     .outputs = {slot("dx", "x")},
     .scalars = {"count"},
@@ -57,8 +57,8 @@ void layernorm_forward(Backend& b, const Tensor& x, const Tensor& gamma, const T
   const char* op = "layernorm_forward";
   TESSERA_CHECK(x.ndim() >= 2, op, ": input ", x.describe(), " needs a channel dimension (dim 1)");
   is_float(op, x);
-  channel_vector(op, "gamma", gamma, x.size(1), x.dtype());
-  channel_vector(op, "beta", beta, x.size(1), x.dtype());
+  channel_vector(op, "gamma", gamma, x.size(1));
+  channel_vector(op, "beta", beta, x.size(1));
   stats_shape(op, x, mean, rstd);
   TESSERA_CHECK(eps > 0, op, ": eps ", eps, " must be positive");
   submit(b, {.kind = OpKind::LayerNormForward, .in = {&x, &gamma, &beta}, .out = {&y, &mean, &rstd},
@@ -70,9 +70,9 @@ void layernorm_backward(Backend& b, const Tensor& dy, const Tensor& x, const Ten
                         bool accumulate) {
   const char* op = "layernorm_backward";
   TESSERA_CHECK(x.ndim() >= 2, op, ": input ", x.describe(), " needs a channel dimension (dim 1)");
-  channel_vector(op, "gamma", gamma, x.size(1), x.dtype());
-  channel_vector(op, "dgamma", dgamma, x.size(1), x.dtype());
-  channel_vector(op, "dbeta", dbeta, x.size(1), x.dtype());
+  channel_vector(op, "gamma", gamma, x.size(1));
+  channel_vector(op, "dgamma", dgamma, x.size(1));
+  channel_vector(op, "dbeta", dbeta, x.size(1));
   stats_shape(op, x, mean, rstd);
   submit(b, {.kind = OpKind::LayerNormBackward, .in = {&dy, &x, &gamma, &mean, &rstd},
              .out = {&dx, &dgamma, &dbeta}, .accumulate = accumulate});
@@ -92,7 +92,7 @@ void batchnorm_forward(Backend& b, const Tensor& x, const Tensor& mean, const Te
   const char* op = "batchnorm_forward";
   TESSERA_CHECK(x.ndim() >= 2, op, ": input ", x.describe(), " needs a channel dimension");
   is_float(op, x);
-  for (const Tensor* t : {&mean, &rstd, &gamma, &beta}) channel_vector(op, "statistic", *t, x.size(1), x.dtype());
+  for (const Tensor* t : {&mean, &rstd, &gamma, &beta}) channel_vector(op, "statistic", *t, x.size(1));
   submit(b, {.kind = OpKind::BatchNormForward, .in = {&x, &mean, &rstd, &gamma, &beta}, .out = {&y}});
 }
 
@@ -100,8 +100,8 @@ void batchnorm_backward_reduce(Backend& b, const Tensor& dy, const Tensor& x, co
                                const Tensor& rstd, Tensor& sum_dy, Tensor& sum_dy_xhat) {
   const char* op = "batchnorm_backward_reduce";
   TESSERA_CHECK(x.ndim() >= 2, op, ": input ", x.describe(), " needs a channel dimension");
-  channel_vector(op, "mean", mean, x.size(1), x.dtype());
-  channel_vector(op, "rstd", rstd, x.size(1), x.dtype());
+  channel_vector(op, "mean", mean, x.size(1));
+  channel_vector(op, "rstd", rstd, x.size(1));
   is_f64_vector(op, "sum_dy", sum_dy, x.size(1));
   is_f64_vector(op, "sum_dy_xhat", sum_dy_xhat, x.size(1));
   submit(b, {.kind = OpKind::BatchNormBackwardReduce, .in = {&dy, &x, &mean, &rstd}, .out = {&sum_dy, &sum_dy_xhat}});
@@ -112,7 +112,7 @@ void batchnorm_backward_data(Backend& b, const Tensor& dy, const Tensor& x, cons
                              const Tensor& sum_dy_xhat, double count, Tensor& dx) {
   const char* op = "batchnorm_backward_data";
   TESSERA_CHECK(x.ndim() >= 2, op, ": input ", x.describe(), " needs a channel dimension");
-  for (const Tensor* t : {&mean, &rstd, &gamma}) channel_vector(op, "statistic", *t, x.size(1), x.dtype());
+  for (const Tensor* t : {&mean, &rstd, &gamma}) channel_vector(op, "statistic", *t, x.size(1));
   is_f64_vector(op, "sum_dy", sum_dy, x.size(1));
   is_f64_vector(op, "sum_dy_xhat", sum_dy_xhat, x.size(1));
   TESSERA_CHECK(count > 0, op, ": count ", count, " must be positive");

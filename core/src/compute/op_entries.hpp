@@ -24,6 +24,14 @@ constexpr Slot slot(std::string_view name, std::string_view like = {}) {
 constexpr Slot optional_slot(std::string_view name, std::string_view like = {}) {
   return {name, SlotType::Float, true, like};
 }
+/// A Master slot (the call's dtype, or f32 in a bf16/f16 call): a parameter, its gradient or a
+/// statistic.
+constexpr Slot master_slot(std::string_view name, std::string_view like = {}) {
+  return {name, SlotType::Master, false, like};
+}
+constexpr Slot optional_master_slot(std::string_view name, std::string_view like = {}) {
+  return {name, SlotType::Master, true, like};
+}
 constexpr Slot f64_slot(std::string_view name) { return {name, SlotType::F64, false, {}}; }
 constexpr Slot i64_slot(std::string_view name) { return {name, SlotType::I64, false, {}}; }
 constexpr Slot any_float_slot(std::string_view name, std::string_view like = {}) {
@@ -43,11 +51,11 @@ T* present(T* t) {
 }
 
 // Shape checks of several ops; each throws InvalidArgument naming `op` and the tensor.
+/// t holds a float dtype (f32, f64, bf16 or f16).
 void is_float(const char* op, const core::Tensor& t);
 void is_f64_vector(const char* op, const char* what, const core::Tensor& t, std::int64_t n);
-/// t is a vector of c entries of dtype dt.
-void channel_vector(const char* op, const char* what, const core::Tensor& t, std::int64_t c,
-                    core::DType dt);
+/// t is a vector of c entries (its dtype is check_call's).
+void channel_vector(const char* op, const char* what, const core::Tensor& t, std::int64_t c);
 void contiguous(const char* op, const char* what, const core::Tensor& t);
 /// The shape without dim 1 (the per-pixel statistics of a normalisation over channels).
 core::Shape without_dim1(const core::Shape& s);

@@ -3,6 +3,7 @@
 #include "tessera/compute/op_table.hpp"
 
 #include "op_entries.hpp"
+#include "tessera/core/half.hpp"
 
 namespace tessera::compute {
 
@@ -139,6 +140,14 @@ void check_call(const OpCall& c) {
                       core::dtype_name(want));
         break;
       }
+      case SlotType::Master:
+        TESSERA_CHECK(t->dtype() == lead->dtype() ||
+                          (core::dtype_is_half(lead->dtype()) && t->dtype() == DType::F32),
+                      op, ": ", kind, " ", slot.name, " ", t->describe(), " must be ", core::dtype_name(lead->dtype()),
+                      core::dtype_is_half(lead->dtype()) ? " or f32" : "", " like ", lead->describe(),
+                      " (parameters, their gradients and statistics take the call's dtype, or f32 in a bf16/f16 "
+                      "call)");
+        break;
       case SlotType::AnyFloat:
         TESSERA_CHECK(is_floating(t->dtype()), op, ": ", kind, " ", slot.name, " ", t->describe(),
                       " must have a float dtype (f32, f64, bf16 or f16)");
@@ -188,15 +197,15 @@ void submit(Backend& b, const OpCall& c) {
 }
 
 void is_float(const char* op, const Tensor& t) {
-  TESSERA_CHECK(core::dtype_is_float(t.dtype()), op, ": ", t.describe(), " must be f32 or f64");
+  TESSERA_CHECK(is_floating(t.dtype()), op, ": ", t.describe(), " must be f32, f64, bf16 or f16");
 }
 void is_f64_vector(const char* op, const char* what, const Tensor& t, std::int64_t n) {
   TESSERA_CHECK(t.dtype() == DType::F64 && t.ndim() == 1 && t.size(0) == n, op, ": ", what, " ",
                 t.describe(), " must be f64[", n, "]");
 }
-void channel_vector(const char* op, const char* what, const Tensor& t, std::int64_t c, DType dt) {
-  TESSERA_CHECK(t.ndim() == 1 && t.size(0) == c && t.dtype() == dt, op, ": ", what, " ", t.describe(),
-                " must be ", core::dtype_name(dt), "[", c, "]");
+void channel_vector(const char* op, const char* what, const Tensor& t, std::int64_t c) {
+  TESSERA_CHECK(t.ndim() == 1 && t.size(0) == c, op, ": ", what, " ", t.describe(), " must be a vector of ", c,
+                " entries");
 }
 void contiguous(const char* op, const char* what, const Tensor& t) {
   TESSERA_CHECK(t.is_contiguous(), op, ": ", what, " ", t.describe(), " must be contiguous");

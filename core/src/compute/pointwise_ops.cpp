@@ -25,13 +25,13 @@ const OpSpec kActivationBackward{
     }};
 
 const OpSpec kScaleChannels{
-    .inputs = {slot("x"), slot("s")},  // s (C) or (N,C)
+    .inputs = {slot("x"), master_slot("s")},  // s (C) or (N,C)
     .outputs = {slot("y", "x")},
     .flops = lead_numel};
 
 const OpSpec kScaleChannelsBackward{
-    .inputs = {slot("dy", "x"), slot("x"), slot("s")},
-    .outputs = {optional_slot("dx", "x"), slot("ds", "s")},
+    .inputs = {slot("dy", "x"), slot("x"), master_slot("s")},
+    .outputs = {optional_slot("dx", "x"), master_slot("ds", "s")},
     .flops = [](const OpCall& c) { return 3 * lead_numel(c); }};
 
 const OpSpec kChannelSum{
@@ -58,7 +58,7 @@ const OpSpec kAxpy{
     .flops = [](const OpCall& c) { return 2 * lead_numel(c); }};
 
 const OpSpec kScaleSamples{
-    .inputs = {slot("x"), slot("s")},  // s (N)
+    .inputs = {slot("x"), master_slot("s")},  // s (N)
     .outputs = {slot("y", "x")},
     .flops = lead_numel};
 

@@ -17,6 +17,10 @@ enum class SlotType : std::uint8_t {
   F64,       ///< always f64 (the per-channel reductions, the loss, the sum of squares)
   I64,       ///< always i64 (labels)
   AnyFloat,  ///< a float dtype of its own, whatever the call's (the target of a conversion)
+  /// Parameters, their gradients and normalisation statistics: the call's float dtype, or f32 in a
+  /// bf16/f16 call (mixed precision keeps master weights, weight gradients and statistics in f32
+  /// while activations are stored in 16 bits; docs/training.md, "Mixed precision").
+  Master,
 };
 
 /// One tensor slot of an op. An unnamed slot is unused.
@@ -48,7 +52,8 @@ const OpSpec& op_spec(OpKind kind);
 
 /// Checks a call against its table entry, the generic part of every op's argument check: each
 /// required slot set and no unused one; every Float tensor of the call's one dtype, F64/I64 slots
-/// of theirs, AnyFloat slots of a float dtype; `like` slots of their partner's shape. Throws
+/// of theirs, AnyFloat slots of a float dtype, Master slots of the call's dtype or (in a bf16/f16
+/// call) f32; `like` slots of their partner's shape. Throws
 /// InvalidArgument naming the op, the slot and the tensor. A backend then refuses a float dtype
 /// it lacks with Unsupported. The typed entry points call it before Backend::execute.
 void check_call(const OpCall& call);
