@@ -1,4 +1,5 @@
-// Element types: fp32 is the reference dtype; fp64 serves tests; bf16/fp16 are reserved for GPUs.
+// Element types: fp32 is the reference dtype; fp64 serves tests; bf16/fp16 store activations in
+// mixed precision (their rounding: half.hpp).
 #pragma once
 
 #include <cstddef>
