@@ -206,8 +206,8 @@ void check_invalid_arguments(const ConformanceTarget& target, int size);
 // bf16/f16 (conformance_half_test.cpp).
 /// Rank `rank`'s bf16/f16 input (dtype dt), elements [offset, offset + count) for `seed`: a
 /// magnitude in [2^-6, 2^7) (never zero, never subnormal) with a random sign, rounded to dt.
-std::vector<std::uint16_t> half_inputs(core::DType dt, std::uint64_t seed, int rank, std::size_t offset,
-                                       std::size_t count);
+std::vector<std::uint16_t> half_inputs(core::DType dt, std::uint64_t seed, int rank,
+                                       std::size_t offset, std::size_t count);
 /// Throws CheckFailure naming `what` unless `actual` (16-bit patterns of dt) is the reduction `op`
 /// over `size` ranks of half_inputs(dt, seed, r, offset, actual.size()): Max/Min the chosen input's
 /// bits; Sum/Avg within the bound of f32 accumulation and one final rounding of the float64 sum of
@@ -268,8 +268,9 @@ void check_f16_overflow(const ConformanceTarget& target, int size);
                              target, backend, tags)                                                \
   TESSERA_CONFORMANCE_SIZES_(half_all_reduce, "bf16/f16 all_reduce sums in f32, rounds once",      \
                              target, backend, tags)                                                \
-  TESSERA_CONFORMANCE_SIZES_(half_reduce_scatter, "bf16/f16 reduce_scatter sums in f32, rounds once", \
-                             target, backend, tags)                                                \
+  TESSERA_CONFORMANCE_SIZES_(half_reduce_scatter,                                                  \
+                             "bf16/f16 reduce_scatter sums in f32, rounds once", target, backend,  \
+                             tags)                                                                 \
   TESSERA_CONFORMANCE_SIZES_(f16_overflow, "f16 sums past 65504 give inf but f32 partials do not", \
                              target, backend, tags)                                                \
   TESSERA_CONFORMANCE_ONCE_(p2p_is_completed, "batch_p2p is_completed does not block", target,     \

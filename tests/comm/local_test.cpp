@@ -349,9 +349,11 @@ TEST_CASE("bf16 and f16 reduce in f32 and copy their bits", "[comm][local]") {
     std::vector<std::uint16_t> send = {core::float_to_f16(b.rank() == 0 ? 2048.0f : 1.0f),
                                        core::float_to_f16(1.0f)};
     std::vector<std::uint16_t> recv(1);
-    comm::BufferView f16_send{send.data(), 2, core::DType::F16}, f16_recv{recv.data(), 1, core::DType::F16};
+    comm::BufferView f16_send{send.data(), 2, core::DType::F16},
+        f16_recv{recv.data(), 1, core::DType::F16};
     b.reduce_scatter(f16_send, f16_recv, comm::ReduceOp::Sum)->wait();
-    if (b.rank() == 0 && recv[0] != core::float_to_f16(2049.0f) && recv[0] != core::float_to_f16(2048.0f))
+    if (b.rank() == 0 && recv[0] != core::float_to_f16(2049.0f) &&
+        recv[0] != core::float_to_f16(2048.0f))
       throw std::runtime_error("f16 reduce_scatter of 2048 + 1 gave neither neighbour of 2049");
     if (b.rank() == 1 && recv[0] != core::float_to_f16(2.0f))
       throw std::runtime_error("f16 reduce_scatter of 1 + 1 is not 2");
@@ -476,15 +478,18 @@ TEST_CASE("the conformance suite's bf16/f16 checks can fail", "[comm][local]") {
   const auto target = test::conformance::ConformanceTarget{
       "local", [](int size, std::chrono::milliseconds timeout,
                   const test::conformance::RankFn& fn) { comm::local::run(size, fn, timeout); }};
-  auto check = [&](core::DType dt, bool rank_order, const std::function<void(std::vector<std::uint16_t>&)>& spoil) {
+  auto check = [&](core::DType dt, bool rank_order,
+                   const std::function<void(std::vector<std::uint16_t>&)>& spoil) {
     return test::conformance::run_ranks(target, 4, [&](comm::Backend& b) {
       const std::size_t count = 64;
       std::vector<std::uint16_t> x = test::conformance::half_inputs(dt, 7, b.rank(), 0, count);
       b.all_reduce({x.data(), count, dt}, comm::ReduceOp::Sum)->wait();
       // The true result passes, both ways.
-      test::conformance::expect_half_reduction(b, dt, comm::ReduceOp::Sum, x, 7, 4, 0, rank_order, "true");
+      test::conformance::expect_half_reduction(b, dt, comm::ReduceOp::Sum, x, 7, 4, 0, rank_order,
+                                               "true");
       spoil(x);
-      test::conformance::expect_half_reduction(b, dt, comm::ReduceOp::Sum, x, 7, 4, 0, rank_order, "spoiled");
+      test::conformance::expect_half_reduction(b, dt, comm::ReduceOp::Sum, x, 7, 4, 0, rank_order,
+                                               "spoiled");
     });
   };
   // One ulp off.
@@ -496,7 +501,8 @@ TEST_CASE("the conformance suite's bf16/f16 checks can fail", "[comm][local]") {
       float acc = 0;
       for (int r = 0; r < 4; ++r)
         acc = core::f16_to_float(core::float_to_f16(
-            acc + core::f16_to_float(test::conformance::half_inputs(core::DType::F16, 7, r, i, 1)[0])));
+            acc +
+            core::f16_to_float(test::conformance::half_inputs(core::DType::F16, 7, r, i, 1)[0])));
       x[i] = core::float_to_f16(acc);
     }
   });

@@ -110,7 +110,8 @@ void reduce(const std::vector<const void*>& in, const std::vector<void*>& out, s
     case core::DType::F16:
       return reduce_half(in, out, count, dtype, op);
   }
-  TESSERA_ASSERT(false, "reduction of dtype ", static_cast<int>(dtype), " reached the local backend");
+  TESSERA_ASSERT(false, "reduction of dtype ", static_cast<int>(dtype),
+                 " reached the local backend");
 }
 
 const std::byte* at(const void* base, std::size_t element, std::size_t elem_bytes) {

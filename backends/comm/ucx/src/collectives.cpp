@@ -32,12 +32,13 @@ const char* at(const void* p, std::size_t bytes) { return static_cast<const char
 
 /// The reduced elements [first, first + len) of `acc` made final in `out`: divided by n (Avg),
 /// then, for a 16-bit `out` (acc in f32), rounded into it once.
-void finish_block(BufferView acc, BufferView out, std::size_t first, std::size_t len, ReduceOp op, int n) {
+void finish_block(BufferView acc, BufferView out, std::size_t first, std::size_t len, ReduceOp op,
+                  int n) {
   const std::size_t es = core::dtype_size(acc.dtype);
   if (op == ReduceOp::Avg) finish_avg(at(acc.data, first * es), len, acc.dtype, n);
   if (out.data != acc.data)
-    narrow_half(static_cast<const float*>(acc.data) + first, at(out.data, first * core::dtype_size(out.dtype)), len,
-                out.dtype);
+    narrow_half(static_cast<const float*>(acc.data) + first,
+                at(out.data, first * core::dtype_size(out.dtype)), len, out.dtype);
 }
 }  // namespace
 
@@ -52,7 +53,8 @@ WorkPtr UcxBackend::all_reduce(BufferView buf, ReduceOp op) {
   const Header h = header(CollOp::AllReduce, buf.dtype, op, buf.count);
   const int n = size();
   const bool half = core::dtype_is_half(buf.dtype);
-  if (n == 1 || buf.count == 0) return std::make_unique<CompletedWork>();  // Avg of one rank: itself
+  // One rank: its buffer is the result (Avg included); no elements: nothing to do.
+  if (n == 1 || buf.count == 0) return std::make_unique<CompletedWork>();
   const bool pow2 = n >= 4 && (n & (n - 1)) == 0;
   if (buf.bytes() > kDirectBytes || (pow2 && buf.bytes() > kHalvingBytes)) {
     // bf16/f16: the reduce steps accumulate in an f32 copy, the gather steps move 16 bits.
@@ -114,8 +116,8 @@ void UcxBackend::all_reduce_ring(BufferView acc, BufferView out, ReduceOp op, co
   for (int s = 0; s < n - 1; ++s) {
     const auto [so, sl] = block(acc.count, n, mod(rank_ - s - 1));
     const auto [ro, rl] = block(acc.count, n, mod(rank_ - s - 2));
-    exchange_reduce(h, next, at(acc.data, so * es), sl, prev, at(acc.data, ro * es), rl, longest, acc.dtype, op,
-                    step);
+    exchange_reduce(h, next, at(acc.data, so * es), sl, prev, at(acc.data, ro * es), rl, longest,
+                    acc.dtype, op, step);
   }
   const auto [mo, ml] = block(acc.count, n, rank_);
   finish_block(acc, out, mo, ml, op, n);
@@ -249,7 +251,8 @@ WorkPtr UcxBackend::reduce_scatter(BufferView send, BufferView recv, ReduceOp op
   if (half) {
     work = widened(send.data, send.count, send.dtype);
   } else {
-    copy.assign(static_cast<const char*>(send.data), static_cast<const char*>(send.data) + send.bytes());
+    copy.assign(static_cast<const char*>(send.data),
+                static_cast<const char*>(send.data) + send.bytes());
     work = {copy.data(), send.count, send.dtype, MemorySpace::Host};
   }
   const std::size_t wb = recv.count * core::dtype_size(work.dtype);  // bytes of a block of work
@@ -257,11 +260,12 @@ WorkPtr UcxBackend::reduce_scatter(BufferView send, BufferView recv, ReduceOp op
   auto mod = [n](int x) { return ((x % n) + n) % n; };
   std::uint32_t step = 0;
   for (int s = 0; s < n - 1; ++s) {
-    const auto sb = static_cast<std::size_t>(mod(rank_ - s - 1)), rb = static_cast<std::size_t>(mod(rank_ - s - 2));
-    exchange_reduce(h, next, at(work.data, sb * wb), recv.count, prev, at(work.data, rb * wb), recv.count,
-                    recv.count, work.dtype, op, step);
+    const auto sb = static_cast<std::size_t>(mod(rank_ - s - 1)),
+               rb = static_cast<std::size_t>(mod(rank_ - s - 2));
+    exchange_reduce(h, next, at(work.data, sb * wb), recv.count, prev, at(work.data, rb * wb),
+                    recv.count, recv.count, work.dtype, op, step);
   }
-  const std::size_t mine = static_cast<std::size_t>(rank_) * recv.count;  // first element of block rank_
+  const std::size_t mine = static_cast<std::size_t>(rank_) * recv.count;  // block rank_'s first
   if (half) {
     float* own = static_cast<float*>(work.data) + mine;
     if (op == ReduceOp::Avg) finish_avg(own, recv.count, core::DType::F32, n);

@@ -42,7 +42,8 @@ void with_type(core::DType t, F&& f) {
     case core::DType::I32: f(std::int32_t{}); break;
     case core::DType::I64: f(std::int64_t{}); break;
     // bf16/f16 are reduced in f32 (widen, reduce_into F32, narrow), never in 16 bits.
-    default: throw InternalError("ucx: a 16-bit reduction step reached reduce.hpp unwidened");
+    default:
+      throw InternalError("ucx: a 16-bit reduction step reached reduce.hpp unwidened");
   }
 }
 
