@@ -337,33 +337,31 @@ TEST_CASE("a rank arriving after a timeout fails fast and touches no freed buffe
 }
 
 TEST_CASE("bf16 and f16 reduce in f32 and copy their bits", "[comm][local]") {
-  const std::string err = run_local(2, [](comm::Backend& b) {
-    // bf16: 1 + 2^-8 on each rank: the f32 sum 2 + 2^-7 is a bf16 (exact); so is the f16 one.
-    std::vector<std::uint16_t> h = {core::float_to_bf16(1.00390625f)};
-    comm::BufferView v{h.data(), 1, core::DType::BF16};
-    b.all_reduce(v, comm::ReduceOp::Sum)->wait();
-    if (h[0] != core::float_to_bf16(2.0078125f))
-      throw std::runtime_error("bf16 all_reduce of 1 + 2^-8 on 2 ranks is not 2 + 2^-7");
-    // f16, 3 ranks' worth in 2: 2048 + 1 rounds to 2048 in 16 bits, but summed in f32 then
-    // rounded once 2048 + 1 + 1 = 2050 is exact: one rounding, not one per addition.
-    std::vector<std::uint16_t> send = {core::float_to_f16(b.rank() == 0 ? 2048.0f : 1.0f),
-                                       core::float_to_f16(1.0f)};
-    std::vector<std::uint16_t> recv(1);
-    comm::BufferView f16_send{send.data(), 2, core::DType::F16},
-        f16_recv{recv.data(), 1, core::DType::F16};
-    b.reduce_scatter(f16_send, f16_recv, comm::ReduceOp::Sum)->wait();
-    if (b.rank() == 0 && recv[0] != core::float_to_f16(2049.0f) &&
-        recv[0] != core::float_to_f16(2048.0f))
-      throw std::runtime_error("f16 reduce_scatter of 2048 + 1 gave neither neighbour of 2049");
-    if (b.rank() == 1 && recv[0] != core::float_to_f16(2.0f))
-      throw std::runtime_error("f16 reduce_scatter of 1 + 1 is not 2");
-    std::vector<std::uint16_t> three = {core::float_to_f16(b.rank() == 0 ? 2048.0f : 1.0f)};
-    b.all_reduce({three.data(), 1, core::DType::F16}, comm::ReduceOp::Sum)->wait();
-    b.all_reduce({three.data(), 1, core::DType::F16}, comm::ReduceOp::Max)->wait();
-    if (three[0] != core::float_to_f16(2048.0f))  // 2049 rounds to even: 2048
-      throw std::runtime_error("f16 2048 + 1 then max did not give 2048");
+  const std::string err = run_local(3, [](comm::Backend& b) {
+    const int r = b.rank();
+    // bf16 256 + 1 + 1: rounding after each addition gives 256 (257 is a tie, to even), summing
+    // in f32 and rounding once gives 258.
+    std::vector<std::uint16_t> h = {core::float_to_bf16(r == 0 ? 256.0f : 1.0f)};
+    b.all_reduce({h.data(), 1, core::DType::BF16}, comm::ReduceOp::Sum)->wait();
+    if (h[0] != core::float_to_bf16(258.0f))
+      throw std::runtime_error("bf16 all_reduce of 256 + 1 + 1 is not 258");
+    // f16 reduce_scatter, block q to rank q: 2048 + 1 + 1 = 2050 (not 2048), 1 + 1 + 1 = 3, and
+    // 65504 + 65504 − 65504 = 65504 (the f32 partial 131008 does not overflow).
+    const float blocks[3][3] = {{2048, 1, 1}, {1, 1, 1}, {65504, 65504, -65504}};
+    std::vector<std::uint16_t> send(3), recv(1);
+    for (int q = 0; q < 3; ++q) send[static_cast<std::size_t>(q)] = core::float_to_f16(blocks[q][r]);
+    b.reduce_scatter({send.data(), 3, core::DType::F16}, {recv.data(), 1, core::DType::F16},
+                     comm::ReduceOp::Sum)
+        ->wait();
+    const float want[3] = {2050, 3, 65504};
+    if (recv[0] != core::float_to_f16(want[r]))
+      throw std::runtime_error("f16 reduce_scatter: rank " + std::to_string(r) + " did not get " +
+                               std::to_string(want[r]));
+    std::vector<std::uint16_t> m = {core::float_to_f16(blocks[0][r])};
+    b.all_reduce({m.data(), 1, core::DType::F16}, comm::ReduceOp::Max)->wait();
+    if (m[0] != core::float_to_f16(2048.0f)) throw std::runtime_error("f16 max of 2048, 1, 1");
     // Copies move the bits: a signalling-NaN pattern survives a broadcast.
-    std::vector<std::uint16_t> nan = {std::uint16_t(b.rank() == 0 ? 0x7f81 : 0)};
+    std::vector<std::uint16_t> nan = {std::uint16_t(r == 0 ? 0x7f81 : 0)};
     b.broadcast({nan.data(), 1, core::DType::BF16}, 0)->wait();
     if (nan[0] != 0x7f81) throw std::runtime_error("bf16 broadcast changed the bits");
     // A device buffer that does not name its DeviceMemory cannot be staged: a clear error.
