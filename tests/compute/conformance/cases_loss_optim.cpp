@@ -35,9 +35,9 @@ void run_softmax_cross_entropy(Ctx& ctx) {
     Tensor loss = ctx.output_f64({1}), dl = ctx.output(ls);
     compute::softmax_cross_entropy(ctx.backend, tl, tlab, scale, loss, dl);
     ctx.expect_close(image ? "loss (N,K,H,W)" : "loss (N,K)", loss, {want.loss},
-                     rtol_of(ctx.dtype));
+                     ctx.rtol());
     ctx.expect_close(image ? "dlogits (N,K,H,W)" : "dlogits (N,K)", dl, want.dlogits,
-                     rtol_of(ctx.dtype));
+                     ctx.rtol());
   }
 }
 
@@ -79,9 +79,9 @@ void run_adamw_step(Ctx& ctx) {
   Tensor tp = ctx.output(s, p0), tm = ctx.output(s, m0), tv = ctx.output(s, v0);
   const Tensor tg = ctx.input(g, s);
   compute::adamw_step(ctx.backend, tp, tg, tm, tv, lr, b1, b2, eps, wd, step);
-  ctx.expect_close("param", tp, p, rtol_of(ctx.dtype));
-  ctx.expect_close("m", tm, m, rtol_of(ctx.dtype));
-  ctx.expect_close("v", tv, v, rtol_of(ctx.dtype));
+  ctx.expect_close("param", tp, p, ctx.rtol());
+  ctx.expect_close("m", tm, m, ctx.rtol());
+  ctx.expect_close("v", tv, v, ctx.rtol());
 }
 
 void run_sum_squares(Ctx& ctx) {
