@@ -2,6 +2,12 @@
 // with the element-wise bounds of conv2d_bounds. Each variant runs three geometries (a 3×3 with
 // padding, a strided and dilated one, a depthwise one) so every kernel path of a backend is met;
 // the empty-width variant computes an output window of width 0 of a non-empty input.
+//
+// bf16/f16 (16-bit x, dy, y, dx; w, bias, dw, db f32 Master slots, or 16-bit in the
+// master_in_call_dtype variant): the inputs are generated in their dtype, so exact, and the
+// arithmetic is f32, so each bound is conv2d_bounds' with f32's γ_{m+1} (ctx.gamma); a 16-bit
+// output adds its one rounding (Ctx::expect_within): |ŷ − y| ≤ b + u·(|y| + b) + η, u = 2^-8
+// (bf16) or 2^-11 (f16). An f32 dw / db keeps the f32 bound alone.
 #include "compute/conformance/conformance.hpp"
 #include "support/reference/conv2d_ref.hpp"
 

@@ -2,6 +2,14 @@
 // tests/support/reference/ops_ref.hpp. Sums get Higham's element-wise bound γ_m·Σ|terms| (m terms,
 // +1 for an accumulated one), other formulas γ_k on the magnitudes of their terms; layer norm's
 // forward (a variance, a square root and a division) gets the op tests' tensor-scaled rtol_of.
+//
+// bf16/f16: x, dy, y, dx in 16 bits (generated in it: exact), the Master slots (w, bias, dw, db;
+// gamma, beta, mean, rstd, dgamma, dbeta) in f32 — or in 16 bits in the master_in_call_dtype
+// variant. The arithmetic is f32, so every bound below is f32's (ctx.gamma, ctx.rtol()), plus one
+// rounding of each 16-bit output (Ctx::expect_within / expect_close: b + u·(|y| + b) + η, u =
+// 2^-8 bf16, 2^-11 f16): linear y, dx γ_K·Σ|x||w| + u|y|; layer norm y within f32's rtol + u
+// (tensor-scaled), mean and rstd f32's rtol (or + u in 16 bits); batch norm y γ_5 on its terms +
+// u|y|, dx γ_8 + u|dx|; the f64 reductions (channel moments, backward-reduce) f32's bound alone.
 #include <cmath>
 
 #include "compute/conformance/conformance.hpp"

@@ -2,6 +2,13 @@
 // tests/support/reference/ops_ref.hpp. SGD and sum_squares get γ_k on the magnitudes of their
 // terms; softmax cross-entropy and AdamW (e^x, log, sqrt, pow) the op tests' tensor-scaled rtol_of.
 // The optimizers take contiguous tensors only (their contract), so they run no strided variants.
+//
+// bf16/f16: the logits, dlogits, params, gradients and optimizer state of these calls are all
+// 16-bit Float slots (the trainer keeps its optimizer in f32; the 16-bit optimizer calls are
+// checked all the same). Inputs are exact (generated in 16 bits), the arithmetic f32: SGD's and
+// sum_squares' γ_k are f32's, softmax and AdamW f32's rtol; each 16-bit output adds its one
+// rounding, element-wise b + u·(|y| + b) + η or tensor-scaled u·max|y| (u = 2^-8 bf16, 2^-11 f16);
+// the f64 loss and sum keep f32's bound alone.
 #include <cmath>
 
 #include "compute/conformance/conformance.hpp"

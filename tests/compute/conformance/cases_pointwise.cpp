@@ -4,6 +4,13 @@
 // must be exact. e^x and erf may be off by kFnUlps units of roundoff (relative for e^x, absolute
 // for erf): backends approximate them differently (cpu's float erf: absolute error < 5e-7, about
 // 8.4 units of 2^-24).
+//
+// bf16/f16: 16-bit inputs (generated in the dtype: exact; s and ds of the scales are f32 Master
+// slots, or 16-bit in the master_in_call_dtype variant), f32 arithmetic (ctx.gamma: f32's γ, the
+// float e^x and erf), so each bound below is f32's plus one rounding of each 16-bit output, added
+// by Ctx::expect_within: b + u·(|y| + b) + η with u = 2^-8 (bf16), 2^-11 (f16). What is exact in
+// f32 (ReLU, upsampling, copy: bound 0) stays exact, since its values are 16-bit values; a copy to
+// a 16-bit dtype must give the value rounded once (rounded(): to nearest even, from f64 directly).
 #include <cmath>
 #include <utility>
 #include <vector>

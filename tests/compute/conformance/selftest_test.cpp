@@ -26,7 +26,7 @@ const char* fault_name(Fault f) {
                                         : "unsupported";
 }
 
-/// Multiplies the largest-magnitude element of `t` (f32/f64, any strides) by (1 + rel).
+/// Multiplies the largest-magnitude element of `t` (f32/f64/bf16/f16, any strides) by (1 + rel).
 void perturb_largest(core::Tensor& t, double rel) {
   const std::vector<double> v = to_doubles(t);
   std::size_t worst = 0;
@@ -38,6 +38,8 @@ void perturb_largest(core::Tensor& t, double rel) {
   const double nv = v[worst] == 0 ? 1.0 : v[worst] * (1 + rel);
   if (t.dtype() == DType::F32)
     static_cast<float*>(t.raw_data())[off] = float(nv);
+  else if (core::dtype_is_half(t.dtype()))
+    static_cast<std::uint16_t*>(t.raw_data())[off] = core::double_to_half(nv, t.dtype());
   else
     static_cast<double*>(t.raw_data())[off] = nv;
 }
@@ -81,7 +83,10 @@ class BrokenBackend : public compute::Backend {
           if (t && !first) first = t;
         if (view && first && first->numel() > 0) {
           const DType call_dtype = call.in[0] ? call.in[0]->dtype() : first->dtype();
-          perturb_largest(*first, call_dtype == DType::F32 ? 0x1p-8 : 0x1p-30);
+          // Well past each dtype's bound (a 16-bit output's includes one rounding, 2^-8 or 2^-11).
+          perturb_largest(*first, core::dtype_is_half(call_dtype) ? 0x1p-4
+                                  : call_dtype == DType::F32     ? 0x1p-8
+                                                                 : 0x1p-30);
           broken_.insert(variant_);
         }
         return;
@@ -117,12 +122,12 @@ TEST_CASE("conformance.selftest: a broken op fails exactly where it is broken", 
                               Breakage{OpKind::LinearBackward, Fault::IgnoreAccumulate},
                               Breakage{OpKind::ChannelBroadcast, Fault::IgnoreAccumulate},
                               Breakage{OpKind::LayerNormForward, Fault::Unsupported});
-  const DType dt = GENERATE(DType::F32, DType::F64);
+  const DType dt = GENERATE(DType::F32, DType::F64, DType::BF16, DType::F16);
   INFO(compute::op_name(b.op) << " " << fault_name(b.fault) << ", " << core::dtype_name(dt));
   BrokenBackend be(b.op, b.fault);
   const Report r = check_op(be, b.op, dt, [&](std::size_t i) { be.set_variant(i); });
   INFO(r.details());
-  const std::vector<Variant> variants = variants_of(find_case(b.op)->traits);
+  const std::vector<Variant> variants = variants_of(find_case(b.op)->traits, b.op, dt);
   REQUIRE(r.results.size() == variants.size());
   if (b.fault == Fault::Unsupported) {
     REQUIRE(r.overall() == Outcome::Unsupported);  // reported as such, never as passed
