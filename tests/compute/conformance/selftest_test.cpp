@@ -1,12 +1,14 @@
 // The conformance suite's own checks can fail: a compute::Backend decorator around the cpu backend
-// breaks one op on purpose (a result off by a little for strided inputs, accumulate ignored, or
-// Unsupported), and check_op must report exactly that op and those variants, and pass the rest.
+// breaks one op on purpose (a result off by a little for strided inputs, accumulate ignored,
+// Unsupported, or f32 Master outputs of a bf16/f16 call stored through 16 bits), and check_op must
+// report exactly that op and those variants, and pass the rest.
 #include <cmath>
 #include <memory>
 #include <set>
 
 #include "compute/conformance/conformance.hpp"
 #include "tessera/builtin_backends.hpp"
+#include "tessera/compute/op_table.hpp"
 #include "tessera/core/error.hpp"
 
 namespace tessera::test::compute_conformance {
@@ -19,10 +21,14 @@ enum class Fault {
                    ///< a view
   IgnoreAccumulate,  ///< runs an accumulating call as an overwriting one
   Unsupported,       ///< throws tessera::Unsupported
+  /// In a bf16/f16 call, rounds every f32 output (a Master slot: a parameter gradient, a
+  /// statistic) to the call's dtype, as a backend would that kept them in 16 bits.
+  NarrowMasters,
 };
 const char* fault_name(Fault f) {
   return f == Fault::PerturbStrided     ? "perturbed for strided tensors"
          : f == Fault::IgnoreAccumulate ? "accumulate ignored"
+         : f == Fault::NarrowMasters    ? "f32 master outputs through 16 bits"
                                         : "unsupported";
 }
 
@@ -69,6 +75,25 @@ class BrokenBackend : public compute::Backend {
         c.accumulate = false;
         inner_->execute(c);
         if (call.accumulate && has_elements(call)) broken_.insert(variant_);
+        return;
+      }
+      case Fault::NarrowMasters: {
+        inner_->execute(call);
+        const core::Tensor* lead = compute::float_lead(call);
+        if (!lead || !core::dtype_is_half(lead->dtype())) return;
+        for (core::Tensor* t : call.out) {
+          if (!t || t->dtype() != DType::F32 || t->numel() == 0) continue;
+          Tensor c = t->contiguous();
+          float* p = c.data<float>();
+          bool changed = false;
+          for (std::int64_t i = 0; i < c.numel(); ++i) {
+            const float r = core::half_to_float(core::float_to_half(p[i], lead->dtype()), lead->dtype());
+            changed = changed || r != p[i];
+            p[i] = r;
+          }
+          t->copy_from(c);
+          if (changed) broken_.insert(variant_);
+        }
         return;
       }
       case Fault::PerturbStrided: {
@@ -121,8 +146,13 @@ TEST_CASE("conformance.selftest: a broken op fails exactly where it is broken", 
                               Breakage{OpKind::SoftmaxCrossEntropy, Fault::PerturbStrided},
                               Breakage{OpKind::LinearBackward, Fault::IgnoreAccumulate},
                               Breakage{OpKind::ChannelBroadcast, Fault::IgnoreAccumulate},
-                              Breakage{OpKind::LayerNormForward, Fault::Unsupported});
+                              Breakage{OpKind::LayerNormForward, Fault::Unsupported},
+                              Breakage{OpKind::LinearBackward, Fault::NarrowMasters},
+                              Breakage{OpKind::LayerNormForward, Fault::NarrowMasters},
+                              Breakage{OpKind::Conv2dBackwardWeight, Fault::NarrowMasters});
   const DType dt = GENERATE(DType::F32, DType::F64, DType::BF16, DType::F16);
+  // A 16-bit master changes nothing in an f32 or f64 call (it has none).
+  if (b.fault == Fault::NarrowMasters && !core::dtype_is_half(dt)) return;
   INFO(compute::op_name(b.op) << " " << fault_name(b.fault) << ", " << core::dtype_name(dt));
   BrokenBackend be(b.op, b.fault);
   const Report r = check_op(be, b.op, dt, [&](std::size_t i) { be.set_variant(i); });
@@ -144,6 +174,7 @@ TEST_CASE("conformance.selftest: a broken op fails exactly where it is broken", 
     if (b.fault == Fault::PerturbStrided && broken.count(i))
       REQUIRE(variants[i].layout != Layout::Contiguous);
     if (b.fault == Fault::IgnoreAccumulate && broken.count(i)) REQUIRE(variants[i].accumulate);
+    if (b.fault == Fault::NarrowMasters && broken.count(i)) REQUIRE(!variants[i].master_in_call_dtype);
     REQUIRE((r.results[i].outcome == Outcome::Fail) == (broken.count(i) == 1));
   }
   REQUIRE(r.overall() == Outcome::Fail);
