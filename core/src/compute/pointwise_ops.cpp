@@ -35,13 +35,13 @@ const OpSpec kScaleChannelsBackward{
     .flops = [](const OpCall& c) { return 3 * lead_numel(c); }};
 
 const OpSpec kChannelSum{
-    .inputs = {slot("x")},   // (N,C,H,W)
-    .outputs = {slot("y")},  // (N,C)
+    .inputs = {slot("x")},          // (N,C,H,W)
+    .outputs = {master_slot("y")},  // (N,C): f32 in a bf16/f16 call (a reduction)
     .flops = lead_numel};
 
 const OpSpec kChannelBroadcast{
-    .inputs = {slot("g")},   // (N,C)
-    .outputs = {slot("y")},  // (N,C,H,W)
+    .inputs = {master_slot("g")},  // (N,C): f32 in a bf16/f16 call (the gradient of channel_sum's y)
+    .outputs = {slot("y")},        // (N,C,H,W)
     .scalars = {"scale"},
     .flops = [](const OpCall& c) { return numel(&c.output("y")) * (c.accumulate ? 2 : 1); }};
 

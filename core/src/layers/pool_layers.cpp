@@ -1,5 +1,6 @@
 // Global average pooling (a Partial sum over the spatial shards), Linear, squeeze-and-excitation.
 #include "tessera/core/error.hpp"
+#include "tessera/core/half.hpp"
 #include "tessera/nn/layers.hpp"
 
 namespace tessera::nn {
@@ -26,7 +27,11 @@ core::Layout GlobalAvgPool::setup(const core::Layout& in, SetupContext&) {
 Tensor GlobalAvgPool::forward(Context& ctx, const Tensor& x) {
   ScopeGuard scope(ctx, name());
   local_in_shape_ = x.shape();
-  Tensor y = Tensor::empty({x.size(0), x.size(1)}, x.dtype(), MemCategory::Activation, ctx.allocator);
+  in_dtype_ = x.dtype();
+  // A reduction: in f32 under mixed precision (as autocast sums), so the Partial sums that cross
+  // ranks are not rounded to 16 bits, and what follows (the head, SE's FC layers) runs in f32.
+  Tensor y = Tensor::empty({x.size(0), x.size(1)}, core::accumulate_dtype(x.dtype()), MemCategory::Activation,
+                           ctx.allocator);
   compute::channel_sum(*ctx.compute, x, y);
   compute::scale(*ctx.compute, 1.0 / hw_, y);
   if (ctx.mesh && !spatial_dims_.empty()) ctx.mesh->all_reduce(y, spatial_dims_);  // Partial → Replicate
@@ -36,7 +41,7 @@ Tensor GlobalAvgPool::forward(Context& ctx, const Tensor& x) {
 Tensor GlobalAvgPool::backward(Context& ctx, const Tensor& dy) {
   ScopeGuard scope(ctx, name());
   // The adjoint of the all-reduce (P → R) is the identity: every rank already holds dL/dy.
-  Tensor dx = Tensor::empty(local_in_shape_, dy.dtype(), MemCategory::Activation, ctx.allocator);
+  Tensor dx = Tensor::empty(local_in_shape_, in_dtype_, MemCategory::Activation, ctx.allocator);
   compute::channel_broadcast(*ctx.compute, dy, 1.0 / hw_, dx);
   return dx;
 }

@@ -149,6 +149,7 @@ class GlobalAvgPool : public Module {
   std::vector<int> spatial_dims_;
   double hw_ = 1;
   core::Shape local_in_shape_;
+  core::DType in_dtype_ = core::DType::F32;
 };
 
 /// y (N,out) = x (N,in) · Wᵀ + b.
