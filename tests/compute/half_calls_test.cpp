@@ -18,13 +18,15 @@ using core::Tensor;
 namespace {
 
 Tensor half_tensor(const core::Shape& s, DType t, std::uint64_t seed, const core::AllocatorPtr& a) {
-  const Tensor host = test::from_doubles(test::values(std::size_t(core::shape_numel(s)), seed, t), s, t);
+  const Tensor host =
+      test::from_doubles(test::values(std::size_t(core::shape_numel(s)), seed, t), s, t);
   return host.to(a, MemCategory::Activation);
 }
 
 }  // namespace
 
-TEST_CASE("cpu bf16/f16 calls: f32 workspace per 16-bit tensor, masters passed through", "[compute][cpu][half]") {
+TEST_CASE("cpu bf16/f16 calls: f32 workspace per 16-bit tensor, masters passed through",
+          "[compute][cpu][half]") {
   for (DType t : {DType::BF16, DType::F16}) {
     INFO(core::dtype_name(t));
     compute::cpu::CpuBackend be(2);
@@ -41,11 +43,14 @@ TEST_CASE("cpu bf16/f16 calls: f32 workspace per 16-bit tensor, masters passed t
     REQUIRE(alloc->stats().current_of(MemCategory::Workspace) == 0);
     const auto xv = test::to_doubles(x), yv = test::to_doubles(y);
     for (std::int64_t i = 0; i < numel; ++i)  // one rounding of an exact f32 product
-      REQUIRE(yv[std::size_t(i)] == double(core::half_to_float(core::float_to_half(float(xv[std::size_t(i)] * 0.75), t), t)));
+      REQUIRE(
+          yv[std::size_t(i)] ==
+          double(core::half_to_float(core::float_to_half(float(xv[std::size_t(i)] * 0.75), t), t)));
   }
 }
 
-TEST_CASE("cpu bf16/f16 calls: in place, and the same bits on 1 and 3 threads", "[compute][cpu][half]") {
+TEST_CASE("cpu bf16/f16 calls: in place, and the same bits on 1 and 3 threads",
+          "[compute][cpu][half]") {
   for (DType t : {DType::BF16, DType::F16}) {
     INFO(core::dtype_name(t));
     auto alloc = std::make_shared<core::Allocator>("host");
@@ -58,7 +63,8 @@ TEST_CASE("cpu bf16/f16 calls: in place, and the same bits on 1 and 3 threads", 
     compute::activation_forward(three, compute::Activation::Gelu, x, y3);
     Tensor inplace = x.clone();
     compute::activation_forward(three, compute::Activation::Gelu, inplace, inplace);  // y aliases x
-    const auto a = y1.data<std::uint16_t>(), b = y3.data<std::uint16_t>(), d = inplace.data<std::uint16_t>();
+    const auto a = y1.data<std::uint16_t>(), b = y3.data<std::uint16_t>(),
+               d = inplace.data<std::uint16_t>();
     for (std::int64_t i = 0; i < x.numel(); ++i) {
       REQUIRE(a[i] == b[i]);
       REQUIRE(a[i] == d[i]);
