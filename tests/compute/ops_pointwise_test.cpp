@@ -223,7 +223,7 @@ TEST_CASE("copy converts f32 and f64 on any strides exactly as the float64 refer
   REQUIRE(to_doubles(y) == want);
 }
 
-TEST_CASE("copy refuses targets that are not float; the cpu backend converts to bf16", "[ops]") {
+TEST_CASE("copy refuses targets that are not float, and the cpu backend converts to bf16", "[ops]") {
   CpuBackend be(1);
   Tensor x = Tensor::zeros({4});
   x.fill(1.0 + 0x1p-7);  // exact in bf16 (0x3f81)

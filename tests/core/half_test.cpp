@@ -76,7 +76,7 @@ std::vector<float> boundary_floats(const std::vector<double>& table) {
   auto around = [&](double v) {
     const float f = static_cast<float>(v);
     if (std::isinf(f) && !std::isinf(v)) return;  // bf16's max + one unit, 2^128: past binary32
-    REQUIRE(double(f) == v);  // every value and tie of bf16/f16 is a binary32
+    REQUIRE(double(f) == v);                      // every value and tie of bf16/f16 is a binary32
     for (float g : {std::nextafter(f, -INFINITY), f, std::nextafter(f, INFINITY)}) {
       out.push_back(g);
       out.push_back(-g);
@@ -176,11 +176,11 @@ TEST_CASE("half: the named boundaries", "[core][half]") {
   REQUIRE(float_to_f16(0x1p-25f) == 0x0000);
   REQUIRE(float_to_f16(std::nextafter(0x1p-25f, 1.0f)) == 0x0001);
   REQUIRE(float_to_f16(0x1.8p-24f) == 0x0002);  // 1.5 units: tie to even
-  REQUIRE(float_to_f16(-0x1p-14f) == 0x8400);    // the smallest normal
+  REQUIRE(float_to_f16(-0x1p-14f) == 0x8400);   // the smallest normal
   REQUIRE(float_to_f16(std::bit_cast<float>(0xff800001u)) == 0xfe00);
   // f64 → 16 bits rounds once: a value just above a bf16 tie whose f32 rounding is the tie itself.
-  const double above_tie = 1.0 + 0x1p-8 + 0x1p-40;  // f32(x) = 1 + 2^-8, the tie
-  REQUIRE(float_to_bf16(float(above_tie)) == 0x3f80);           // twice rounded: down
+  const double above_tie = 1.0 + 0x1p-8 + 0x1p-40;                  // f32(x) = 1 + 2^-8, the tie
+  REQUIRE(float_to_bf16(float(above_tie)) == 0x3f80);               // twice rounded: down
   REQUIRE(core::double_to_half(above_tie, DType::BF16) == 0x3f81);  // once: up
   REQUIRE(core::double_to_half(1.0 + 0x1p-11 + 0x1p-40, DType::F16) == 0x3c01);
   REQUIRE(core::double_to_half(1e300, DType::F16) == 0x7c00);
@@ -191,7 +191,8 @@ TEST_CASE("half: random doubles narrow as the float64 reference rounds them", "[
   std::mt19937_64 rng(11);
   for (DType t : {DType::BF16, DType::F16}) {
     const std::vector<double> table = positive_values(t);
-    const double top = t == DType::BF16 ? 130 : 17;  // exponents up to past the largest finite value
+    const double top =
+        t == DType::BF16 ? 130 : 17;  // exponents up to past the largest finite value
     std::uniform_real_distribution<double> mant(1, 2), ex(t == DType::BF16 ? -140 : -28, top);
     for (int i = 0; i < 200000; ++i) {
       const double x = (i & 1 ? -1 : 1) * std::ldexp(mant(rng), int(std::floor(ex(rng))));
@@ -201,7 +202,8 @@ TEST_CASE("half: random doubles narrow as the float64 reference rounds them", "[
   }
 }
 
-TEST_CASE("half: Tensor::fill and add_from on bf16/f16 tensors round once", "[core][half][tensor]") {
+TEST_CASE("half: Tensor::fill and add_from on bf16/f16 tensors round once",
+          "[core][half][tensor]") {
   for (DType t : {DType::BF16, DType::F16}) {
     INFO(core::dtype_name(t));
     core::Tensor a = core::Tensor::empty({3, 5}, t), b = core::Tensor::empty({3, 5}, t);

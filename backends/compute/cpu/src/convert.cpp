@@ -35,13 +35,15 @@ void widen_bf16(const std::uint16_t* s, float* d, std::int64_t n) {
   std::int64_t i = 0;
 #if defined(__AVX512F__)
   for (; i + 16 <= n; i += 16) {
-    const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i)));
+    const __m512i h =
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i)));
     _mm512_storeu_ps(d + i, _mm512_castsi512_ps(_mm512_slli_epi32(h, 16)));
   }
 #endif
 #if defined(__AVX2__)
   for (; i + 8 <= n; i += 8) {
-    const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i)));
+    const __m256i h =
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i)));
     _mm256_storeu_ps(d + i, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
   }
 #endif
@@ -68,7 +70,8 @@ void narrow_bf16(const float* s, std::uint16_t* d, std::int64_t n) {
     const __m256i mag = _mm256_and_si256(u, abs_mask), hi = _mm256_srli_epi32(u, 16);
     const __m256i rounded = _mm256_srli_epi32(
         _mm256_add_epi32(_mm256_add_epi32(u, k7fff), _mm256_and_si256(hi, one)), 16);
-    __m256i r = _mm256_blendv_epi8(rounded, _mm256_or_si256(hi, quiet), _mm256_cmpgt_epi32(mag, inf));
+    __m256i r =
+        _mm256_blendv_epi8(rounded, _mm256_or_si256(hi, quiet), _mm256_cmpgt_epi32(mag, inf));
     r = _mm256_blendv_epi8(r, _mm256_and_si256(hi, sign), _mm256_cmpgt_epi32(min_normal, mag));
     // Every lane is below 2^16: pack to 16 bits and put the two 128-bit lanes' halves together.
     const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0xD8);
@@ -78,9 +81,10 @@ void narrow_bf16(const float* s, std::uint16_t* d, std::int64_t n) {
   for (; i < n; ++i) d[i] = core::float_to_bf16(s[i]);
 }
 
-// ---- f16: IEEE binary16 --------------------------------------------------------------------------
-// VCVTPH2PS quiets a signalling NaN; core::f16_to_float keeps its payload as it is (sign, all-ones
-// exponent, m << 13), so NaN lanes are rebuilt from their bits.
+// ---- f16: IEEE binary16
+// -------------------------------------------------------------------------- VCVTPH2PS quiets a
+// signalling NaN; core::f16_to_float keeps its payload as it is (sign, all-ones exponent, m << 13),
+// so NaN lanes are rebuilt from their bits.
 
 void widen_f16(const std::uint16_t* s, float* d, std::int64_t n) {
   std::int64_t i = 0;
@@ -91,10 +95,13 @@ void widen_f16(const std::uint16_t* s, float* d, std::int64_t n) {
     for (; i + 16 <= n; i += 16) {
       const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
       const __m512i h = _mm512_cvtepu16_epi32(raw), mag = _mm512_and_si512(h, abs_mask);
-      const __m512i nan = _mm512_or_si512(
-          _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(h, sign), 16), _mm512_slli_epi32(mag, 13)), exp);
+      const __m512i nan =
+          _mm512_or_si512(_mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(h, sign), 16),
+                                          _mm512_slli_epi32(mag, 13)),
+                          exp);
       const __m512i v = _mm512_castps_si512(_mm512_cvtph_ps(raw));
-      _mm512_storeu_si512(d + i, _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(mag, inf), v, nan));
+      _mm512_storeu_si512(d + i,
+                          _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(mag, inf), v, nan));
     }
   }
 #endif
@@ -105,8 +112,10 @@ void widen_f16(const std::uint16_t* s, float* d, std::int64_t n) {
     for (; i + 8 <= n; i += 8) {
       const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
       const __m256i h = _mm256_cvtepu16_epi32(raw), mag = _mm256_and_si256(h, abs_mask);
-      const __m256i nan = _mm256_or_si256(
-          _mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(h, sign), 16), _mm256_slli_epi32(mag, 13)), exp);
+      const __m256i nan =
+          _mm256_or_si256(_mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(h, sign), 16),
+                                          _mm256_slli_epi32(mag, 13)),
+                          exp);
       const __m256i v = _mm256_castps_si256(_mm256_cvtph_ps(raw));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i),
                           _mm256_blendv_epi8(v, nan, _mm256_cmpgt_epi32(mag, inf)));
@@ -134,7 +143,8 @@ void narrow_f16(const float* s, std::uint16_t* d, std::int64_t n) {
 }
 
 void check_half(const char* what, DType dt) {
-  TESSERA_ASSERT(core::dtype_is_half(dt), "cpu ", what, ": dtype ", core::dtype_name(dt), " is not bf16 or f16");
+  TESSERA_ASSERT(core::dtype_is_half(dt), "cpu ", what, ": dtype ", core::dtype_name(dt),
+                 " is not bf16 or f16");
 }
 
 }  // namespace
@@ -195,7 +205,8 @@ std::string_view narrow_path(DType dt) noexcept {
 #endif
 }
 
-// ---- strided tensors of any two float dtypes ------------------------------------------------------
+// ---- strided tensors of any two float dtypes
+// ------------------------------------------------------
 
 namespace {
 
@@ -211,11 +222,15 @@ Store<D> convert_one(Store<S> v) {
     return v;
   } else if constexpr (core::dtype_is_half(S)) {
     const float f = core::half_to_float(v, S);  // exact
-    if constexpr (core::dtype_is_half(D)) return core::float_to_half(f, D);
-    else return static_cast<Store<D>>(f);
+    if constexpr (core::dtype_is_half(D))
+      return core::float_to_half(f, D);
+    else
+      return static_cast<Store<D>>(f);
   } else if constexpr (core::dtype_is_half(D)) {
-    if constexpr (S == DType::F32) return core::float_to_half(v, D);
-    else return core::double_to_half(v, D);
+    if constexpr (S == DType::F32)
+      return core::float_to_half(v, D);
+    else
+      return core::double_to_half(v, D);
   } else {
     return static_cast<Store<D>>(v);  // f32 ↔ f64, to nearest
   }
@@ -251,49 +266,61 @@ void convert_typed(const core::Tensor& x, core::Tensor& y, ThreadPool& pool) {
   const std::int64_t len = nd > 0 ? x.size(nd - 1) : 1, rows = n / len;
   const std::int64_t sx = nd > 0 ? x.stride(nd - 1) : 1, sy = nd > 0 ? y.stride(nd - 1) : 1;
   const std::int64_t per_unit = std::max<std::int64_t>(1, ops::kFlatChunk / len);
-  ops::parallel_units(pool, ops::ceil_div(rows, per_unit), per_unit * len, [&](std::int64_t u, int) {
-    for (std::int64_t r = u * per_unit; r < std::min(rows, (u + 1) * per_unit); ++r) {
-      // Offsets of row r: its index over the leading dims, last of them fastest.
-      std::int64_t ox = 0, oy = 0;
-      for (std::int64_t d = nd - 2, rest = r; d >= 0; --d) {
-        const std::int64_t i = rest % x.size(static_cast<int>(d));
-        rest /= x.size(static_cast<int>(d));
-        ox += i * x.stride(static_cast<int>(d));
-        oy += i * y.stride(static_cast<int>(d));
-      }
-      convert_run<S, D>(src + ox, sx, dst + oy, sy, len);
-    }
-  });
+  ops::parallel_units(
+      pool, ops::ceil_div(rows, per_unit), per_unit * len, [&](std::int64_t u, int) {
+        for (std::int64_t r = u * per_unit; r < std::min(rows, (u + 1) * per_unit); ++r) {
+          // Offsets of row r: its index over the leading dims, last of them fastest.
+          std::int64_t ox = 0, oy = 0;
+          for (std::int64_t d = nd - 2, rest = r; d >= 0; --d) {
+            const std::int64_t i = rest % x.size(static_cast<int>(d));
+            rest /= x.size(static_cast<int>(d));
+            ox += i * x.stride(static_cast<int>(d));
+            oy += i * y.stride(static_cast<int>(d));
+          }
+          convert_run<S, D>(src + ox, sx, dst + oy, sy, len);
+        }
+      });
 }
 
 template <DType S>
 void convert_from(const core::Tensor& x, core::Tensor& y, ThreadPool& pool) {
   switch (y.dtype()) {
-    case DType::F32: return convert_typed<S, DType::F32>(x, y, pool);
-    case DType::F64: return convert_typed<S, DType::F64>(x, y, pool);
-    case DType::BF16: return convert_typed<S, DType::BF16>(x, y, pool);
-    case DType::F16: return convert_typed<S, DType::F16>(x, y, pool);
+    case DType::F32:
+      return convert_typed<S, DType::F32>(x, y, pool);
+    case DType::F64:
+      return convert_typed<S, DType::F64>(x, y, pool);
+    case DType::BF16:
+      return convert_typed<S, DType::BF16>(x, y, pool);
+    case DType::F16:
+      return convert_typed<S, DType::F16>(x, y, pool);
     default:
-      throw Unsupported(detail::cat("cpu convert: target ", y.describe(),
-                                    " is not a float dtype (f32, f64, bf16 and f16 are supported)"));
+      throw Unsupported(
+          detail::cat("cpu convert: target ", y.describe(),
+                      " is not a float dtype (f32, f64, bf16 and f16 are supported)"));
   }
 }
 
 }  // namespace
 
 void convert_tensor(const core::Tensor& src, core::Tensor& dst, ThreadPool& pool) {
-  TESSERA_CHECK(src.shape() == dst.shape(), "cpu convert: ", src.describe(), " into ", dst.describe(),
-                ": the shapes differ");
-  TESSERA_CHECK(src.is_host() && dst.is_host(), "cpu convert: ", src.describe(), " into ", dst.describe(),
-                ": the cpu backend converts host memory only; copy device tensors with to_host() first");
+  TESSERA_CHECK(src.shape() == dst.shape(), "cpu convert: ", src.describe(), " into ",
+                dst.describe(), ": the shapes differ");
+  TESSERA_CHECK(
+      src.is_host() && dst.is_host(), "cpu convert: ", src.describe(), " into ", dst.describe(),
+      ": the cpu backend converts host memory only; copy device tensors with to_host() first");
   switch (src.dtype()) {
-    case DType::F32: return convert_from<DType::F32>(src, dst, pool);
-    case DType::F64: return convert_from<DType::F64>(src, dst, pool);
-    case DType::BF16: return convert_from<DType::BF16>(src, dst, pool);
-    case DType::F16: return convert_from<DType::F16>(src, dst, pool);
+    case DType::F32:
+      return convert_from<DType::F32>(src, dst, pool);
+    case DType::F64:
+      return convert_from<DType::F64>(src, dst, pool);
+    case DType::BF16:
+      return convert_from<DType::BF16>(src, dst, pool);
+    case DType::F16:
+      return convert_from<DType::F16>(src, dst, pool);
     default:
-      throw Unsupported(detail::cat("cpu convert: source ", src.describe(),
-                                    " is not a float dtype (f32, f64, bf16 and f16 are supported)"));
+      throw Unsupported(
+          detail::cat("cpu convert: source ", src.describe(),
+                      " is not a float dtype (f32, f64, bf16 and f16 are supported)"));
   }
 }
 

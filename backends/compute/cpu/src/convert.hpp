@@ -29,8 +29,9 @@ std::string_view narrow_path(core::DType dt) noexcept;
 /// dst = src converted to dst's dtype, element by element: any two of f32, f64, bf16, f16 (the
 /// same dtype copies), same shape, either side any strides; each value is rounded once (to nearest
 /// even; f64 → bf16/f16 by core::double_to_half) where dst is narrower. src and dst must not
-/// overlap unless they are one tensor. Rows of the last dimension are spread over `pool`; contiguous runs of f32 ↔ bf16/f16 take the vector
-/// paths. Throws Unsupported for a non-float dtype.
+/// overlap unless they are one tensor. Rows of the last dimension are spread over `pool`;
+/// contiguous runs of f32 ↔ bf16/f16 take the vector paths. Throws Unsupported for a non-float
+/// dtype.
 void convert_tensor(const core::Tensor& src, core::Tensor& dst, ThreadPool& pool);
 
 }  // namespace tessera::compute::cpu

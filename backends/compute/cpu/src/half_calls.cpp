@@ -19,7 +19,8 @@ bool is_half_call(const OpCall& call) {
   return call.kind != OpKind::Copy && lead != nullptr && core::dtype_is_half(lead->dtype());
 }
 
-void run_widened(const OpCall& call, ThreadPool& pool, const std::function<void(const OpCall&)>& run_f32) {
+void run_widened(const OpCall& call, ThreadPool& pool,
+                 const std::function<void(const OpCall&)>& run_f32) {
   // An f32 copy of `t`'s shape, booked as workspace with t's allocator.
   auto workspace = [](const Tensor& t) {
     return Tensor::empty(t.shape(), DType::F32, core::MemCategory::Workspace, t.allocator());
@@ -46,7 +47,8 @@ void run_widened(const OpCall& call, ThreadPool& pool, const std::function<void(
   }
   run_f32(wide);
   for (int i = 0; i < kMaxOpOutputs; ++i)
-    if (out_f32[std::size_t(i)].defined()) convert_tensor(out_f32[std::size_t(i)], *call.out[std::size_t(i)], pool);
+    if (out_f32[std::size_t(i)].defined())
+      convert_tensor(out_f32[std::size_t(i)], *call.out[std::size_t(i)], pool);
 }
 
 }  // namespace tessera::compute::cpu

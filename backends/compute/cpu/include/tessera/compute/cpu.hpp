@@ -20,7 +20,9 @@ std::string_view conv_algo_name(ConvAlgo a) noexcept;
 
 class ThreadPool;
 
-/// Kernels on host memory in f32 and f64, using up to num_threads() threads per call (a pool of
+/// Kernels on host memory in f32 and f64 — and in bf16/f16 through execute(), which widens a
+/// 16-bit call to f32 workspace, runs the f32 kernel and rounds the outputs once — using up to
+/// num_threads() threads per call (a pool of
 /// num_threads() − 1 workers owned by this object and started on first use; one thread starts
 /// none). Results are bit-identical for the same inputs and thread count. Objects share no
 /// mutable state, so ranks may call their own backends concurrently.
@@ -32,9 +34,11 @@ class CpuBackend final : public compute::Backend {
   int num_threads() const noexcept override { return num_threads_; }
   void set_num_threads(int n) override;
 
-  /// Runs any compute op: convolutions through the paths below, the rest through cpu_ops.
+  /// Runs any compute op: convolutions through the paths below, the rest through cpu_ops; a
+  /// bf16/f16 call in f32 (backends/compute/cpu/README.md, "bf16 and f16").
   void execute(const OpCall& call) override;
 
+  /// The convolutions on f32/f64 tensors (bf16/f16 calls go through execute()).
   void conv2d_forward(const Conv2dParams& p, const core::Tensor& x, const core::Tensor& w,
                       const core::Tensor* bias, core::Tensor& y);
   void conv2d_backward_data(const Conv2dParams& p, const core::Tensor& dy, const core::Tensor& w,
