@@ -321,6 +321,24 @@ TEST_CASE("cuda kernels: bf16/f16 calls are the f32 kernels rounded once", "[cud
     for (std::size_t i = 0; i < n; ++i) ref[i] = bv[i] * sv[(i / 21) % 5];
     require_rounded_once(dx, dx32, ref, u + 2 * u32, 0);
   }
+  SECTION("ops without a 16-bit body (widened into f32 scratch): channel_sum, channel_broadcast") {
+    // channel_sum: y (N,C) of the call's dtype; the f32 kernel's sum, rounded once.
+    Tensor cs = Tensor::empty({2, 5}, dt), cs32 = Tensor::empty({2, 5});
+    compute::channel_sum(be, a, cs);
+    compute::channel_sum(be, a32, cs32);
+    const std::vector<double> ref = ref::channel_sum(av, 2, 5, 21);
+    require_rounded_once(cs, cs32, ref, u + 2 * u32, 1e-6);
+    // channel_broadcast with accumulate reads its 16-bit output: widened first, rounded once.
+    const Tensor g16 = half_tensor(random_doubles(10, 29), {2, 5}, dt);
+    const Tensor g32 = from_doubles(half_values(g16), {2, 5}, DType::F32);
+    Tensor y = half_tensor(bv, s, dt), y32 = from_doubles(bv, s, DType::F32);
+    compute::channel_broadcast(be, g16, 0.5, y, true);
+    compute::channel_broadcast(be, g32, 0.5, y32, true);
+    const std::vector<double> bc = ref::channel_broadcast(half_values(g16), 0.5, 2, 5, 21);
+    std::vector<double> want(n);
+    for (std::size_t i = 0; i < n; ++i) want[i] = bv[i] + bc[i];
+    require_rounded_once(y, y32, want, u + 2 * u32, 0);
+  }
   SECTION("copy converts between every pair of float dtypes") {
     const std::vector<double> v = random_doubles(n, 28, -3, 3);
     for (DType from : {DType::F64, DType::F32, DType::BF16, DType::F16})

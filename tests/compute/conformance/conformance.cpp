@@ -280,6 +280,10 @@ std::string Report::details() const {
 }
 
 bool must_support(std::string_view backend, compute::OpKind op, DType dtype) {
+  // bf16/f16 (issue 18): the cuda kernels' host loop, every op but the library calls.
+  if (backend == "cuda-kernels@host" && (dtype == DType::BF16 || dtype == DType::F16))
+    return op < compute::OpKind::kCount && !compute::is_conv(op) &&
+           op != compute::OpKind::LinearForward && op != compute::OpKind::LinearBackward;
   const bool float_dtype = dtype == DType::F32 || dtype == DType::F64;
   if (!float_dtype || op >= compute::OpKind::kCount) return false;
   if (backend == "cpu") return true;

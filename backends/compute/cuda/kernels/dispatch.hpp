@@ -1,9 +1,11 @@
 // run_kernel_op: routes a non-library compute call (core has checked it against the op table) to
 // the passes of its kernel, for the call's float dtype, on any launcher (pass.hpp): the host loop
 // of the cuda-kernels@host backend and the GPU launcher of the cuda backend share this routing.
-// bf16/f16 calls run the f32 bodies on widened copies (run_widened: widen each 16-bit tensor into
-// f32 scratch, run the f32 op, round each 16-bit output once), except copy, which converts
-// between all float dtypes directly. Also the tensor helpers behind core's Tensor::copy_from /
+// bf16/f16 calls: the elementwise ops, layernorm and scale_channels load and store 16-bit
+// elements in their bodies (run_native_half); the others run the f32 bodies on widened copies
+// (run_widened: widen each 16-bit tensor into f32 scratch, run the f32 op, round each 16-bit
+// output once); copy converts between all float dtypes directly. Both give the f32 kernel's
+// result rounded once. Also the tensor helpers behind core's Tensor::copy_from /
 // add_from / fill, the halo pack/unpack and the library paths' conversions (run_tensor_copy,
 // run_tensor_add, run_tensor_fill, run_tensor_convert). Host code; it includes core's compute
 // headers and compiles under g++ and nvcc alike.
@@ -246,6 +248,75 @@ void run_tensor_convert(L& launcher, const core::Tensor& src, core::Tensor& dst)
 
 namespace detail_dispatch {
 
+/// True when no Master-slot tensor of the call is 16-bit (each is f32, or absent).
+inline bool masters_are_f32(const OpCall& c) {
+  const OpSpec& s = op_spec(c.kind);
+  for (int i = 0; i < kMaxOpInputs; ++i)
+    if (c.in[i] && s.inputs[i].type == SlotType::Master && c.in[i]->dtype() != core::DType::F32)
+      return false;
+  for (int j = 0; j < kMaxOpOutputs; ++j)
+    if (c.out[j] && s.outputs[j].type == SlotType::Master && c.out[j]->dtype() != core::DType::F32)
+      return false;
+  return true;
+}
+
+/// The ops whose bodies load and store 16-bit elements themselves (H = Bf16/F16 storage, f32
+/// compute, f32 Master slots): the elementwise ops, layernorm and scale_channels, the bulk of a
+/// ConvNeXt block's own-kernel traffic. Same bits as run_widened (each load widens exactly, the
+/// f32 arithmetic is the f32 body's, each store rounds once), without its extra passes and
+/// scratch. False (nothing run) for other ops or a call with a 16-bit Master tensor.
+template <class L, class H>
+bool run_native_half(L& l, const OpCall& c) {
+  using T = float;
+  if (!masters_are_f32(c)) return false;
+  switch (c.kind) {
+    case OpKind::LayerNormForward:
+      run_layernorm_forward(
+          l, LayerNormForwardParams<T, H>{in<H>(c, "x"), in<T>(c, "gamma"), in<T>(c, "beta"),
+                                          out<H>(c, "y"), out<T>(c, "mean"), out<T>(c, "rstd"),
+                                          c.scalar("eps"), 0, 0});
+      return true;
+    case OpKind::LayerNormBackward:
+      run_layernorm_backward(l, LayerNormBackwardParams<T, H>{
+                                    in<H>(c, "dy"), in<H>(c, "x"), in<T>(c, "gamma"),
+                                    in<T>(c, "mean"), in<T>(c, "rstd"), out<H>(c, "dx"),
+                                    out<T>(c, "dgamma"), out<T>(c, "dbeta"), c.accumulate, 0, 0});
+      return true;
+    case OpKind::ActivationForward:
+      run_activation_forward(
+          l, ActForwardParams<T, H>{in<H>(c, "x"), out<H>(c, "y"), Act(int(c.act))});
+      return true;
+    case OpKind::ActivationBackward:
+      run_activation_backward(l, ActBackwardParams<T, H>{in<H>(c, "dy"), in<H>(c, "saved"),
+                                                         out<H>(c, "dx"), Act(int(c.act))});
+      return true;
+    case OpKind::ScaleChannels:
+      run_scale_channels(
+          l, ScaleChannelsParams<T, H>{in<H>(c, "x"), in<T>(c, "s"), out<H>(c, "y"), {}});
+      return true;
+    case OpKind::ScaleChannelsBackward:
+      run_scale_channels_backward(
+          l, ScaleChannelsBackwardParams<T, H>{in<H>(c, "dy"), in<H>(c, "x"), in<T>(c, "s"),
+                                               out_if<H>(c, "dx"), out<T>(c, "ds"), c.accumulate});
+      return true;
+    case OpKind::Add:
+      run_add(l, AddParams<T, H>{in<H>(c, "a"), in<H>(c, "b"), out<H>(c, "y")});
+      return true;
+    case OpKind::Axpy:
+      run_axpy(l, AxpyParams<T, H>{in<H>(c, "x"), out<H>(c, "y"), T(c.scalar("alpha"))});
+      return true;
+    case OpKind::Scale:
+      run_scale(l, ScaleParams<T, H>{out<H>(c, "y"), T(c.scalar("alpha"))});
+      return true;
+    case OpKind::ScaleSamples:
+      run_scale_samples(l,
+                        ScaleSamplesParams<T, H>{in<H>(c, "x"), in<T>(c, "s"), out<H>(c, "y"), 0});
+      return true;
+    default:
+      return false;
+  }
+}
+
 /// A bf16/f16 call on the f32 bodies: each 16-bit tensor of the call (its Float slots and its
 /// 16-bit Master slots) is widened into an f32 scratch tensor of the launcher (exact), the f32 op
 /// runs on the widened call, and each 16-bit output is rounded back once. An output the op reads
@@ -280,8 +351,9 @@ void run_widened(L& l, const OpCall& c, std::string_view who) {
 }  // namespace detail_dispatch
 
 /// Runs `call` on `launcher` (see pass.hpp for the launcher concept). `who` names the backend in
-/// errors. f32 and f64 calls run their bodies in their dtype; bf16/f16 calls run the f32 bodies on
-/// widened copies (run_widened), copy converts directly. Throws Unsupported for the convolutions
+/// errors. f32 and f64 calls run their bodies in their dtype; bf16/f16 calls load and store 16
+/// bits in the bodies where they can (run_native_half), else run the f32 bodies on widened copies
+/// (run_widened); copy converts directly. Throws Unsupported for the convolutions
 /// and linear ops (library calls of the cuda backend); InvalidArgument for a label ≥ K of
 /// softmax_cross_entropy (before anything is written).
 template <class L>
@@ -295,6 +367,8 @@ void run_kernel_op(L& launcher, const OpCall& call, std::string_view who = "cuda
     });
   if (dt == core::DType::F32) return detail_dispatch::run_typed<L, float>(launcher, call, who);
   if (dt == core::DType::F64) return detail_dispatch::run_typed<L, double>(launcher, call, who);
+  if (dt == core::DType::BF16 && detail_dispatch::run_native_half<L, Bf16>(launcher, call)) return;
+  if (dt == core::DType::F16 && detail_dispatch::run_native_half<L, F16>(launcher, call)) return;
   if (core::dtype_is_half(dt)) return detail_dispatch::run_widened(launcher, call, who);
   throw Unsupported(tessera::detail::cat(who, " ", op_name(call.kind), ": dtype ",
                                          core::dtype_name(dt), " of ", lead->describe(),
