@@ -175,6 +175,7 @@ if [ -n "$bench_train" ]; then
     "$bench_train" --device cuda --json --model convnext-b --input 3x512x1024 --batch 2 --steps 5 --warmup 2
 else
   skip bench_train_convnext-t "bench_train was not built"
+  skip bench_train_convnext-t_bf16 "bench_train was not built"
   skip bench_train_convnext-b "bench_train was not built"
 fi
 if [ -n "$bench_conv" ]; then
@@ -284,6 +285,8 @@ fi
 if [ -n "$tessera" ]; then
   stage train_cuda_bf16 60 20 - "$tessera" train --device cuda --precision bf16 --steps 5 \
     --metrics "$out/train_bf16_metrics.jsonl"
+else
+  skip train_cuda_bf16 "tessera was not built"
 fi
 
 # ---- 7. compute-sanitizer memcheck over the cuda conformance suite -----------------------------

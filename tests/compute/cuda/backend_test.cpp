@@ -424,6 +424,12 @@ TEST_CASE("cuda (GPU): kernel bodies in bf16/f16 (widened, f32 bodies, rounded o
                                rstd);
     REQUIRE_CLOSE(to_doubles(widened(ly)), to_doubles(ly_ref), u + kF32Tol);
     REQUIRE_CLOSE(to_doubles(mean.to_host()), to_doubles(mean_ref), kF32Tol);
+    // An op without a 16-bit body: widened into f32 scratch on the device, rounded once.
+    Tensor cs_ref = Tensor::zeros({2, 6});
+    compute::channel_sum(cpu, a, cs_ref);
+    Tensor cs = Tensor::zeros({2, 6}, dt, MemCategory::Activation, g.alloc);
+    compute::channel_sum(*g.backend, g.put(a16), cs);
+    REQUIRE_CLOSE(to_doubles(widened(cs)), to_doubles(cs_ref), u + kF32Tol);
     // copy between the dtypes on the device (the conversion kernels).
     Tensor c32 = Tensor::zeros(a.shape(), DType::F32, MemCategory::Activation, g.alloc);
     compute::copy(*g.backend, g.put(a16), c32);
