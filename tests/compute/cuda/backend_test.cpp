@@ -439,3 +439,41 @@ TEST_CASE("cuda (GPU): kernel bodies in bf16/f16 (widened, f32 bodies, rounded o
     REQUIRE(to_doubles(widened(c16)) == to_doubles(a));
   }
 }
+
+TEST_CASE("cuda (GPU): the device rounds and widens 16-bit values with core/half.hpp's bits",
+          "[cuda][gpu]") {
+  TESSERA_CUDA_REQUIRE_GPU(g);
+  // Every 16-bit pattern widened, and f32 values at the rounding boundaries narrowed: binary32
+  // subnormals (bf16 flushes them; CUDA's __float2bfloat16_rn would not), ties to even, the
+  // largest finite values and the overflow threshold, infinities, NaNs; plus a sweep of exponents.
+  std::vector<std::uint32_t> bits;
+  for (std::uint32_t e = 0; e < 256; ++e)
+    for (std::uint32_t m : {0u, 1u, 0x7fffu, 0x8000u, 0x8001u, 0x18000u, 0xfffu, 0x1000u, 0x1001u,
+                            0x3000u, 0x7fffffu, 0x400000u})
+      for (std::uint32_t sign : {0u, 0x80000000u}) bits.push_back(sign | (e << 23) | m);
+  const auto n = static_cast<std::int64_t>(bits.size());
+  Tensor f = Tensor::empty({n}, DType::F32, MemCategory::Workspace);
+  std::memcpy(f.raw_data(), bits.data(), bits.size() * 4);
+  for (DType dt : {DType::BF16, DType::F16}) {
+    INFO(core::dtype_name(dt));
+    Tensor h = Tensor::zeros({n}, dt, MemCategory::Activation, g.alloc);
+    compute::copy(*g.backend, g.put(f), h);
+    const Tensor hh = h.to_host();
+    const auto* got = static_cast<const std::uint16_t*>(hh.raw_data());
+    for (std::int64_t i = 0; i < n; ++i) {
+      INFO("f32 bits 0x" << std::hex << bits[std::size_t(i)]);
+      REQUIRE(got[i] == core::float_to_half(f.data<float>()[i], dt));
+    }
+    Tensor all = Tensor::empty({65536}, dt, MemCategory::Workspace);
+    for (std::uint32_t p = 0; p < 65536; ++p)
+      static_cast<std::uint16_t*>(all.raw_data())[p] = static_cast<std::uint16_t>(p);
+    Tensor w = Tensor::zeros({65536}, DType::F32, MemCategory::Activation, g.alloc);
+    compute::copy(*g.backend, g.put(all), w);
+    const Tensor wh = w.to_host();
+    for (std::uint32_t p = 0; p < 65536; ++p) {
+      const float want = core::half_to_float(static_cast<std::uint16_t>(p), dt);
+      INFO("16-bit pattern 0x" << std::hex << p);
+      REQUIRE(std::memcmp(&wh.data<float>()[p], &want, 4) == 0);
+    }
+  }
+}
