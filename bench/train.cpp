@@ -14,12 +14,17 @@
 // against ~4.8-5.1 s). --torch-linear times them as nn::Linear over channels, as in the
 // reference implementation: ATen runs those as BLAS sgemm_ (~87 s per step on Debian's
 // reference BLAS), which is why the ratio is refused without a real BLAS (blas_probe.hpp).
+// --precision bf16|fp16 runs every configuration a second time in that mixed precision (f32
+// master weights, 16-bit activations and halos) and prints its step-time, activation-peak and
+// total-peak ratios to the fp32 run beside it.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -55,6 +60,8 @@ struct Options {
   int classes = 4;
   std::vector<int> ranks = {1, 2, 4};
   std::vector<std::string> checkpointing = {"none", "block"};
+  /// fp32, then the --precision asked for (bf16, fp16) beside it, each configuration in both.
+  std::vector<std::string> precisions = {"fp32"};
   bool torch = true;
   bool torch_linear = false;  // nn::Linear for the pointwise layers instead of 1x1 convs
   // --device cuda (train_gpu.cpp): everything above that applies, plus these.
@@ -65,14 +72,15 @@ struct Options {
 
 struct Run {
   int ranks, threads;
-  std::string checkpointing;
+  std::string checkpointing, precision;
   Stats ms;                               // step time, slowest rank
   std::vector<double> peak_mib, act_mib;  // per rank
+  std::array<double, core::kNumMemCategories> category_mib{};  // peak per category, max over ranks
 };
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
-nn::TrainOptions train_options(const Options& o, const std::string& checkpointing) {
+nn::TrainOptions train_options(const Options& o, const std::string& checkpointing, const std::string& precision) {
   nn::TrainOptions t;
   t.model = nn::model_preset(o.model);
   t.model.num_classes = o.classes;
@@ -82,11 +90,12 @@ nn::TrainOptions train_options(const Options& o, const std::string& checkpointin
   t.shard = "W";
   t.checkpointing = checkpointing;
   t.steps = 1 + o.steps;
+  t.precision = *nn::parse_precision(precision);
   return t;
 }
 
-Run measure(const Options& o, int P, const std::string& checkpointing) {
-  const nn::TrainOptions t = train_options(o, checkpointing);
+Run measure(const Options& o, int P, const std::string& checkpointing, const std::string& precision) {
+  const nn::TrainOptions t = train_options(o, checkpointing, precision);
   data::SyntheticOptions d;
   d.channels = int(o.input[0]);
   d.height = int(o.input[1]);
@@ -94,7 +103,8 @@ Run measure(const Options& o, int P, const std::string& checkpointing) {
   d.num_classes = o.classes;
   const std::shared_ptr<const data::Dataset> ds = data::make_synthetic(d);
   const core::DeviceMesh mesh = core::DeviceMesh::parse("sp=" + std::to_string(P));
-  Run r{P, std::max(1, 2 / P), checkpointing, {}, std::vector<double>(P), std::vector<double>(P)};
+  Run r{P, std::max(1, 2 / P), checkpointing, precision, {}, std::vector<double>(P), std::vector<double>(P), {}};
+  std::mutex mu;
   std::vector<std::vector<double>> step_s(t.steps, std::vector<double>(P));  // [step][rank]
 
   comm::local::run(
@@ -112,6 +122,9 @@ Run measure(const Options& o, int P, const std::string& checkpointing) {
           r.peak_mib[rank] = std::max(r.peak_mib[rank], s.memory.peak_total / kMiB);
           r.act_mib[rank] =
               std::max(r.act_mib[rank], s.memory.peak_of(core::MemCategory::Activation) / kMiB);
+          std::lock_guard<std::mutex> lock(mu);
+          for (int c = 0; c < core::kNumMemCategories; ++c)
+            r.category_mib[c] = std::max(r.category_mib[c], s.memory.peak[c] / kMiB);
         }
       },
       std::chrono::minutes(10));
@@ -288,11 +301,12 @@ std::vector<std::string> split(const std::string& s) {
       stderr,
       "usage: bench_train [--json] [--steps N] [--model NAME] [--input CxHxW] [--batch N]\n"
       "                   [--ranks 1,2,4] [--checkpointing none,block] [--no-torch]\n"
-      "                   [--torch-linear]\n"
+      "                   [--torch-linear] [--precision bf16|fp16]\n"
       "                   [--device cpu|cuda|cuda:N] [--tf32] [--warmup N]\n"
       "                   [--pointwise linear|conv] [--peer-script FILE] [--python EXE]\n"
       "  --steps: timed steps per configuration after one warm-up step (default 2)\n"
       "  --torch-linear: libtorch's pointwise layers as nn::Linear instead of 1x1 convs\n"
+      "  --precision bf16|fp16: every configuration also in that mixed precision, beside fp32\n"
       "  --device cuda: one unsharded rank on the cuda compute backend (default input\n"
       "      3x512x2048, 5 steps after --warmup 2), beside PyTorch eager on the same GPU run\n"
       "      by --peer-script (default bench/torch_gpu_peer.py) with --python (python3);\n"
@@ -347,6 +361,11 @@ Options parse(int argc, char** argv) {
       o.ranks.clear();
       for (const std::string& p : split(argv[++i]))
         o.ranks.push_back(std::max(1, std::atoi(p.c_str())));
+    } else if (a == "--precision" && has_value) {
+      const std::string pr = argv[++i];
+      if (!nn::parse_precision(pr)) usage(2);
+      o.precisions = {"fp32"};
+      if (*nn::parse_precision(pr) != nn::Precision::FP32) o.precisions.push_back(pr);
     } else if (a == "--checkpointing" && has_value) {
       o.checkpointing = split(argv[++i]);
     } else {
@@ -383,11 +402,18 @@ int run(int argc, char** argv) {
 #endif
   std::vector<Run> runs;
   for (const std::string& ck : o.checkpointing)
-    for (int P : o.ranks) {
-      std::fprintf(stderr, "training %s %s batch %d on %d rank(s), checkpointing %s...\n",
-                   o.model.c_str(), input.c_str(), o.batch, P, ck.c_str());
-      runs.push_back(measure(o, P, ck));
-    }
+    for (int P : o.ranks)
+      for (const std::string& pr : o.precisions) {
+        std::fprintf(stderr, "training %s %s batch %d on %d rank(s), checkpointing %s, %s...\n",
+                     o.model.c_str(), input.c_str(), o.batch, P, ck.c_str(), pr.c_str());
+        runs.push_back(measure(o, P, ck, pr));
+      }
+  // The fp32 run of the same configuration (for the mixed-precision ratios).
+  auto fp32_of = [&](const Run& r) -> const Run* {
+    for (const Run& q : runs)
+      if (q.ranks == r.ranks && q.checkpointing == r.checkpointing && q.precision == "fp32") return &q;
+    return nullptr;
+  };
   bool have_torch = false;
   Stats torch_ms;
   std::string peer_line, peer_json = "null", paths_line, paths_json = "[]", problem;
@@ -423,16 +449,24 @@ int run(int argc, char** argv) {
                                .num("peak_total_mib", r.peak_mib[q])
                                .num("peak_activation_mib", r.act_mib[q])
                                .str());
+      Json cat;
+      for (int c = 0; c < core::kNumMemCategories; ++c)
+        cat.num(std::string(core::mem_category_name(static_cast<core::MemCategory>(c))), r.category_mib[c]);
       Json j;
       j.num("ranks", r.ranks)
           .num("threads_per_rank", r.threads)
           .str("checkpointing", r.checkpointing)
+          .str("precision", r.precision)
+          .raw("peak_mib_by_category", cat.str())
           .stats("step_ms_", r.ms)
           .num("images_per_s", o.batch / (r.ms.median * 1e-3))
           .num("peak_total_mib_max", max_of(r.peak_mib))
           .num("peak_activation_mib_max", max_of(r.act_mib))
           .raw("memory", json_array(per_rank));
-      if (give_ratio && r.ranks == 1) j.num("tessera_over_torch", ratio(r));
+      if (give_ratio && r.ranks == 1 && r.precision == "fp32") j.num("tessera_over_torch", ratio(r));
+      if (const Run* f = fp32_of(r); f && r.precision != "fp32")
+        j.num("step_time_over_fp32", r.ms.median / f->ms.median)
+            .num("activation_over_fp32", max_of(r.act_mib) / max_of(f->act_mib));
       rs.push_back(j.str());
     }
     Json top;
@@ -454,13 +488,23 @@ int run(int argc, char** argv) {
       "step time: slowest rank, %d timed steps after 1 warm-up; peak memory: per rank "
       "(max over ranks)\n"
       "note: this machine has 2 cores, so P > 1 shows the overhead of sharding, not a "
-      "speed-up\n\n%-6s %5s %4s %10s %19s %9s %11s %11s\n",
-      o.model.c_str(), input.c_str(), o.batch, o.classes, o.steps, "ckpt", "ranks", "thr",
+      "speed-up\n\n%-6s %5s %4s %5s %10s %19s %9s %11s %11s  peak MiB by category (max over ranks)\n",
+      o.model.c_str(), input.c_str(), o.batch, o.classes, o.steps, "ckpt", "ranks", "thr", "prec",
       "median ms", "[min-max] ms", "images/s", "peak MiB", "act MiB");
+  for (const Run& r : runs) {
+    std::printf("%-6s %5d %4d %5s %10.0f   [%6.0f - %6.0f] %9.3f %11.1f %11.1f ", r.checkpointing.c_str(), r.ranks,
+                r.threads, r.precision.c_str(), r.ms.median, r.ms.min, r.ms.max, o.batch / (r.ms.median * 1e-3),
+                max_of(r.peak_mib), max_of(r.act_mib));
+    for (int c = 0; c < core::kNumMemCategories; ++c)
+      std::printf(" %s %.1f", std::string(core::mem_category_name(static_cast<core::MemCategory>(c))).c_str(),
+                  r.category_mib[c]);
+    std::printf("\n");
+  }
   for (const Run& r : runs)
-    std::printf("%-6s %5d %4d %10.0f   [%6.0f - %6.0f] %9.3f %11.1f %11.1f\n",
-                r.checkpointing.c_str(), r.ranks, r.threads, r.ms.median, r.ms.min, r.ms.max,
-                o.batch / (r.ms.median * 1e-3), max_of(r.peak_mib), max_of(r.act_mib));
+    if (const Run* f = fp32_of(r); f && r.precision != "fp32")
+      std::printf("%s / fp32 (P=%d, checkpointing %s): step time %.2fx, activation peak %.3fx, total peak %.3fx\n",
+                  r.precision.c_str(), r.ranks, r.checkpointing.c_str(), r.ms.median / f->ms.median,
+                  max_of(r.act_mib) / max_of(f->act_mib), max_of(r.peak_mib) / max_of(f->peak_mib));
   if (have_torch) {
     std::printf(
         "\nlibtorch (torch::nn, NCHW fp32, 2 threads, pointwise layers as %s): %.0f ms "
@@ -473,7 +517,7 @@ int run(int argc, char** argv) {
       return kExitPeerMisconfigured;
     }
     for (const Run& r : runs)
-      if (r.ranks == 1)
+      if (r.ranks == 1 && r.precision == "fp32")
         std::printf("time ratio tessera (P=1, checkpointing %s) / libtorch: %.2f\n",
                     r.checkpointing.c_str(), ratio(r));
   }

@@ -2,6 +2,7 @@
 #include "tessera/compute/backend.hpp"
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/half.hpp"
 
 namespace tessera::compute {
 
@@ -52,13 +53,20 @@ void check_conv2d_shapes(const char* what, const Conv2dParams& p, const core::Te
                 " does not match kernel ", p.kernel_h, "x", p.kernel_w);
   TESSERA_CHECK(y.size(0) == x.size(0) && y.size(1) == cout, what, ": output ", y.describe(),
                 " does not match batch ", x.size(0), " and ", cout, " output channels");
-  TESSERA_CHECK(x.dtype() == w.dtype() && y.dtype() == x.dtype(), what, ": mixed dtypes (input ",
+  // The op table's dtype rule (check_call): input and output share the call's dtype; the weight
+  // and bias are Master slots, of that dtype or f32 in a bf16/f16 call (mixed precision).
+  const auto master_ok = [&](core::DType t) {
+    return t == x.dtype() || (core::dtype_is_half(x.dtype()) && t == core::DType::F32);
+  };
+  TESSERA_CHECK(master_ok(w.dtype()) && y.dtype() == x.dtype(), what, ": mixed dtypes (input ",
                 core::dtype_name(x.dtype()), ", weight ", core::dtype_name(w.dtype()), ", output ",
-                core::dtype_name(y.dtype()), ")");
+                core::dtype_name(y.dtype()), "): input and output must share a dtype, the weight has it too ",
+                "or is f32 in a bf16/f16 call");
   if (bias != nullptr && bias->defined()) {
     TESSERA_CHECK(bias->ndim() == 1 && bias->size(0) == cout, what, ": bias ", bias->describe(),
                   " must have ", cout, " entries");
-    TESSERA_CHECK(bias->dtype() == x.dtype(), what, ": bias dtype ", core::dtype_name(bias->dtype()));
+    TESSERA_CHECK(master_ok(bias->dtype()), what, ": bias dtype ", core::dtype_name(bias->dtype()),
+                  " must be the input's (", core::dtype_name(x.dtype()), ") or f32 in a bf16/f16 call");
   }
 }
 

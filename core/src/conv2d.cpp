@@ -115,8 +115,9 @@ Conv2dGrads conv2d_backward(const HaloPlan& plan, const RankContext& ctx, const 
     g.dw = *dw_into;
     if (bias) g.db = *db_into;
   } else {
-    g.dw = Tensor::empty(w.shape(), dt, MemCategory::Gradient, ctx.allocator);
-    if (bias) g.db = Tensor::empty({plan.spec.out_channels}, dt, MemCategory::Gradient, ctx.allocator);
+    // Weight gradients take the weight's dtype (f32 master weights under mixed precision).
+    g.dw = Tensor::empty(w.shape(), w.dtype(), MemCategory::Gradient, ctx.allocator);
+    if (bias) g.db = Tensor::empty({plan.spec.out_channels}, w.dtype(), MemCategory::Gradient, ctx.allocator);
   }
   const compute::Conv2dParams& p = plan.local_params;
   auto weight_grads = [&] {

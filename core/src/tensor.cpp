@@ -5,6 +5,8 @@
 #include <cstring>
 #include <sstream>
 
+#include "tessera/core/half.hpp"
+
 namespace tessera::core {
 
 std::int64_t shape_numel(const Shape& s) {
@@ -295,6 +297,20 @@ void Tensor::add_from(const Tensor& src) {
     case DType::F64: body(0.0); break;
     case DType::I32: body(std::int32_t{0}); break;
     case DType::I64: body(std::int64_t{0}); break;
+    case DType::BF16:
+    case DType::F16: {
+      // Widen both (exact), add in f32, round once (core/half.hpp).
+      const DType t = dtype_;
+      for_each_run(ndim(), shape_.data(), strides_.data(), src.strides_.data(),
+                   static_cast<char*>(raw_data()), static_cast<const char*>(src.raw_data()), es,
+                   [t](char* d, const char* s, std::int64_t n) {
+                     auto* dd = reinterpret_cast<std::uint16_t*>(d);
+                     const auto* ss = reinterpret_cast<const std::uint16_t*>(s);
+                     for (std::int64_t i = 0; i < n; ++i)
+                       dd[i] = float_to_half(half_to_float(dd[i], t) + half_to_float(ss[i], t), t);
+                   });
+      break;
+    }
     default:
       throw Unsupported(detail::cat("add_from: dtype ", dtype_name(dtype_), " is not supported on the CPU"));
   }
@@ -322,6 +338,17 @@ void Tensor::fill(double value) {
     case DType::F64: body(0.0); break;
     case DType::I32: body(std::int32_t{0}); break;
     case DType::I64: body(std::int64_t{0}); break;
+    case DType::BF16:
+    case DType::F16: {
+      const std::uint16_t v = double_to_half(value, dtype_);  // the value rounded once
+      for_each_run(ndim(), shape_.data(), strides_.data(), strides_.data(),
+                   static_cast<char*>(raw_data()), static_cast<const char*>(raw_data()), es,
+                   [v](char* d, const char*, std::int64_t n) {
+                     auto* dd = reinterpret_cast<std::uint16_t*>(d);
+                     for (std::int64_t i = 0; i < n; ++i) dd[i] = v;
+                   });
+      break;
+    }
     default:
       TESSERA_CHECK(value == 0.0, "fill: dtype ", dtype_name(dtype_), " can only be zero-filled");
       for_each_run(ndim(), shape_.data(), strides_.data(), strides_.data(),

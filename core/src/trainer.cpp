@@ -82,6 +82,7 @@ struct Trainer::Bucket {
   std::int64_t elems = 0;
   int pending = 0;
   comm::WorkPtr work;
+  Tensor wire;  ///< the bucket rounded to grad_reduce's dtype while it is reduced (else undefined)
 };
 
 namespace {
@@ -107,6 +108,11 @@ Trainer::Trainer(TrainOptions options, comm::MeshComm* mesh, compute::Backend& c
   if (!training_dtype(core::dtype_name(opt_.dtype)))
     throw Unsupported(detail::cat("trainer: TrainOptions::dtype ", core::dtype_name(opt_.dtype),
                                   " cannot be trained in yet; use one of ", training_dtype_names()));
+  if (opt_.precision != Precision::FP32 || opt_.grad_reduce != Precision::FP32)
+    TESSERA_CHECK(opt_.dtype == core::DType::F32, "mixed precision (precision ", precision_name(opt_.precision),
+                  ", gradient reduction in ", precision_name(opt_.grad_reduce), ") keeps f32 master weights: use "
+                  "dtype f32, not ", core::dtype_name(opt_.dtype), " (f64 runs are the exact reference of f32 runs)");
+  scaler_ = std::make_unique<LossScaler>(opt_.loss_scale, opt_.precision);
   const core::Shape img = data_->image_shape();
   TESSERA_CHECK(img == opt_.input, "the dataset's images are ", core::shape_str(img), " but the run's input is ",
                 core::shape_str(opt_.input));
@@ -171,6 +177,41 @@ void Trainer::build_buckets() {
   }
 }
 
+comm::WorkPtr Trainer::post_bucket(Bucket& b) {
+  if (opt_.grad_reduce == Precision::FP32) return mesh_->all_reduce_async(b.flat, b.dims);
+  // Compressed reduction: the bucket is rounded to 16 bits (half the bytes on the wire), reduced
+  // (the backends sum 16-bit buffers in f32), and widened back by finish_bucket.
+  b.wire = Tensor::empty({b.elems}, precision_dtype(opt_.grad_reduce, opt_.dtype), MemCategory::Gradient, alloc_);
+  compute::copy(compute_, b.flat, b.wire);
+  return mesh_->all_reduce_async(b.wire, b.dims);
+}
+
+void Trainer::finish_bucket(Bucket& b) {
+  if (!b.wire.defined()) return;
+  compute::copy(compute_, b.wire, b.flat);
+  b.wire = Tensor();
+}
+
+Tensor Trainer::to_precision(Tensor h) {
+  const core::DType want = precision_dtype(opt_.precision, opt_.dtype);
+  if (h.dtype() == want) return h;
+  // The loaders produce float32: a float64 run (used to tell rounding from bugs) widens it, a
+  // mixed-precision run rounds it to 16 bits.
+  TESSERA_CHECK(h.dtype() == core::DType::F32, "training in ", core::dtype_name(want), " from ",
+                core::dtype_name(h.dtype()), " images is not supported: the data loaders produce float32");
+  Tensor out = Tensor::empty(h.shape(), want, MemCategory::Activation, alloc_);
+  if (want == core::DType::F64 && h.is_host()) {
+    if (h.is_meta()) return out;
+    const Tensor src = h.is_contiguous() ? h : h.clone();
+    const float* a = src.data<float>();
+    double* b = out.data<double>();
+    for (std::int64_t i = 0; i < src.numel(); ++i) b[i] = a[i];
+  } else {
+    compute::copy(compute_, h, out);
+  }
+  return out;
+}
+
 double Trainer::loss_and_grad(const Tensor& logits, const Tensor& labels, Tensor& dlogits) {
   const auto& g = out_layout_.global_shape();
   double count = double(g[0]);
@@ -179,7 +220,9 @@ double Trainer::loss_and_grad(const Tensor& logits, const Tensor& labels, Tensor
   dlogits = Tensor::empty(logits.shape(), logits.dtype(), MemCategory::Activation, alloc_);
   {
     ScopeGuard scope(ctx_, "loss");
-    compute::softmax_cross_entropy(compute_, logits, labels, 1.0 / count, loss, dlogits);
+    // The loss gradient carries the loss scale (1 without scaling); step() divides it out of the
+    // reduced gradients before clipping and the optimizer.
+    compute::softmax_cross_entropy(compute_, logits, labels, scaler_->scale() / count, loss, dlogits);
   }
   if (mesh_) mesh_->all_reduce(loss, sharded_mesh_dims(out_layout_));
   return loss.is_meta() ? 0.0 : loss.to_host().data<double>()[0] / count;
@@ -222,6 +265,7 @@ NonFiniteError non_finite_error(compute::Backend& compute, const std::vector<Par
   else
     fix += " or enable gradient clipping (--clip 1; now off)";
   if (o.warmup_steps == 0) fix += ", or warm up (--warmup 5)";
+  if (o.precision == Precision::FP16) fix += ", or train in bf16 (--precision bf16: f32's exponent range)";
   return NonFiniteError(
       detail::cat("training diverged at step ", st.step + 1, "/", o.steps, " (0-based step ", st.step, "): ", what,
                   "; loss ", number(st.loss), ", gradient norm ", number(st.grad_norm), ", lr ", number(st.lr),
@@ -247,24 +291,8 @@ StepStats Trainer::step() {
   st.data_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (auto& b : buckets_) b->flat.zero();
 
-  Tensor h = batch.images;
+  Tensor h = to_precision(std::move(batch.images));
   batch.images = Tensor();
-  if (h.dtype() != opt_.dtype) {
-    // The loaders produce float32; a float64 run (used to tell rounding from bugs) widens it.
-    TESSERA_CHECK(h.dtype() == core::DType::F32 && opt_.dtype == core::DType::F64, "training in ",
-                  core::dtype_name(opt_.dtype), " from ", core::dtype_name(h.dtype()),
-                  " images is not supported: use float32 or float64");
-    Tensor wide = Tensor::empty(h.shape(), core::DType::F64, MemCategory::Activation, alloc_);
-    if (!h.is_host()) {
-      compute::copy(compute_, h, wide);
-    } else if (!h.is_meta()) {
-      const Tensor src = h.is_contiguous() ? h : h.clone();
-      const float* a = src.data<float>();
-      double* b = wide.data<double>();
-      for (std::int64_t i = 0; i < src.numel(); ++i) b[i] = a[i];
-    }
-    h = wide;
-  }
   for (Module* u : units_) h = u->forward(ctx_, h);
   Tensor g;
   st.loss = loss_and_grad(h, batch.labels, g);
@@ -284,7 +312,7 @@ StepStats Trainer::step() {
       Bucket* b = owner.at(p);
       if (--b->pending == 0 && opt_.overlap && mesh_) {
         ScopeGuard scope(ctx_, "grad_bucket");
-        b->work = mesh_->all_reduce_async(b->flat, b->dims);
+        b->work = post_bucket(*b);
       }
     }
   }
@@ -292,21 +320,31 @@ StepStats Trainer::step() {
   if (mesh_) {
     ScopeGuard scope(ctx_, "grad_bucket");
     for (auto& b : buckets_) {
-      if (!opt_.overlap) b->work = mesh_->all_reduce_async(b->flat, b->dims);
+      if (!opt_.overlap) b->work = post_bucket(*b);
       if (b->work) b->work->wait();
       b->work.reset();
+      finish_bucket(*b);
     }
   }
   {
     ScopeGuard scope(ctx_, "optimizer");
+    st.loss_scale = scaler_->scale();
+    if (scaler_->enabled())  // the gradients of the scaled loss, back to those of the loss
+      for (auto& b : buckets_) compute::scale(compute_, 1.0 / scaler_->scale(), b->flat);
     st.grad_norm = clip_grad_norm(compute_, params_, opt_.clip_norm);
     st.lr = warmup_cosine_lr(step_, opt_.optimizer.lr, opt_.warmup_steps, opt_.steps, opt_.final_lr_fraction);
     // The loss is all-reduced and the norm is computed from the reduced, replicated gradients, so
     // every rank holds the same bits of both and takes this branch at the same step: no extra
     // communication. The culprit is looked for only here, after the run has already failed.
-    if (!std::isfinite(st.loss) || !std::isfinite(st.grad_norm))
+    // Dynamic loss scaling skips a step whose gradients overflowed (the loss itself is finite) and
+    // backs off, on every rank alike for the same reason; a finite loss with gradients that
+    // overflow at the smallest scale, or any non-finite loss, stops the run.
+    const bool finite = std::isfinite(st.grad_norm);
+    if (!std::isfinite(st.loss) || (!finite && (!scaler_->dynamic() || scaler_->at_floor())))
       throw non_finite_error(compute_, params_, opt_, st);
-    optim_->step(compute_, st.lr);
+    st.skipped = !scaler_->update(finite);
+    if (!st.skipped) optim_->step(compute_, st.lr);
+    st.skipped_steps = scaler_->skipped();
   }
   ++step_;
   st.step_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -327,6 +365,14 @@ void Trainer::save(const std::string& path) {
     meta["batch"] = std::to_string(opt_.batch);
     meta["optimizer"] = opt_.optimizer.kind;
     meta["step"] = std::to_string(step_);
+    if (scaler_->enabled()) {  // resuming continues the loss scale's schedule bit for bit
+      std::ostringstream ls;
+      ls.precision(17);
+      ls << scaler_->scale();
+      meta["loss_scale"] = ls.str();
+      meta["loss_scale_good_steps"] = std::to_string(scaler_->good_steps());
+      meta["loss_scale_skipped"] = std::to_string(scaler_->skipped());
+    }
     std::vector<std::pair<std::string, const Tensor*>> ts;
     for (Parameter* p : params_) ts.emplace_back(p->name, &p->value);
     std::vector<std::pair<std::string, Tensor*>> bufs;
@@ -360,7 +406,11 @@ void Trainer::load(const std::string& path) {
   for (auto& [n, t] : state) targets.emplace_back("optimizer." + n, &t);
   restore_tensors(data, targets);
   step_ = std::stoll(get("step"));
-  optim_->set_steps(step_);
+  if (scaler_->enabled() && data.meta.count("loss_scale"))
+    scaler_->restore(std::stod(get("loss_scale")), std::stoi(get("loss_scale_good_steps")),
+                     std::stoll(get("loss_scale_skipped")));
+  // The optimizer counts the updates it applied: steps a dynamic loss scale skipped are not among them.
+  optim_->set_steps(step_ - scaler_->skipped());
 }
 
 }  // namespace tessera::nn

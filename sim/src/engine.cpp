@@ -10,6 +10,7 @@
 
 #include "engine_impl.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/half.hpp"
 
 namespace tessera::sim {
 
@@ -32,6 +33,9 @@ Picos kernel_time_ps(const ProgramOp& op, const DeviceSpec& d, const EngineOptio
   TESSERA_CHECK(eff > 0 && eff <= 1, "sim: efficiency ", eff, " for ", op.name, " must lie in (0, 1]");
   double peak = d.peak_fp32_flops;
   if (o.tf32 && gemm_like && !op.depthwise && d.peak_tf32_flops > 0) peak = d.peak_tf32_flops;
+  // Mixed precision: 16-bit convolutions and matrix products run on the tensor cores' BF16/FP16
+  // peak (dense, fp32 accumulate); a device without one (a CPU) computes them at its fp32 rate.
+  if (core::dtype_is_half(op.dtype) && gemm_like && !op.depthwise && d.peak_bf16_flops > 0) peak = d.peak_bf16_flops;
   const double t_flops = op.flops / (peak * eff);
   const double t_bytes = static_cast<double>(op.bytes) / (d.mem_bw_bytes_per_s * eff);
   const double t = std::max(t_flops, t_bytes) + (o.launch_overhead ? d.launch_overhead_s : 0.0);

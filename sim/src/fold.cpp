@@ -165,7 +165,7 @@ std::string replay_difference(const RankReplay& a, const RankReplay& b) {
                         x.transfers[k].peer == y.transfers[k].peer &&
                         x.transfers[k].bytes == y.transfers[k].bytes;
     const bool equal = x.kind == y.kind && x.name == y.name && x.layer == y.layer && x.op == y.op &&
-                       x.depthwise == y.depthwise && x.kernel == y.kernel && x.flops == y.flops &&
+                       x.depthwise == y.depthwise && x.dtype == y.dtype && x.kernel == y.kernel && x.flops == y.flops &&
                        x.bytes == y.bytes && x.group == y.group && transfers_equal &&
                        x.deps == y.deps && x.memory == y.memory;
     if (!equal) {

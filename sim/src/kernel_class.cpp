@@ -1,9 +1,17 @@
 // kernel_class: a compute call's calibration key from its op and geometry.
 #include "tessera/sim/kernel_class.hpp"
 
+#include <algorithm>
+#include <cstring>
+
+#include "tessera/compute/op_table.hpp"
+#include "tessera/core/half.hpp"
+
 namespace tessera::sim {
 
-std::string kernel_class(const compute::OpCall& c) {
+namespace {
+
+std::string geometry_class(const compute::OpCall& c) {
   using compute::OpKind;
   std::string k(compute::op_name(c.kind));
   switch (c.kind) {
@@ -25,12 +33,24 @@ std::string kernel_class(const compute::OpCall& c) {
   }
 }
 
-std::string kernel_class_op(const std::string& kernel_class) {
-  return kernel_class.substr(0, kernel_class.find('/'));
+}  // namespace
+
+std::string kernel_class(const compute::OpCall& c) {
+  std::string k = geometry_class(c);
+  const core::Tensor* lead = compute::float_lead(c);
+  if (lead && core::dtype_is_half(lead->dtype())) k += "@" + std::string(core::dtype_name(lead->dtype()));
+  return k;
 }
 
-bool is_kernel_class(const std::string& name) {
+std::string kernel_class_op(const std::string& kernel_class) {
+  return kernel_class.substr(0, std::min(kernel_class.find('/'), kernel_class.find('@')));
+}
+
+bool is_kernel_class(const std::string& full) {
   using compute::OpKind;
+  std::string name = full;
+  for (const char* suffix : {"@bf16", "@f16"})
+    if (name.size() > std::strlen(suffix) && name.ends_with(suffix)) name.resize(name.size() - std::strlen(suffix));
   const std::string op = kernel_class_op(name);
   for (int i = 0; i < static_cast<int>(OpKind::kCount); ++i) {
     const auto kind = static_cast<OpKind>(i);

@@ -4,6 +4,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/sim/kernel_class.hpp"
+#include "tessera/compute/op_table.hpp"
 #include "tessera/sim/replay.hpp"
 
 namespace tessera::sim {
@@ -52,6 +53,7 @@ void RecordingCompute::execute(const compute::OpCall& call) {
   op.flops = cost.flops;
   op.rows = cost.rows;
   op.bytes = cost.bytes_read + cost.bytes_written;
+  if (const core::Tensor* lead = compute::float_lead(call)) op.dtype = lead->dtype();
   if (compute::is_conv(call.kind) && call.conv.groups > 1) {
     // The weight is (Cout, Cin/groups, kh, kw): one input channel per group is depthwise.
     const core::Tensor& w = compute::conv_weight(call);

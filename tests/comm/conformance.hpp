@@ -203,6 +203,26 @@ void check_rank_failure(const ConformanceTarget& target, int size);
 void check_mismatched_collectives(const ConformanceTarget& target, int size);
 void check_invalid_arguments(const ConformanceTarget& target, int size);
 
+// bf16/f16 (conformance_half_test.cpp).
+/// Rank `rank`'s bf16/f16 input (dtype dt), elements [offset, offset + count) for `seed`: a
+/// magnitude in [2^-6, 2^7) (never zero, never subnormal) with a random sign, rounded to dt.
+std::vector<std::uint16_t> half_inputs(core::DType dt, std::uint64_t seed, int rank,
+                                       std::size_t offset, std::size_t count);
+/// Throws CheckFailure naming `what` unless `actual` (16-bit patterns of dt) is the reduction `op`
+/// over `size` ranks of half_inputs(dt, seed, r, offset, actual.size()): Max/Min the chosen input's
+/// bits; Sum/Avg within the bound of f32 accumulation and one final rounding of the float64 sum of
+/// the exact inputs — |err| ≤ γ_{n−1}·Σ|x_i| + u·|s32| + η, γ_k = k·2^-24/(1 − k·2^-24), u =
+/// unit_roundoff(dt) (bf16 2^-8, f16 2^-11), η the subnormal floor (f16 2^-25, bf16 2^-126); Avg
+/// adds the f32 division, e/n + 2^-24·|s32/n|. With `rank_order`, also bit for bit the rank-order
+/// f32 sum (then / n in f32) rounded once.
+void expect_half_reduction(const comm::Backend& b, core::DType dt, comm::ReduceOp op,
+                           const std::vector<std::uint16_t>& actual, std::uint64_t seed, int size,
+                           std::size_t offset, bool rank_order, const std::string& what);
+void check_half_copies(const ConformanceTarget& target, int size);
+void check_half_all_reduce(const ConformanceTarget& target, int size);
+void check_half_reduce_scatter(const ConformanceTarget& target, int size);
+void check_f16_overflow(const ConformanceTarget& target, int size);
+
 }  // namespace tessera::test::conformance
 
 /// Instantiates every conformance check as a TEST_CASE tagged `tags` (e.g. "[local]"), for the
@@ -244,6 +264,15 @@ void check_invalid_arguments(const ConformanceTarget& target, int size);
                              target, backend, tags)                                                \
   TESSERA_CONFORMANCE_SIZES_(invalid_arguments, "wrong counts throw InvalidArgument", target,      \
                              backend, tags)                                                        \
+  TESSERA_CONFORMANCE_SIZES_(half_copies, "bf16/f16 p2p, broadcast, all_gather move the bits",     \
+                             target, backend, tags)                                                \
+  TESSERA_CONFORMANCE_SIZES_(half_all_reduce, "bf16/f16 all_reduce sums in f32, rounds once",      \
+                             target, backend, tags)                                                \
+  TESSERA_CONFORMANCE_SIZES_(half_reduce_scatter,                                                  \
+                             "bf16/f16 reduce_scatter sums in f32, rounds once", target, backend,  \
+                             tags)                                                                 \
+  TESSERA_CONFORMANCE_SIZES_(f16_overflow, "f16 sums past 65504 give inf but f32 partials do not", \
+                             target, backend, tags)                                                \
   TESSERA_CONFORMANCE_ONCE_(p2p_is_completed, "batch_p2p is_completed does not block", target,     \
                             backend, tags)                                                         \
   TESSERA_CONFORMANCE_ONCE_(p2p_size_mismatch, "batch_p2p size mismatch is InvalidArgument",       \

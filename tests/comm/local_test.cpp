@@ -8,6 +8,7 @@
 #include "comm/conformance.hpp"
 #include "tessera/builtin_backends.hpp"
 #include "tessera/comm/local.hpp"
+#include "tessera/core/half.hpp"
 
 namespace {
 
@@ -335,30 +336,34 @@ TEST_CASE("a rank arriving after a timeout fails fast and touches no freed buffe
   REQUIRE(late_ms < 50);
 }
 
-TEST_CASE("bf16 and f16 reductions are unsupported, copies work", "[comm][local]") {
-  const std::string err = run_local(2, [](comm::Backend& b) {
-    std::vector<std::uint16_t> h = {std::uint16_t(b.rank() == 0 ? 0x3F80 : 0)};  // bf16 1.0
-    auto expect_unsupported = [&](const char* what, const std::function<void()>& call,
-                                  const char* part) {
-      try {
-        call();
-      } catch (const Unsupported& e) {
-        if (missing_from(e.what(), part).empty()) return;
-        throw std::runtime_error(missing_from(e.what(), part));
-      }
-      throw std::runtime_error(std::string(what) + " did not throw Unsupported");
-    };
-    comm::BufferView v{h.data(), 1, core::DType::BF16};
-    expect_unsupported(
-        "bf16 all_reduce", [&] { b.all_reduce(v, comm::ReduceOp::Sum); }, "bf16");
-    comm::BufferView f16_send{h.data(), 1, core::DType::F16}, f16_recv = f16_send;
-    f16_send.count = 0;
-    f16_recv.count = 0;
-    expect_unsupported(
-        "f16 reduce_scatter", [&] { b.reduce_scatter(f16_send, f16_recv, comm::ReduceOp::Max); },
-        "f16");
-    b.broadcast(v, 0)->wait();
-    if (h[0] != 0x3F80) throw std::runtime_error("bf16 broadcast did not copy");
+TEST_CASE("bf16 and f16 reduce in f32 and copy their bits", "[comm][local]") {
+  const std::string err = run_local(3, [](comm::Backend& b) {
+    const int r = b.rank();
+    // bf16 256 + 1 + 1: rounding after each addition gives 256 (257 is a tie, to even), summing
+    // in f32 and rounding once gives 258.
+    std::vector<std::uint16_t> h = {core::float_to_bf16(r == 0 ? 256.0f : 1.0f)};
+    b.all_reduce({h.data(), 1, core::DType::BF16}, comm::ReduceOp::Sum)->wait();
+    if (h[0] != core::float_to_bf16(258.0f))
+      throw std::runtime_error("bf16 all_reduce of 256 + 1 + 1 is not 258");
+    // f16 reduce_scatter, block q to rank q: 2048 + 1 + 1 = 2050 (not 2048), 1 + 1 + 1 = 3, and
+    // 65504 + 65504 − 65504 = 65504 (the f32 partial 131008 does not overflow).
+    const float blocks[3][3] = {{2048, 1, 1}, {1, 1, 1}, {65504, 65504, -65504}};
+    std::vector<std::uint16_t> send(3), recv(1);
+    for (int q = 0; q < 3; ++q) send[static_cast<std::size_t>(q)] = core::float_to_f16(blocks[q][r]);
+    b.reduce_scatter({send.data(), 3, core::DType::F16}, {recv.data(), 1, core::DType::F16},
+                     comm::ReduceOp::Sum)
+        ->wait();
+    const float want[3] = {2050, 3, 65504};
+    if (recv[0] != core::float_to_f16(want[r]))
+      throw std::runtime_error("f16 reduce_scatter: rank " + std::to_string(r) + " did not get " +
+                               std::to_string(want[r]));
+    std::vector<std::uint16_t> m = {core::float_to_f16(blocks[0][r])};
+    b.all_reduce({m.data(), 1, core::DType::F16}, comm::ReduceOp::Max)->wait();
+    if (m[0] != core::float_to_f16(2048.0f)) throw std::runtime_error("f16 max of 2048, 1, 1");
+    // Copies move the bits: a signalling-NaN pattern survives a broadcast.
+    std::vector<std::uint16_t> nan = {std::uint16_t(r == 0 ? 0x7f81 : 0)};
+    b.broadcast({nan.data(), 1, core::DType::BF16}, 0)->wait();
+    if (nan[0] != 0x7f81) throw std::runtime_error("bf16 broadcast changed the bits");
     // A device buffer that does not name its DeviceMemory cannot be staged: a clear error.
     comm::BufferView cuda{h.data(), 1, core::DType::F32, comm::MemorySpace::Cuda};
     try {
@@ -464,6 +469,46 @@ TEST_CASE("the conformance suite's own checks can fail", "[comm][local]") {
   });
   REQUIRE(missing_from(err, "check failed") == "");
   REQUIRE(missing_from(err, "deliberately wrong") == "");
+}
+
+TEST_CASE("the conformance suite's bf16/f16 checks can fail", "[comm][local]") {
+  // Results wrong by one ulp, by a rounding per addition, or overflowing must fail the check.
+  const auto target = test::conformance::ConformanceTarget{
+      "local", [](int size, std::chrono::milliseconds timeout,
+                  const test::conformance::RankFn& fn) { comm::local::run(size, fn, timeout); }};
+  auto check = [&](core::DType dt, bool rank_order,
+                   const std::function<void(std::vector<std::uint16_t>&)>& spoil) {
+    return test::conformance::run_ranks(target, 4, [&](comm::Backend& b) {
+      const std::size_t count = 64;
+      std::vector<std::uint16_t> x = test::conformance::half_inputs(dt, 7, b.rank(), 0, count);
+      b.all_reduce({x.data(), count, dt}, comm::ReduceOp::Sum)->wait();
+      // The true result passes, both ways.
+      test::conformance::expect_half_reduction(b, dt, comm::ReduceOp::Sum, x, 7, 4, 0, rank_order,
+                                               "true");
+      spoil(x);
+      test::conformance::expect_half_reduction(b, dt, comm::ReduceOp::Sum, x, 7, 4, 0, rank_order,
+                                               "spoiled");
+    });
+  };
+  // One ulp off.
+  const std::string ulp = check(core::DType::BF16, true, [](auto& x) { x[3] ^= 1; });
+  REQUIRE(missing_from(ulp, "spoiled: element 3") == "");  // by the bound or by the rank-order bits
+  // Summed in 16 bits, rounding after every addition: some elements leave the bound.
+  const std::string per_add = check(core::DType::F16, false, [](auto& x) {
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      float acc = 0;
+      for (int r = 0; r < 4; ++r)
+        acc = core::f16_to_float(core::float_to_f16(
+            acc +
+            core::f16_to_float(test::conformance::half_inputs(core::DType::F16, 7, r, i, 1)[0])));
+      x[i] = core::float_to_f16(acc);
+    }
+  });
+  REQUIRE(missing_from(per_add, "spoiled: element") == "");
+  REQUIRE(missing_from(per_add, "f32 accumulation of 4 terms") == "");
+  // Inf where the sum is finite.
+  const std::string inf = check(core::DType::F16, false, [](auto& x) { x[0] = 0x7c00; });
+  REQUIRE(missing_from(inf, "spoiled: element 0") == "");
 }
 
 namespace tessera::test::conformance {

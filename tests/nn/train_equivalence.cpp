@@ -78,6 +78,10 @@ Fp32References fp32_references(const nn::TrainOptions& o) {
   Fp32References r;
   nn::TrainOptions o64 = o;
   o64.dtype = core::DType::F64;
+  // The exact answer of a mixed-precision run too: float64 throughout, no loss scaling.
+  o64.precision = nn::Precision::FP32;
+  o64.grad_reduce = nn::Precision::FP32;
+  o64.loss_scale.mode = nn::LossScaleOptions::Mode::Off;
   nn::TrainOptions o0 = o64;
   o0.steps = 0;
   r.init = train(o0, one);

@@ -40,6 +40,9 @@ inline RankCompute on_device(std::unique_ptr<compute::Backend> b, int rank) {
 
 struct TrainRun {
   std::vector<double> losses, grad_norms, lrs;
+  std::vector<double> loss_scales;  ///< per step (rank 0): the loss scale it ran with
+  std::vector<bool> skipped;        ///< per step (rank 0): dynamic loss scaling skipped its update
+  bool skips_agree = true;          ///< every rank skipped the same steps with the same scale
   std::vector<std::string> names;
   std::vector<std::vector<double>> params;  ///< final values, rank 0
   bool replicas_agree = true;               ///< every rank ends with the same parameters
@@ -73,6 +76,7 @@ inline TrainRun train(const nn::TrainOptions& o, const core::DeviceMesh& mesh,
   TrainRun r;
   r.memory.resize(P);
   std::vector<std::vector<std::vector<double>>> finals(P);
+  std::vector<std::vector<double>> scales(P);  // per rank: the scale of each step, negative when skipped
   std::mutex mu;
   std::atomic<long> injected{0};
   comm::local::run(P, [&](comm::Backend& local_world) {
@@ -88,7 +92,10 @@ inline TrainRun train(const nn::TrainOptions& o, const core::DeviceMesh& mesh,
     if (before) before(t);
     while (t.next_step() < o.steps) {
       const nn::StepStats s = t.step();
+      scales[rank].push_back(s.skipped ? -s.loss_scale : s.loss_scale);
       if (rank == 0) {
+        r.loss_scales.push_back(s.loss_scale);
+        r.skipped.push_back(s.skipped);
         r.losses.push_back(s.loss);
         r.grad_norms.push_back(s.grad_norm);
         r.lrs.push_back(s.lr);
@@ -106,8 +113,10 @@ inline TrainRun train(const nn::TrainOptions& o, const core::DeviceMesh& mesh,
   });
   r.params = finals[0];
   r.faults_injected = injected;
-  for (int q = 1; q < P; ++q)
+  for (int q = 1; q < P; ++q) {
     if (finals[q] != finals[0]) r.replicas_agree = false;
+    if (scales[q] != scales[0]) r.skips_agree = false;
+  }
   return r;
 }
 

@@ -154,3 +154,35 @@ TEST_CASE("a replayed program has the runtime's kernels and transfers with depen
     REQUIRE(again.program[i].deps == r.program[i].deps);
   }
 }
+
+TEST_CASE("in bf16 and fp16 the replayed peak memory per category equals the runtime's", "[sim][replay][memory]") {
+  const std::string family = GENERATE(std::string("convnext"), std::string("regnet"));
+  const nn::Precision precision = GENERATE(nn::Precision::BF16, nn::Precision::FP16);
+  const int P = GENERATE(1, 2);
+  nn::TrainOptions o = small_run(family, "none");
+  o.precision = precision;
+  const core::DeviceMesh mesh({P}, {"sp"});
+  const auto real = measure(o, mesh);
+  const std::vector<sim::RankReplay> replay = sim::replay_all(o, mesh);
+  REQUIRE(replay.size() == static_cast<std::size_t>(P));
+  std::printf("memory model, %s: %s, sp=%d (peak bytes, runtime / replay)\n",
+              std::string(nn::precision_name(precision)).c_str(), family.c_str(), P);
+  for (int r = 0; r < P; ++r) {
+    const core::MemStats& m = real[r].first;
+    const core::MemStats& s = replay[r].memory;
+    std::printf("  rank %d:", r);
+    for (int c = 0; c < core::kNumMemCategories; ++c)
+      std::printf(" %s %zu/%zu", std::string(core::mem_category_name(MemCategory(c))).c_str(), m.peak[c], s.peak[c]);
+    std::printf(" total %zu/%zu; cpu kernel scratch (16-bit conversions included, not modelled) %zu\n", m.peak_total,
+                s.peak_total, real[r].second.peak_of(MemCategory::Workspace));
+    for (int c = 0; c < core::kNumMemCategories; ++c) {
+      INFO(family << " sp=" << P << " rank " << r << " " << core::mem_category_name(MemCategory(c)) << ": runtime "
+                  << m.peak[c] << ", replay " << s.peak[c]);
+      REQUIRE(rel_diff(m.peak[c], s.peak[c]) <= 0.02);
+    }
+    // The 16-bit categories to the byte.
+    REQUIRE(m.peak_of(MemCategory::Activation) == s.peak_of(MemCategory::Activation));
+    REQUIRE(m.peak_of(MemCategory::HaloBuffer) == s.peak_of(MemCategory::HaloBuffer));
+    REQUIRE(rel_diff(m.peak_total, s.peak_total) <= 0.02);
+  }
+}

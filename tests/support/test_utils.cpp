@@ -5,6 +5,8 @@
 #include <random>
 #include <sstream>
 
+#include "tessera/core/half.hpp"
+
 namespace tessera::test {
 
 std::vector<double> random_doubles(std::size_t n, std::uint64_t seed, double lo, double hi) {
@@ -30,6 +32,9 @@ std::vector<double> to_doubles(const core::Tensor& t) {
   } else if (c.dtype() == core::DType::F64) {
     const double* p = c.data<double>();
     for (std::size_t i = 0; i < v.size(); ++i) v[i] = p[i];
+  } else if (core::dtype_is_half(c.dtype())) {
+    const std::uint16_t* p = c.data<std::uint16_t>();
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = core::half_to_float(p[i], c.dtype());
   } else {
     FAIL("to_doubles: unsupported dtype " << core::dtype_name(c.dtype()));
   }
@@ -45,6 +50,9 @@ core::Tensor from_doubles(const std::vector<double>& values, const core::Shape& 
   } else if (dtype == core::DType::F64) {
     double* p = t.data<double>();
     for (std::size_t i = 0; i < values.size(); ++i) p[i] = values[i];
+  } else if (core::dtype_is_half(dtype)) {
+    std::uint16_t* p = t.data<std::uint16_t>();
+    for (std::size_t i = 0; i < values.size(); ++i) p[i] = core::double_to_half(values[i], dtype);
   } else {
     FAIL("from_doubles: unsupported dtype " << core::dtype_name(dtype));
   }
@@ -82,7 +90,8 @@ Closeness compare(const std::vector<double>& actual, const std::vector<double>& 
 }
 
 double gamma_bound(core::DType dtype, std::int64_t m) {
-  const double u = std::ldexp(1.0, dtype == core::DType::F64 ? -53 : -24);
+  // The roundoff of the arithmetic: bf16/f16 compute in f32 (core::accumulate_dtype).
+  const double u = core::unit_roundoff(core::accumulate_dtype(dtype));
   const double mu = double(m) * u;
   REQUIRE(mu < 0.5);
   return mu / (1 - mu);

@@ -16,9 +16,10 @@ core::Tensor random_tensor(const core::Shape& shape, core::DType dtype, std::uin
                            double lo = -1.0, double hi = 1.0);
 /// Values uniform in [lo, hi) as float64 (row-major), from a seeded generator.
 std::vector<double> random_doubles(std::size_t n, std::uint64_t seed, double lo = -1.0, double hi = 1.0);
-/// Elements of an f32/f64 tensor (any strides) in row-major order, as float64.
+/// Elements of an f32/f64/bf16/f16 tensor (any strides) in row-major order, as float64 (exact).
 std::vector<double> to_doubles(const core::Tensor& t);
-/// A contiguous tensor holding `values` (row-major) converted to `dtype`.
+/// A contiguous tensor holding `values` (row-major) converted to `dtype` (rounded to nearest once;
+/// bf16/f16 by core::double_to_half).
 core::Tensor from_doubles(const std::vector<double>& values, const core::Shape& shape, core::DType dtype);
 
 /// Result of comparing `actual` with a float64 reference.
@@ -40,7 +41,8 @@ Closeness compare(const std::vector<double>& actual, const std::vector<double>& 
 /// be (the float32 rule: tests/nn/train_equivalence.hpp says why and what was measured).
 inline constexpr double kFp32Factor = 16;
 
-/// γ_m = m·u/(1 − m·u) with the unit roundoff u of `dtype` (2^-24 for f32, 2^-53 for f64): the
+/// γ_m = m·u/(1 − m·u) with the unit roundoff u of `dtype`'s arithmetic (2^-24 for f32 and for
+/// bf16/f16, which compute in f32; 2^-53 for f64): the
 /// relative error bound of m roundings (Higham, Accuracy and Stability of Numerical Algorithms,
 /// §3.1). A sum of m products computed in any order, blocking, vector width, with or without FMA,
 /// is within γ_{m+1}·Σ|products| of the exact sum.

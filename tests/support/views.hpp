@@ -7,12 +7,17 @@
 #include <vector>
 
 #include "support/test_utils.hpp"
+#include "tessera/core/half.hpp"
 #include "tessera/core/tensor.hpp"
 
 namespace tessera::test {
 
 /// The tolerance of a kernel vs the float64 reference (tensor-scaled, see compare()).
-inline double rtol_of(core::DType t) { return t == core::DType::F32 ? 1e-5 : 1e-12; }
+/// bf16/f16: f32's plus one rounding to the 16-bit dtype (u = 2^-8, 2^-11).
+inline double rtol_of(core::DType t) {
+  if (core::dtype_is_half(t)) return 1e-5 + core::unit_roundoff(t);
+  return t == core::DType::F32 ? 1e-5 : 1e-12;
+}
 
 /// Uniform values in [lo, hi) rounded to `dtype` (the kernel and the reference see the same data).
 inline std::vector<double> values(std::size_t n, std::uint64_t seed, core::DType dtype,
@@ -20,6 +25,8 @@ inline std::vector<double> values(std::size_t n, std::uint64_t seed, core::DType
   std::vector<double> v = random_doubles(n, seed, lo, hi);
   if (dtype == core::DType::F32)
     for (auto& x : v) x = static_cast<float>(x);
+  if (core::dtype_is_half(dtype))
+    for (auto& x : v) x = core::half_to_float(core::double_to_half(x, dtype), dtype);
   return v;
 }
 inline std::size_t numel(const core::Shape& s) {

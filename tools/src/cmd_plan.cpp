@@ -160,7 +160,7 @@ void add_plan_command(CLI::App& app, Action& action) {
       app.add_subcommand("plan",
                          "Rank meshes, shard dimensions and checkpointing by simulated iteration "
                          "time, with memory fit");
-  a->spec.add(*c, {"model", "input", "batch", "topology", "optimizer", "task", "classes", "dtype", "device",
+  a->spec.add(*c, {"model", "input", "batch", "topology", "optimizer", "task", "classes", "dtype", "precision", "device",
                    "calibration", "bucket_mib", "overlap", "tf32"},
               /*with_config=*/true);
   c->add_option("--devices", a->devices, "Use the first N devices (default: all of the topology)");

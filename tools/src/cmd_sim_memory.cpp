@@ -10,6 +10,8 @@
 #include "tessera/sim/devices.hpp"
 #include "tessera/sim/fold.hpp"
 #include "tessera/sim/replay.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/nn/precision.hpp"
 #include "tessera/run/resolve.hpp"
 
 namespace tessera::tools {
@@ -28,6 +30,7 @@ struct MemoryTableArgs {
   std::string inputs = "3x512x1024,3x512x2048,3x512x4096";
   int sp = 4;
   std::string device = "a100-80gb";
+  std::string precision = "fp32";  ///< bf16/fp16: a second table in that precision beside the fp32 one
 };
 
 struct Cell {
@@ -50,24 +53,19 @@ Cell replay_cell(run::RunSpec t, const std::string& input, int sp, const std::st
   return c;
 }
 
-int run_memory_table(const MemoryTableArgs& a) {
-  const sim::DeviceCatalog catalog;
-  const double cap = catalog.get(a.device).capacity_bytes;
-  std::vector<std::string> inputs;
-  std::stringstream ss(a.inputs);
-  for (std::string s; std::getline(ss, s, ',');) inputs.push_back(s);
+void print_table(const MemoryTableArgs& a, const std::vector<std::string>& inputs, double cap,
+                 const std::string& precision, std::vector<Cell>& cells) {
   const std::string sp = "sp=" + std::to_string(a.sp);
-  std::printf("peak memory per GPU from meta replays: model %s, batch %d, %s, fp32, device %s (%.1f GB)\n",
-              a.train.model.c_str(), a.train.batch, a.train.optimizer.c_str(), a.device.c_str(), cap / 1e9);
-  std::printf("GB = 1e9 bytes; 'total' = parameters + gradients + optimizer state + activations + halo buffers + "
-              "workspace at the step's peak; 'act' = the activation peak alone (halo buffers apart); OOM = total "
-              "above the device\n");
+  run::RunSpec t = a.train;
+  t.precision = precision;
+  std::printf("\n%s:\n", precision.c_str());
   std::printf("%-12s | %-19s | %-19s | %-19s | %-19s\n", "input", "unsharded", "block ckpt", sp.c_str(),
               (sp + " + block").c_str());
   for (const std::string& in : inputs) {
     std::printf("%-12s", in.c_str());
     for (const auto& [n, ck] : {std::pair{1, "none"}, {1, "block"}, {a.sp, "none"}, {a.sp, "block"}}) {
-      const Cell c = replay_cell(a.train, in, n, ck);
+      const Cell c = replay_cell(t, in, n, ck);
+      cells.push_back(c);
       char buf[64];
       std::snprintf(buf, sizeof buf, "%.2f act / %.2f%s", c.activation / 1e9, c.total / 1e9,
                     c.total > cap ? " OOM" : "");
@@ -75,6 +73,28 @@ int run_memory_table(const MemoryTableArgs& a) {
     }
     std::printf("\n");
   }
+}
+
+int run_memory_table(const MemoryTableArgs& a) {
+  const sim::DeviceCatalog catalog;
+  const double cap = catalog.get(a.device).capacity_bytes;
+  TESSERA_CHECK(nn::parse_precision(a.precision), "--precision '", a.precision, "': expected fp32, bf16 or fp16");
+  std::vector<std::string> inputs;
+  std::stringstream ss(a.inputs);
+  for (std::string s; std::getline(ss, s, ',');) inputs.push_back(s);
+  std::printf("peak memory per GPU from meta replays: model %s, batch %d, %s, device %s (%.1f GB)\n",
+              a.train.model.c_str(), a.train.batch, a.train.optimizer.c_str(), a.device.c_str(), cap / 1e9);
+  std::printf("GB = 1e9 bytes; 'total' = parameters + gradients + optimizer state + activations + halo buffers + "
+              "workspace at the step's peak; 'act' = the activation peak alone (halo buffers apart); OOM = total "
+              "above the device\n");
+  std::vector<Cell> full, mixed;
+  print_table(a, inputs, cap, "fp32", full);
+  if (*nn::parse_precision(a.precision) == nn::Precision::FP32) return 0;
+  print_table(a, inputs, cap, a.precision, mixed);
+  std::printf("\n%s / fp32, activation peak:", a.precision.c_str());
+  for (std::size_t i = 0; i < full.size(); ++i)
+    std::printf(" %.3f", full[i].activation ? double(mixed[i].activation) / double(full[i].activation) : 0.0);
+  std::printf("\n");
   return 0;
 }
 
@@ -92,6 +112,10 @@ void add_sim_memory_command(CLI::App& sim, Action& action) {
   c->add_option("--optimizer", a->train.optimizer, "sgd or adamw")->capture_default_str();
   c->add_option("--classes", a->train.classes, "Number of classes")->capture_default_str();
   c->add_option("--device", a->device, "Device whose capacity marks OOM")->capture_default_str();
+  c->add_option("--precision", a->precision,
+                "bf16 or fp16: a second table in that precision (mixed precision: 16-bit activations, f32 "
+                "master weights) beside the fp32 one")
+      ->capture_default_str();
   c->callback([&action, a] { action = [a] { return run_memory_table(*a); }; });
 }
 

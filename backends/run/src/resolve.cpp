@@ -82,7 +82,10 @@ TrainSetup resolve_train(const RunSpec& spec, bool check_backend) {
   t.clip_norm = spec.clip;
   t.seed = spec.seed;
   t.overlap = spec.overlap;
-  t.dtype = *nn::training_dtype(spec.dtype);  // validate() checked it
+  t.dtype = *nn::training_dtype(spec.dtype);  // validate() checked it, and the three below
+  t.precision = *nn::parse_precision(spec.precision);
+  t.loss_scale = nn::parse_loss_scale(spec.loss_scale);
+  t.grad_reduce = *nn::parse_precision(spec.grad_reduce_dtype);
   t.bucket_bytes = std::size_t(spec.bucket_mib) << 20;
   t.model.validate();
   c.mesh = core::DeviceMesh::parse(spec.mesh);

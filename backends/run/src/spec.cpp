@@ -97,6 +97,32 @@ const std::vector<Field>& fields() {
          return nn::training_dtype(s.dtype) ? std::string()
                                             : "the trainer cannot train in it (yet); use one of: " + nn::training_dtype_names();
        }},
+      {"precision", &RunSpec::precision,
+       "fp32, or bf16 / fp16: mixed precision (f32 master weights and optimizer state; activations, saved tensors "
+       "and halos in 16 bits; fp32 accumulation)",
+       [](RunSpec& s) {
+         if (!nn::parse_precision(s.precision)) return std::string("expected fp32, bf16 or fp16");
+         return ok_or(*nn::parse_precision(s.precision) == nn::Precision::FP32 || s.dtype == "f32",
+                      "mixed precision keeps f32 master weights: use it with dtype f32");
+       }},
+      {"loss_scale", &RunSpec::loss_scale,
+       "Loss scaling: auto (dynamic for fp16, off otherwise), dynamic, off, or a static scale such as 1024",
+       [](RunSpec& s) {
+         try {
+           nn::parse_loss_scale(s.loss_scale);
+         } catch (const InvalidArgument&) {
+           return std::string("expected auto, dynamic, off or a positive number");
+         }
+         return std::string();
+       }},
+      {"grad_reduce_dtype", &RunSpec::grad_reduce_dtype,
+       "What gradient buckets are all-reduced in: fp32 (the gradients' own), or bf16 / fp16 (half the bytes, "
+       "summed in f32 by the backend where it can)",
+       [](RunSpec& s) {
+         if (!nn::parse_precision(s.grad_reduce_dtype)) return std::string("expected fp32, bf16 or fp16");
+         return ok_or(*nn::parse_precision(s.grad_reduce_dtype) == nn::Precision::FP32 || s.dtype == "f32",
+                      "16-bit gradient reduction needs dtype f32");
+       }},
       {"backend", &RunSpec::backend, "Communication backend (tessera backends lists them)",
        [](RunSpec& s) { return ok_or(!s.backend.empty(), "expected a backend name such as local"); }},
       {"threads", &RunSpec::threads, "Compute threads per rank (0 = cores / ranks)",
@@ -330,7 +356,7 @@ const std::vector<std::string>& RunSpec::field_names() {
 
 const std::vector<std::string>& RunSpec::simulation_fields() {
   static const std::vector<std::string> names = {"model",    "input",      "batch",    "mesh",   "shard",
-                                                 "checkpointing", "optimizer", "task", "classes", "dtype",
+                                                 "checkpointing", "optimizer", "task", "classes", "dtype", "precision", "grad_reduce_dtype",
                                                  "overlap",  "bucket_mib", "topology", "device", "calibration",
                                                  "tf32"};
   return names;

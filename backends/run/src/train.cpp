@@ -49,7 +49,8 @@ std::string metrics_line(const TrainSetup& cfg, const std::vector<nn::StepStats>
   os << "{\"step\":" << s.step << ",\"loss\":" << s.loss << ",\"step_time_s\":" << worst
      << ",\"data_time_s\":" << data
      << ",\"images_per_s\":" << cfg.train.batch / worst << ",\"lr\":" << s.lr << ",\"grad_norm\":" << s.grad_norm
-     << ",\"peak_bytes\":[";
+     << ",\"loss_scale\":" << s.loss_scale << ",\"skipped\":" << (s.skipped ? "true" : "false")
+     << ",\"skipped_steps\":" << s.skipped_steps << ",\"peak_bytes\":[";
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     os << (r ? "," : "") << "{\"rank\":" << r << ",\"total\":" << ranks[r].memory.peak_total;
     for (int c = 0; c < core::kNumMemCategories; ++c) os << ",\"" << category(c) << "\":" << ranks[r].memory.peak[c];
@@ -126,7 +127,7 @@ void rank_loop(const TrainSetup& cfg, int device_index, comm::Backend& world,
 }
 
 /// Figures of a step as doubles for an all_gather across processes.
-constexpr std::size_t kStatDoubles = 7 + core::kNumMemCategories;
+constexpr std::size_t kStatDoubles = 10 + core::kNumMemCategories;
 
 /// One rank per process (ucx, ...): env:// rendezvous, the world backend from the registry,
 /// figures gathered with all_gather. A failure aborts the job so the other ranks stop at once
@@ -145,7 +146,8 @@ void run_distributed(const TrainSetup& cfg, const std::shared_ptr<const data::Da
     const auto n = static_cast<std::size_t>(world->size());
     Gather gather = [&](const nn::StepStats& st, const core::AllocatorPtr& memory) {
       std::vector<double> mine = {double(st.step), st.loss,        st.grad_norm, st.lr, st.step_time_s,
-                                  st.data_time_s,  double(st.memory.peak_total)};
+                                  st.data_time_s,  double(st.memory.peak_total), st.loss_scale,
+                                  st.skipped ? 1.0 : 0.0, double(st.skipped_steps)};
       for (int c = 0; c < core::kNumMemCategories; ++c) mine.push_back(double(st.memory.peak[c]));
       std::vector<double> all(kStatDoubles * n);
       if (memory && memory->space() != core::MemorySpace::Host) {
@@ -171,7 +173,10 @@ void run_distributed(const TrainSetup& cfg, const std::shared_ptr<const data::Da
         out[r].step_time_s = v[4];
         out[r].data_time_s = v[5];
         out[r].memory.peak_total = static_cast<std::size_t>(v[6]);
-        for (int c = 0; c < core::kNumMemCategories; ++c) out[r].memory.peak[c] = static_cast<std::size_t>(v[7 + c]);
+        out[r].loss_scale = v[7];
+        out[r].skipped = v[8] != 0;
+        out[r].skipped_steps = static_cast<std::int64_t>(v[9]);
+        for (int c = 0; c < core::kNumMemCategories; ++c) out[r].memory.peak[c] = static_cast<std::size_t>(v[10 + c]);
       }
       return out;
     };
@@ -303,6 +308,9 @@ Json step_object(const std::vector<nn::StepStats>& ranks) {
   d["step"] = s.step;
   d["loss"] = s.loss;
   d["grad_norm"] = s.grad_norm;
+  d["loss_scale"] = s.loss_scale;
+  d["skipped"] = s.skipped;
+  d["skipped_steps"] = s.skipped_steps;
   d["lr"] = s.lr;
   d["step_time_s"] = s.step_time_s;
   Json times = Json::array(), mem = Json::array();

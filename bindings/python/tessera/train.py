@@ -52,6 +52,9 @@ def train(
     resume: str = "",
     device: str = "cpu",
     tf32: bool = False,
+    precision: str = "fp32",
+    loss_scale: Union[str, float] = "auto",
+    grad_reduce_dtype: str = "fp32",
 ) -> dict:
     """Trains ``model`` (a preset name, a model JSON file path, or a ModelSpec) on synthetic data
     over ``mesh`` in-process ranks, exactly as ``tessera train --backend local`` does.
@@ -87,6 +90,12 @@ def train(
     ranks share it; one process per rank takes GPU N + its local rank), as ``tessera train
     --device cuda``; without a usable GPU a NotImplementedError says why. ``tf32``: let float32
     convolutions and matrix products use TF32 tensor cores (off by default).
+    ``precision``: ``"fp32"``, or ``"bf16"`` / ``"fp16"``: mixed precision (float32 master weights
+    and optimizer state; activations, saved tensors and halos in 16 bits; float32 accumulation),
+    as ``tessera train --precision``. ``loss_scale``: ``"auto"`` (dynamic for fp16, off
+    otherwise), ``"dynamic"``, ``"off"`` or a number (a static scale); each step's dict then has
+    ``loss_scale``, ``skipped`` and ``skipped_steps``. ``grad_reduce_dtype``: what gradient buckets
+    are all-reduced in (``"fp32"``, ``"bf16"``, ``"fp16"``).
     """
     fields = dict(model=model.to_json() if isinstance(model, _tessera.ModelSpec) else model,
                   input=_input_text(input), batch=batch, mesh=_mesh_text(mesh), shard=shard, steps=steps,
@@ -94,5 +103,6 @@ def train(
                   task=task, classes=classes, checkpointing=checkpointing, threads=threads, overlap=overlap,
                   trace=trace, timeout_s=timeout_s, backend=backend, dtype=dtype, momentum=momentum,
                   drop_path=drop_path, data=data, bucket_mib=bucket_mib, metrics=metrics, save=save,
-                  resume=resume, device="" if device == "cpu" else device, tf32=tf32)
+                  resume=resume, device="" if device == "cpu" else device, tf32=tf32,
+                  precision=precision, loss_scale=str(loss_scale), grad_reduce_dtype=grad_reduce_dtype)
     return _tessera._train(json.dumps(fields), callback)

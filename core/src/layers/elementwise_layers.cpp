@@ -1,6 +1,7 @@
 // Elementwise layers: activations, LayerScale, DropPath, nearest upsampling.
 #include "tessera/core/error.hpp"
 #include "tessera/core/file_io.hpp"
+#include "tessera/core/half.hpp"
 #include "tessera/nn/layers.hpp"
 
 namespace tessera::nn {
@@ -103,12 +104,13 @@ Tensor DropPath::forward(Context& ctx, const Tensor& x) {
   scale_ = {};
   if (!ctx.training || prob_ <= 0) return x;
   const std::int64_t n = x.size(0);
-  scale_ = Tensor::empty({n}, x.dtype(), MemCategory::Activation, ctx.allocator);
+  // The per-sample scales (0 or 1/(1-p)) in f32 under mixed precision (a Master slot of scale_samples).
+  scale_ = Tensor::empty({n}, core::accumulate_dtype(x.dtype()), MemCategory::Activation, ctx.allocator);
   if (!scale_.is_meta()) {
     Tensor host = scale_.to_host();  // the per-sample scales are drawn on the host
     for (std::int64_t i = 0; i < n; ++i) {
       const double s = keep(ctx.seed, ctx.step, name(), batch_offset_ + i, prob_) ? 1.0 / (1.0 - prob_) : 0.0;
-      if (x.dtype() == core::DType::F32) host.data<float>()[i] = static_cast<float>(s);
+      if (scale_.dtype() == core::DType::F32) host.data<float>()[i] = static_cast<float>(s);
       else host.data<double>()[i] = s;
     }
     if (!host.shares_storage(scale_)) scale_.copy_from(host);

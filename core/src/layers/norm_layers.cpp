@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/half.hpp"
 #include "tessera/nn/layers.hpp"
 
 namespace tessera::nn {
@@ -39,8 +40,10 @@ core::Layout LayerNorm::setup(const core::Layout& in, SetupContext& ctx) {
 Tensor LayerNorm::forward(Context& ctx, const Tensor& x) {
   ScopeGuard scope(ctx, name());
   Tensor y = Tensor::empty(x.shape(), x.dtype(), MemCategory::Activation, ctx.allocator);
-  Tensor mean = Tensor::empty(without_dim1(x.shape()), x.dtype(), MemCategory::Activation, ctx.allocator);
-  Tensor rstd = Tensor::empty(mean.shape(), x.dtype(), MemCategory::Activation, ctx.allocator);
+  // Statistics in f32 when x is stored in 16 bits (mixed precision), else in x's dtype.
+  const core::DType sd = core::accumulate_dtype(x.dtype());
+  Tensor mean = Tensor::empty(without_dim1(x.shape()), sd, MemCategory::Activation, ctx.allocator);
+  Tensor rstd = Tensor::empty(mean.shape(), sd, MemCategory::Activation, ctx.allocator);
   compute::layernorm_forward(*ctx.compute, x, gamma_->value, beta_->value, eps_, y, mean, rstd);
   if (ctx.training) {
     x_ = x;
@@ -107,7 +110,7 @@ class HostMirror {
   Tensor h_;
 };
 
-// mean and rstd (dtype of x) from global f64 sums; also returns the unbiased variance.
+// mean and rstd (f32 or f64: the statistics' dtype) from global f64 sums; also returns the unbiased variance.
 void stats_from_sums(const Tensor& sum_in, const Tensor& sumsq_in, double count, double eps, Tensor& mean_out,
                      Tensor& rstd_out, std::vector<double>& var_unbiased) {
   const std::int64_t c = sum_in.numel();
@@ -140,12 +143,14 @@ Tensor BatchNorm::forward(Context& ctx, const Tensor& x) {
   ScopeGuard scope(ctx, name());
   Tensor y = Tensor::empty(x.shape(), x.dtype(), MemCategory::Activation, ctx.allocator);
   if (!ctx.training) {
-    Tensor rstd = Tensor::empty({channels_}, x.dtype(), MemCategory::Workspace, ctx.allocator);
+    // Running statistics have the parameters' dtype (f32 under mixed precision, like rstd).
+    Tensor rstd = Tensor::empty({channels_}, running_var_.dtype(), MemCategory::Workspace, ctx.allocator);
     if (!rstd.is_meta()) {
       HostMirror var(running_var_), r(rstd);
+      const bool f32 = running_var_.dtype() == core::DType::F32;
       for (std::int64_t i = 0; i < channels_; ++i) {
-        const double v = x.dtype() == core::DType::F32 ? var.data<float>()[i] : var.data<double>()[i];
-        if (x.dtype() == core::DType::F32) r.data<float>()[i] = float(1.0 / std::sqrt(v + eps_));
+        const double v = f32 ? var.data<float>()[i] : var.data<double>()[i];
+        if (f32) r.data<float>()[i] = float(1.0 / std::sqrt(v + eps_));
         else r.data<double>()[i] = 1.0 / std::sqrt(v + eps_);
       }
       r.store();
@@ -160,8 +165,10 @@ Tensor BatchNorm::forward(Context& ctx, const Tensor& x) {
     ctx.mesh->all_reduce(sum, reduce_dims_);
     ctx.mesh->all_reduce(sumsq, reduce_dims_);
   }
-  mean_ = Tensor::empty({channels_}, x.dtype(), MemCategory::Activation, ctx.allocator);
-  rstd_ = Tensor::empty({channels_}, x.dtype(), MemCategory::Activation, ctx.allocator);
+  // Statistics in f32 when x is stored in 16 bits (mixed precision), else in x's dtype.
+  const core::DType sd = core::accumulate_dtype(x.dtype());
+  mean_ = Tensor::empty({channels_}, sd, MemCategory::Activation, ctx.allocator);
+  rstd_ = Tensor::empty({channels_}, sd, MemCategory::Activation, ctx.allocator);
   std::vector<double> var_unbiased;
   stats_from_sums(sum, sumsq, count_, eps_, mean_, rstd_, var_unbiased);
   if (!ctx.recomputing && !running_mean_.is_meta()) {
@@ -169,7 +176,7 @@ Tensor BatchNorm::forward(Context& ctx, const Tensor& x) {
     HostMirror mean(running_mean_), var(running_var_);
     for (std::int64_t i = 0; i < channels_; ++i) {
       const double m = hsum.data<double>()[i] / count_;
-      if (x.dtype() == core::DType::F32) {
+      if (running_mean_.dtype() == core::DType::F32) {
         float& rm = mean.data<float>()[i];
         float& rv = var.data<float>()[i];
         rm = float((1 - momentum_) * rm + momentum_ * m);
@@ -200,7 +207,7 @@ Tensor BatchNorm::backward(Context& ctx, const Tensor& dy) {
     const Tensor sdx = sum_dy_xhat.to_host(), sd = sum_dy.to_host();
     HostMirror dgamma(gamma_->grad), dbeta(beta_->grad);
     for (std::int64_t i = 0; i < channels_; ++i) {
-      if (x_.dtype() == core::DType::F32) {
+      if (gamma_->grad.dtype() == core::DType::F32) {
         dgamma.data<float>()[i] += float(sdx.data<double>()[i]);
         dbeta.data<float>()[i] += float(sd.data<double>()[i]);
       } else {

@@ -2,6 +2,12 @@
 // with the element-wise bounds of conv2d_bounds. Each variant runs three geometries (a 3×3 with
 // padding, a strided and dilated one, a depthwise one) so every kernel path of a backend is met;
 // the empty-width variant computes an output window of width 0 of a non-empty input.
+//
+// bf16/f16 (16-bit x, dy, y, dx; w, bias, dw, db f32 Master slots, or 16-bit in the
+// master_in_call_dtype variant): the inputs are generated in their dtype, so exact, and the
+// arithmetic is f32, so each bound is conv2d_bounds' with f32's γ_{m+1} (ctx.gamma); a 16-bit
+// output adds its one rounding (Ctx::expect_within): |ŷ − y| ≤ b + u·(|y| + b) + η, u = 2^-8
+// (bf16) or 2^-11 (f16). An f32 dw / db keeps the f32 bound alone.
 #include "compute/conformance/conformance.hpp"
 #include "support/reference/conv2d_ref.hpp"
 
@@ -46,8 +52,8 @@ void run_conv(Ctx& ctx, OpKind op) {
 
     const Shape xs{c.n, c.cin, c.h, c.w}, ws{c.cout, c.cin / c.groups, c.kh, c.kw}, bs{c.cout};
     const Shape ys{c.n, c.cout, ho, wo};
-    const Vec x = ctx.values(c.x_size(), 11), w = ctx.values(c.w_size(), 12),
-              b = ctx.values(bs[0], 13);
+    const Vec x = ctx.values(c.x_size(), 11), w = ctx.master_values(c.w_size(), 12),
+              b = ctx.master_values(bs[0], 13);
     const Vec dy = ctx.values(numel(ys), 14);
     // The reference on the full output; a 0-width window has zero dy everywhere.
     const Vec dy_full = wo == c.wo() ? dy : Vec(c.y_size(), 0.0);
@@ -61,7 +67,7 @@ void run_conv(Ctx& ctx, OpKind op) {
     if (op == OpKind::Conv2dForward) {
       Vec want = ref::conv2d_forward(c, x, w, b), bnd = bound.y;
       if (wo == 0) want.clear(), bnd.clear();
-      const Tensor tx = ctx.input(x, xs), tw = ctx.input(w, ws), tb = ctx.input(b, bs);
+      const Tensor tx = ctx.input(x, xs), tw = ctx.master_input(w, ws), tb = ctx.master_input(b, bs);
       Tensor ty = ctx.output(ys);
       compute::conv2d_forward(ctx.backend, p, tx, tw, &tb, ty);
       ctx.expect_within(what.c_str(), ty, want, bnd);
@@ -69,21 +75,21 @@ void run_conv(Ctx& ctx, OpKind op) {
       Vec want = ref::conv2d_backward(c, x, w, dy_full).dx, bnd = bound.dx;
       const Vec init = v.accumulate ? ctx.values(c.x_size(), 15) : Vec{};
       if (v.accumulate) accumulate_into(want, bnd, init, gamma(m_dx));
-      const Tensor tdy = ctx.input(dy, ys), tw = ctx.input(w, ws);
+      const Tensor tdy = ctx.input(dy, ys), tw = ctx.master_input(w, ws);
       Tensor tdx = ctx.output(xs, init);
       compute::conv2d_backward_data(ctx.backend, p, tdy, tw, tdx, v.accumulate);
       ctx.expect_within((what + " dx").c_str(), tdx, want, bnd);
     } else {
       ref::Conv2dGrads want = ref::conv2d_backward(c, x, w, dy_full);
       Vec bdw = bound.dw, bdb = bound.db;
-      const Vec init_w = v.accumulate ? ctx.values(c.w_size(), 16) : Vec{};
-      const Vec init_b = v.accumulate ? ctx.values(bs[0], 17) : Vec{};
+      const Vec init_w = v.accumulate ? ctx.master_values(c.w_size(), 16) : Vec{};
+      const Vec init_b = v.accumulate ? ctx.master_values(bs[0], 17) : Vec{};
       if (v.accumulate) {
         accumulate_into(want.dw, bdw, init_w, gamma(m_dw));
         accumulate_into(want.db, bdb, init_b, gamma(m_dw));
       }
       const Tensor tx = ctx.input(x, xs), tdy = ctx.input(dy, ys);
-      Tensor tdw = ctx.output(ws, init_w), tdb = ctx.output(bs, init_b);
+      Tensor tdw = ctx.master_output(ws, init_w), tdb = ctx.master_output(bs, init_b);
       compute::conv2d_backward_weight(ctx.backend, p, tx, tdy, tdw, &tdb, v.accumulate);
       ctx.expect_within((what + " dw").c_str(), tdw, want.dw, bdw);
       ctx.expect_within((what + " db").c_str(), tdb, want.db, bdb);

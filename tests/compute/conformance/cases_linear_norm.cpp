@@ -2,6 +2,14 @@
 // tests/support/reference/ops_ref.hpp. Sums get Higham's element-wise bound γ_m·Σ|terms| (m terms,
 // +1 for an accumulated one), other formulas γ_k on the magnitudes of their terms; layer norm's
 // forward (a variance, a square root and a division) gets the op tests' tensor-scaled rtol_of.
+//
+// bf16/f16: x, dy, y, dx in 16 bits (generated in it: exact), the Master slots (w, bias, dw, db;
+// gamma, beta, mean, rstd, dgamma, dbeta) in f32 — or in 16 bits in the master_in_call_dtype
+// variant. The arithmetic is f32, so every bound below is f32's (ctx.gamma, ctx.rtol()), plus one
+// rounding of each 16-bit output (Ctx::expect_within / expect_close: b + u·(|y| + b) + η, u =
+// 2^-8 bf16, 2^-11 f16): linear y, dx γ_K·Σ|x||w| + u|y|; layer norm y within f32's rtol + u
+// (tensor-scaled), mean and rstd f32's rtol (or + u in 16 bits); batch norm y γ_5 on its terms +
+// u|y|, dx γ_8 + u|dx|; the f64 reductions (channel moments, backward-reduce) f32's bound alone.
 #include <cmath>
 
 #include "compute/conformance/conformance.hpp"
@@ -17,8 +25,9 @@ void add_init(const Ctx& ctx, Vec& ref, Vec& bound, const Vec& init, double gamm
   for (std::size_t i = 0; i < ref.size(); ++i)
     ref[i] += init[i], bound[i] += gamma * std::abs(init[i]);
 }
+/// The values a Master output (a parameter gradient) accumulates into.
 Vec init_of(Ctx& ctx, std::size_t n, std::uint64_t seed) {
-  return ctx.variant.accumulate ? ctx.values(n, seed) : Vec{};
+  return ctx.variant.accumulate ? ctx.master_values(n, seed) : Vec{};
 }
 
 // ---- linear: x (M,K), w (N,K), b (N)
@@ -31,12 +40,12 @@ LinearDims linear_dims(const Variant& v) { return {v.batch(257), v.w(33), v.dim(
 
 void run_linear_forward(Ctx& ctx) {
   const auto [M, K, N] = linear_dims(ctx.variant);
-  const Vec x = ctx.values(std::size_t(M) * K, 21), w = ctx.values(std::size_t(N) * K, 22),
-            b = ctx.values(N, 23);
+  const Vec x = ctx.values(std::size_t(M) * K, 21), w = ctx.master_values(std::size_t(N) * K, 22),
+            b = ctx.master_values(N, 23);
   const Vec want = ref::linear_forward(x, w, b, M, K, N);
   const Vec bound =
       scaled(ref::linear_forward(abs_of(x), abs_of(w), abs_of(b), M, K, N), ctx.gamma(K + 1));
-  const Tensor tx = ctx.input(x, {M, K}), tw = ctx.input(w, {N, K}), tb = ctx.input(b, {N});
+  const Tensor tx = ctx.input(x, {M, K}), tw = ctx.master_input(w, {N, K}), tb = ctx.master_input(b, {N});
   Tensor ty = ctx.output({M, N});
   compute::linear_forward(ctx.backend, tx, tw, &tb, ty);
   ctx.expect_within("y", ty, want, bound);
@@ -45,7 +54,7 @@ void run_linear_forward(Ctx& ctx) {
 void run_linear_backward(Ctx& ctx) {
   const auto [M, K, N] = linear_dims(ctx.variant);
   const Vec dy = ctx.values(std::size_t(M) * N, 24), x = ctx.values(std::size_t(M) * K, 25),
-            w = ctx.values(std::size_t(N) * K, 26);
+            w = ctx.master_values(std::size_t(N) * K, 26);
   ref::LinearGrads want = ref::linear_backward(dy, x, w, M, K, N);
   const ref::LinearGrads mag = ref::linear_backward(abs_of(dy), abs_of(x), abs_of(w), M, K, N);
   Vec bdx = scaled(mag.dx, ctx.gamma(N)), bdw = scaled(mag.dw, ctx.gamma(M + 1)),
@@ -53,8 +62,8 @@ void run_linear_backward(Ctx& ctx) {
   const Vec dw0 = init_of(ctx, want.dw.size(), 27), db0 = init_of(ctx, want.db.size(), 28);
   add_init(ctx, want.dw, bdw, dw0, ctx.gamma(M + 1));
   add_init(ctx, want.db, bdb, db0, ctx.gamma(M + 1));
-  const Tensor tdy = ctx.input(dy, {M, N}), tx = ctx.input(x, {M, K}), tw = ctx.input(w, {N, K});
-  Tensor tdx = ctx.output({M, K}), tdw = ctx.output({N, K}, dw0), tdb = ctx.output({N}, db0);
+  const Tensor tdy = ctx.input(dy, {M, N}), tx = ctx.input(x, {M, K}), tw = ctx.master_input(w, {N, K});
+  Tensor tdx = ctx.output({M, K}), tdw = ctx.master_output({N, K}, dw0), tdb = ctx.master_output({N}, db0);
   compute::linear_backward(ctx.backend, tdy, tx, tw, &tdx, tdw, &tdb, ctx.variant.accumulate);
   ctx.expect_within("dx", tdx, want.dx, bdx);
   ctx.expect_within("dw", tdw, want.dw, bdw);
@@ -73,26 +82,25 @@ ImageDims image_dims(const Variant& v) { return {v.n(), v.dim(7), v.dim(17), v.w
 
 void run_layernorm_forward(Ctx& ctx) {
   const ImageDims d = image_dims(ctx.variant);
-  const Vec x = ctx.values(numel(d.shape()), 31, -2, 3), g = ctx.values(d.C, 32, 0.5, 1.5),
-            b = ctx.values(d.C, 33);
+  const Vec x = ctx.values(numel(d.shape()), 31, -2, 3), g = ctx.master_values(d.C, 32, 0.5, 1.5),
+            b = ctx.master_values(d.C, 33);
   const ref::LayerNormOut want = ref::layernorm_forward(x, g, b, d.N, d.C, d.P(), 1e-5);
-  const Tensor tx = ctx.input(x, d.shape()), tg = ctx.input(g, {d.C}), tb = ctx.input(b, {d.C});
-  Tensor ty = ctx.output(d.shape()), tm = ctx.output(d.stats()), tr = ctx.output(d.stats());
+  const Tensor tx = ctx.input(x, d.shape()), tg = ctx.master_input(g, {d.C}), tb = ctx.master_input(b, {d.C});
+  Tensor ty = ctx.output(d.shape()), tm = ctx.master_output(d.stats()), tr = ctx.master_output(d.stats());
   compute::layernorm_forward(ctx.backend, tx, tg, tb, 1e-5, ty, tm, tr);
-  ctx.expect_close("y", ty, want.y, rtol_of(ctx.dtype));
-  ctx.expect_close("mean", tm, want.mean, rtol_of(ctx.dtype));
-  ctx.expect_close("rstd", tr, want.rstd, rtol_of(ctx.dtype));
+  ctx.expect_close("y", ty, want.y, ctx.rtol());
+  ctx.expect_close("mean", tm, want.mean, ctx.rtol());
+  ctx.expect_close("rstd", tr, want.rstd, ctx.rtol());
 }
 
 void run_layernorm_backward(Ctx& ctx) {
   const ImageDims d = image_dims(ctx.variant);
-  const Vec x = ctx.values(numel(d.shape()), 34, -2, 3), g = ctx.values(d.C, 35, 0.5, 1.5),
+  const Vec x = ctx.values(numel(d.shape()), 34, -2, 3), g = ctx.master_values(d.C, 35, 0.5, 1.5),
             dy = ctx.values(numel(d.shape()), 36);
   // The statistics as the forward pass would hand them over: rounded to the dtype.
   const ref::LayerNormOut fwd = ref::layernorm_forward(x, g, Vec(d.C, 0.0), d.N, d.C, d.P(), 1e-5);
   Vec m = fwd.mean, r = fwd.rstd;
-  if (ctx.dtype == DType::F32)
-    for (std::size_t i = 0; i < m.size(); ++i) m[i] = float(m[i]), r[i] = float(r[i]);
+  m = rounded(m, ctx.master()), r = rounded(r, ctx.master());
   ref::LayerNormGrads want = ref::layernorm_backward(dy, x, g, m, r, d.N, d.C, d.P());
   // dgamma = Σ dy·(x − mean)·rstd and dbeta = Σ dy over N·P terms (3 roundings in each product).
   Vec bdg(d.C, 0.0), bdb(d.C, 0.0);
@@ -128,8 +136,9 @@ void run_layernorm_backward(Ctx& ctx) {
   add_init(ctx, want.dgamma, bdg, dg0, ctx.gamma(terms + 4));
   add_init(ctx, want.dbeta, bdb, db0, ctx.gamma(terms + 1));
   const Tensor tdy = ctx.input(dy, d.shape()), tx = ctx.input(x, d.shape()),
-               tg = ctx.input(g, {d.C}), tm = ctx.input(m, d.stats()), tr = ctx.input(r, d.stats());
-  Tensor tdx = ctx.output(d.shape()), tdg = ctx.output({d.C}, dg0), tdb = ctx.output({d.C}, db0);
+               tg = ctx.master_input(g, {d.C}), tm = ctx.master_input(m, d.stats()),
+               tr = ctx.master_input(r, d.stats());
+  Tensor tdx = ctx.output(d.shape()), tdg = ctx.master_output({d.C}, dg0), tdb = ctx.master_output({d.C}, db0);
   compute::layernorm_backward(ctx.backend, tdy, tx, tg, tm, tr, tdx, tdg, tdb,
                               ctx.variant.accumulate);
   ctx.expect_within("dx", tdx, want.dx, bdx);
@@ -142,8 +151,8 @@ struct Stats {
   Vec mean, rstd, gamma, beta;
 };
 Stats stats_of(Ctx& ctx, int C) {
-  return {ctx.values(C, 41, -0.5, 0.5), ctx.values(C, 42, 0.5, 2.0), ctx.values(C, 43, 0.5, 1.5),
-          ctx.values(C, 44)};
+  return {ctx.master_values(C, 41, -0.5, 0.5), ctx.master_values(C, 42, 0.5, 2.0),
+          ctx.master_values(C, 43, 0.5, 1.5), ctx.master_values(C, 44)};
 }
 
 void run_channel_moments(Ctx& ctx) {
@@ -175,9 +184,9 @@ void run_batchnorm_forward(Ctx& ctx) {
                    ((std::abs(x[i]) + std::abs(s.mean[c])) * s.rstd[c] * std::abs(s.gamma[c]) +
                     std::abs(s.beta[c]));
       }
-  const Tensor tx = ctx.input(x, d.shape()), tm = ctx.input(s.mean, {d.C}),
-               tr = ctx.input(s.rstd, {d.C}), tg = ctx.input(s.gamma, {d.C}),
-               tb = ctx.input(s.beta, {d.C});
+  const Tensor tx = ctx.input(x, d.shape()), tm = ctx.master_input(s.mean, {d.C}),
+               tr = ctx.master_input(s.rstd, {d.C}), tg = ctx.master_input(s.gamma, {d.C}),
+               tb = ctx.master_input(s.beta, {d.C});
   Tensor ty = ctx.output(d.shape());
   compute::batchnorm_forward(ctx.backend, tx, tm, tr, tg, tb, ty);
   ctx.expect_within("y", ty, want, bound);
@@ -200,7 +209,7 @@ void run_batchnorm_backward_reduce(Ctx& ctx) {
       }
   const std::int64_t terms = std::int64_t(d.N) * d.P();
   const Tensor tdy = ctx.input(dy, d.shape()), tx = ctx.input(x, d.shape()),
-               tm = ctx.input(s.mean, {d.C}), tr = ctx.input(s.rstd, {d.C});
+               tm = ctx.master_input(s.mean, {d.C}), tr = ctx.master_input(s.rstd, {d.C});
   Tensor t1 = ctx.output({d.C}, DType::F64, ctx.variant.layout, {}),
          t2 = ctx.output({d.C}, DType::F64, ctx.variant.layout, {});
   compute::batchnorm_backward_reduce(ctx.backend, tdy, tx, tm, tr, t1, t2);
@@ -230,8 +239,8 @@ void run_batchnorm_backward_data(Ctx& ctx) {
             (std::abs(dy[i]) + std::abs(sum_dy[c]) / count + xh * std::abs(sum_xh[c]) / count);
       }
   const Tensor tdy = ctx.input(dy, d.shape()), tx = ctx.input(x, d.shape()),
-               tm = ctx.input(s.mean, {d.C}), tr = ctx.input(s.rstd, {d.C}),
-               tg = ctx.input(s.gamma, {d.C});
+               tm = ctx.master_input(s.mean, {d.C}), tr = ctx.master_input(s.rstd, {d.C}),
+               tg = ctx.master_input(s.gamma, {d.C});
   const Tensor ts = ctx.input(sum_dy, {d.C}, DType::F64), tq = ctx.input(sum_xh, {d.C}, DType::F64);
   Tensor tdx = ctx.output(d.shape());
   compute::batchnorm_backward_data(ctx.backend, tdy, tx, tm, tr, tg, ts, tq, count, tdx);

@@ -4,7 +4,16 @@
 // must be exact. e^x and erf may be off by kFnUlps units of roundoff (relative for e^x, absolute
 // for erf): backends approximate them differently (cpu's float erf: absolute error < 5e-7, about
 // 8.4 units of 2^-24).
+//
+// bf16/f16: 16-bit inputs (generated in the dtype: exact; s and ds of the scales are f32 Master
+// slots, or 16-bit in the master_in_call_dtype variant), f32 arithmetic (ctx.gamma: f32's γ, the
+// float e^x and erf), so each bound below is f32's plus one rounding of each 16-bit output, added
+// by Ctx::expect_within: b + u·(|y| + b) + η with u = 2^-8 (bf16), 2^-11 (f16). What is exact in
+// f32 (ReLU, upsampling, copy: bound 0) stays exact, since its values are 16-bit values; a copy to
+// a 16-bit dtype must give the value rounded once (rounded(): to nearest even, from f64 directly).
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "compute/conformance/conformance.hpp"
 
@@ -88,9 +97,9 @@ void run_scale_channels(Ctx& ctx) {
   const Vec x = ctx.values(numel(d.shape()), 64);
   for (bool per_sample : {false, true}) {
     const Shape ss = per_sample ? Shape{d.N, d.C} : Shape{d.C};
-    const Vec s = ctx.values(numel(ss), 65);
+    const Vec s = ctx.master_values(numel(ss), 65);
     const Vec want = ref::scale_channels(x, s, d.N, d.C, d.P());
-    const Tensor tx = ctx.input(x, d.shape()), ts = ctx.input(s, ss);
+    const Tensor tx = ctx.input(x, d.shape()), ts = ctx.master_input(s, ss);
     Tensor ty = ctx.output(d.shape());
     compute::scale_channels(ctx.backend, tx, ts, ty);
     ctx.expect_within(per_sample ? "y (per sample)" : "y (per channel)", ty, want,
@@ -103,18 +112,18 @@ void run_scale_channels_backward(Ctx& ctx) {
   const Vec x = ctx.values(numel(d.shape()), 66), dy = ctx.values(numel(d.shape()), 67);
   for (bool per_sample : {false, true}) {
     const Shape ss = per_sample ? Shape{d.N, d.C} : Shape{d.C};
-    const Vec s = ctx.values(numel(ss), 68);
+    const Vec s = ctx.master_values(numel(ss), 68);
     const Vec want_dx = ref::scale_channels(dy, s, d.N, d.C, d.P());
     Vec want_ds = ref::scale_channels_ds(dy, x, numel(ss), d.N, d.C, d.P());
     const std::int64_t terms = (per_sample ? 1 : std::int64_t(d.N)) * d.P() + 1;  // +1: accumulated
     Vec bds = scaled(ref::scale_channels_ds(abs_of(dy), abs_of(x), numel(ss), d.N, d.C, d.P()),
                      ctx.gamma(terms));
-    const Vec ds0 = ctx.variant.accumulate ? ctx.values(numel(ss), 69) : Vec{};
+    const Vec ds0 = ctx.variant.accumulate ? ctx.master_values(numel(ss), 69) : Vec{};
     for (std::size_t i = 0; i < ds0.size(); ++i)
       want_ds[i] += ds0[i], bds[i] += ctx.gamma(terms) * std::abs(ds0[i]);
     const Tensor tdy = ctx.input(dy, d.shape()), tx = ctx.input(x, d.shape()),
-                 ts = ctx.input(s, ss);
-    Tensor tdx = ctx.output(d.shape()), tds = ctx.output(ss, ds0);
+                 ts = ctx.master_input(s, ss);
+    Tensor tdx = ctx.output(d.shape()), tds = ctx.master_output(ss, ds0);
     compute::scale_channels_backward(ctx.backend, tdy, tx, ts, &tdx, tds, ctx.variant.accumulate);
     ctx.expect_within("dx", tdx, want_dx, scaled(abs_of(want_dx), ctx.gamma(1)));
     ctx.expect_within(per_sample ? "ds (per sample)" : "ds (per channel)", tds, want_ds, bds);
@@ -185,11 +194,11 @@ void run_scale(Ctx& ctx) {
 
 void run_scale_samples(Ctx& ctx) {
   const Dims d = dims_of(ctx.variant);
-  const Vec x = ctx.values(numel(d.shape()), 78), s = ctx.values(d.N, 79);
+  const Vec x = ctx.values(numel(d.shape()), 78), s = ctx.master_values(d.N, 79);
   Vec want(x.size());
   const std::size_t per = std::size_t(d.C) * d.P();
   for (std::size_t i = 0; i < x.size(); ++i) want[i] = x[i] * s[i / per];
-  const Tensor tx = ctx.input(x, d.shape()), ts = ctx.input(s, {d.N});
+  const Tensor tx = ctx.input(x, d.shape()), ts = ctx.master_input(s, {d.N});
   Tensor ty = ctx.output(d.shape());
   compute::scale_samples(ctx.backend, tx, ts, ty);
   ctx.expect_within("y", ty, want, scaled(abs_of(want), ctx.gamma(1)));
@@ -222,14 +231,26 @@ void run_upsample(Ctx& ctx, bool backward) {
 
 void run_copy(Ctx& ctx) {
   const Dims d = dims_of(ctx.variant);
-  const Vec x = ctx.values(numel(d.shape()), 80, -3, 3);
-  for (DType target : kDTypes) {
-    // A conversion rounds to nearest: exact to f64, float(x) to f32; the same dtype copies.
+  // The conversions of the call's dtype: f32 and f64 calls to f32 and f64; a bf16/f16 call (where a
+  // backend without a 16-bit path may be unsupported) from it to every float dtype and from f32
+  // and f64 to it. Rounding to nearest once: exact to f64 (and from 16 bits to f32), else as
+  // rounded(), which the same dtype leaves unchanged (a copy).
+  std::vector<std::pair<DType, DType>> pairs;  // (source, target)
+  if (core::dtype_is_half(ctx.dtype)) {
+    for (DType target : kDTypes) pairs.push_back({ctx.dtype, target});
+    pairs.push_back({DType::F32, ctx.dtype});
+    pairs.push_back({DType::F64, ctx.dtype});
+  } else {
+    pairs = {{ctx.dtype, DType::F32}, {ctx.dtype, DType::F64}};
+  }
+  for (const auto& [source, target] : pairs) {
+    const Vec x = test::values(numel(d.shape()), 80, source, -3, 3);
     const Vec want = rounded(x, target);
-    const Tensor tx = ctx.input(x, d.shape());
+    const Tensor tx = ctx.input(x, d.shape(), source);
     Tensor ty = ctx.output(d.shape(), target, ctx.variant.layout, {});
     compute::copy(ctx.backend, tx, ty);
-    ctx.expect_within(target == DType::F32 ? "y (to f32)" : "y (to f64)", ty, want, Vec(x.size(), 0.0));
+    ctx.expect_within(detail::cat("y (", core::dtype_name(source), " to ", core::dtype_name(target), ")").c_str(),
+                      ty, want, Vec(x.size(), 0.0));
   }
 }
 

@@ -14,6 +14,7 @@
 
 #include "support/reference/ops_ref.hpp"
 #include "support/views.hpp"
+#include "tessera/core/half.hpp"
 #include "tessera/compute/backend.hpp"
 #include "tessera/compute/ops.hpp"
 
@@ -34,15 +35,18 @@ inline Vec scaled(Vec v, double s) {
   for (double& e : v) e *= s;
   return v;
 }
-/// v rounded to `dt` (to nearest; unchanged for f64).
+/// v rounded to `dt` (to nearest, once; unchanged for f64).
 inline Vec rounded(Vec v, DType dt) {
   if (dt == DType::F32)
     for (double& e : v) e = float(e);
+  if (core::dtype_is_half(dt))
+    for (double& e : v) e = core::half_to_float(core::double_to_half(e, dt), dt);
   return v;
 }
 
-/// The float dtypes every op is checked in.
-inline constexpr DType kDTypes[] = {DType::F32, DType::F64};
+/// The float dtypes every op is checked in. bf16 and f16 calls store their Float tensors in 16 bits
+/// and compute in f32 (core::accumulate_dtype); their Master slots hold f32 (see Ctx::master).
+inline constexpr DType kDTypes[] = {DType::F32, DType::F64, DType::BF16, DType::F16};
 
 /// The extents of a variant: odd sizes (3, 7, 17, 33: no multiple of a vector width), every dim
 /// 1, or one dim 0 where the op's contract allows it (the batch, or the width / last dim).
@@ -54,6 +58,9 @@ struct Variant {
   Layout layout = Layout::Contiguous;
   Size size = Size::Odd;
   bool accumulate = false;
+  /// In a bf16/f16 call: the Master slots (parameters, their gradients, statistics) in the call's
+  /// dtype instead of f32 (Ctx::master).
+  bool master_in_call_dtype = false;
   /// "stride 2, odd sizes, accumulate".
   std::string name() const;
   /// Batch extent (3 or `odd`, 1 or 0), width / last-dim extent (`odd`, 1 or 0), other extents
@@ -75,6 +82,11 @@ struct Traits {
 /// stride 2 at unit sizes, contiguous at each allowed empty size; each with accumulate off and on
 /// where the op has it.
 std::vector<Variant> variants_of(const Traits& t);
+/// The variants check_op runs for `op` in `dtype`: variants_of(t) for f32 and f64; for bf16/f16
+/// (whose every call goes through the same widening on the cpu backend) contiguous and stride 2 at
+/// odd sizes, unit and empty sizes as in f32, accumulate as in f32, and, for an op with Master
+/// slots, the odd contiguous variant again with them in the call's dtype.
+std::vector<Variant> variants_of(const Traits& t, compute::OpKind op, DType dtype);
 
 /// Thrown by a check on a mismatch; the message names the tensor, the worst element and its bound.
 class CheckFailure : public std::runtime_error {
@@ -96,6 +108,21 @@ class Ctx {
   /// n values uniform in [lo, hi), rounded to the dtype.
   Vec values(std::size_t n, std::uint64_t seed, double lo = -1.0, double hi = 1.0) const {
     return test::values(n, seed, dtype, lo, hi);
+  }
+  /// The dtype of the call's Master slots (parameters, their gradients, normalisation
+  /// statistics): f32 in a bf16/f16 call, as the trainer passes them (the call's dtype in the
+  /// master_in_call_dtype variant); the call's dtype in f32 and f64 calls.
+  DType master() const {
+    return core::dtype_is_half(dtype) && !variant.master_in_call_dtype ? DType::F32 : dtype;
+  }
+  /// Values for a Master slot: uniform in [lo, hi), rounded to master().
+  Vec master_values(std::size_t n, std::uint64_t seed, double lo = -1.0, double hi = 1.0) const {
+    return test::values(n, seed, master(), lo, hi);
+  }
+  /// A Master input / output (master()'s dtype, in the variant's layout).
+  Tensor master_input(const Vec& v, const Shape& shape) { return input(v, shape, master()); }
+  Tensor master_output(const Shape& shape, const Vec& init = {}) {
+    return output(shape, master(), variant.layout, init);
   }
   /// An input holding `v` (row-major), in the variant's layout or in `layout`.
   Tensor input(const Vec& v, const Shape& shape) { return input(v, shape, variant.layout); }
@@ -119,10 +146,16 @@ class Ctx {
   }
   Tensor output(const Shape& shape, DType dt, Layout layout, const Vec& init);
 
-  /// Throws CheckFailure unless every element of `out` is within bound[i] of ref[i].
+  /// Throws CheckFailure unless every element of `out` is within bound[i] of ref[i]. `bound` is
+  /// the bound of the arithmetic (f32's for a bf16/f16 call); an `out` of bf16/f16 adds its one
+  /// rounding: |fl(y') − y| ≤ b + u·(|y| + b) + η with y' the f32 result within b of y, u the
+  /// 16-bit unit roundoff (2^-8 bf16, 2^-11 f16) and η the absolute error near zero (f16: half
+  /// its smallest subnormal, 2^-25; bf16: 2^-126, binary32 subnormals narrow to zero). A bound of
+  /// 0 (a value moved or converted, exact) stays 0.
   void expect_within(const char* what, const Tensor& out, const Vec& ref, const Vec& bound);
   /// Throws CheckFailure unless max|out − ref| ≤ rtol·max|ref| (for the few composite ops whose
-  /// element-wise bound is not worth deriving; rtol is the existing op tests' rtol_of).
+  /// element-wise bound is not worth deriving; rtol is the existing op tests' rtol_of of the
+  /// arithmetic, rtol()). A bf16/f16 `out` adds its one rounding, as in expect_within.
   void expect_close(const char* what, const Tensor& out, const Vec& ref, double rtol);
   /// Throws CheckFailure if an input's buffer changed or an output's changed outside its window.
   void check_guards();
@@ -130,8 +163,10 @@ class Ctx {
   /// The relative error bound of an m-term sum in the call's dtype, plus the float64
   /// reference's own (γ_m of f64): Higham's γ, see gamma_bound.
   double gamma(std::int64_t m) const;
-  /// The unit roundoff of the call's dtype.
+  /// The unit roundoff of the call's arithmetic: f64's, or f32's for f32, bf16 and f16 calls.
   double unit_roundoff() const;
+  /// The op tests' tensor-scaled tolerance of the call's arithmetic (rtol_of of f32 or f64).
+  double rtol() const { return rtol_of(core::accumulate_dtype(dtype)); }
   /// The largest error of the comparisons so far as a share of its bound (1 = at the bound).
   double worst_share() const { return worst_share_; }
 

@@ -1,12 +1,14 @@
 // The conformance suite's own checks can fail: a compute::Backend decorator around the cpu backend
-// breaks one op on purpose (a result off by a little for strided inputs, accumulate ignored, or
-// Unsupported), and check_op must report exactly that op and those variants, and pass the rest.
+// breaks one op on purpose (a result off by a little for strided inputs, accumulate ignored,
+// Unsupported, or f32 Master outputs of a bf16/f16 call stored through 16 bits), and check_op must
+// report exactly that op and those variants, and pass the rest.
 #include <cmath>
 #include <memory>
 #include <set>
 
 #include "compute/conformance/conformance.hpp"
 #include "tessera/builtin_backends.hpp"
+#include "tessera/compute/op_table.hpp"
 #include "tessera/core/error.hpp"
 
 namespace tessera::test::compute_conformance {
@@ -19,14 +21,18 @@ enum class Fault {
                    ///< a view
   IgnoreAccumulate,  ///< runs an accumulating call as an overwriting one
   Unsupported,       ///< throws tessera::Unsupported
+  /// In a bf16/f16 call, rounds every f32 output (a Master slot: a parameter gradient, a
+  /// statistic) to the call's dtype, as a backend would that kept them in 16 bits.
+  NarrowMasters,
 };
 const char* fault_name(Fault f) {
   return f == Fault::PerturbStrided     ? "perturbed for strided tensors"
          : f == Fault::IgnoreAccumulate ? "accumulate ignored"
+         : f == Fault::NarrowMasters    ? "f32 master outputs through 16 bits"
                                         : "unsupported";
 }
 
-/// Multiplies the largest-magnitude element of `t` (f32/f64, any strides) by (1 + rel).
+/// Multiplies the largest-magnitude element of `t` (f32/f64/bf16/f16, any strides) by (1 + rel).
 void perturb_largest(core::Tensor& t, double rel) {
   const std::vector<double> v = to_doubles(t);
   std::size_t worst = 0;
@@ -38,6 +44,8 @@ void perturb_largest(core::Tensor& t, double rel) {
   const double nv = v[worst] == 0 ? 1.0 : v[worst] * (1 + rel);
   if (t.dtype() == DType::F32)
     static_cast<float*>(t.raw_data())[off] = float(nv);
+  else if (core::dtype_is_half(t.dtype()))
+    static_cast<std::uint16_t*>(t.raw_data())[off] = core::double_to_half(nv, t.dtype());
   else
     static_cast<double*>(t.raw_data())[off] = nv;
 }
@@ -69,6 +77,25 @@ class BrokenBackend : public compute::Backend {
         if (call.accumulate && has_elements(call)) broken_.insert(variant_);
         return;
       }
+      case Fault::NarrowMasters: {
+        inner_->execute(call);
+        const core::Tensor* lead = compute::float_lead(call);
+        if (!lead || !core::dtype_is_half(lead->dtype())) return;
+        for (core::Tensor* t : call.out) {
+          if (!t || t->dtype() != DType::F32 || t->numel() == 0) continue;
+          Tensor c = t->contiguous();
+          float* p = c.data<float>();
+          bool changed = false;
+          for (std::int64_t i = 0; i < c.numel(); ++i) {
+            const float r = core::half_to_float(core::float_to_half(p[i], lead->dtype()), lead->dtype());
+            changed = changed || r != p[i];
+            p[i] = r;
+          }
+          t->copy_from(c);
+          if (changed) broken_.insert(variant_);
+        }
+        return;
+      }
       case Fault::PerturbStrided: {
         inner_->execute(call);
         bool view = false;
@@ -81,7 +108,10 @@ class BrokenBackend : public compute::Backend {
           if (t && !first) first = t;
         if (view && first && first->numel() > 0) {
           const DType call_dtype = call.in[0] ? call.in[0]->dtype() : first->dtype();
-          perturb_largest(*first, call_dtype == DType::F32 ? 0x1p-8 : 0x1p-30);
+          // Well past each dtype's bound (a 16-bit output's includes one rounding, 2^-8 or 2^-11).
+          perturb_largest(*first, core::dtype_is_half(call_dtype) ? 0x1p-4
+                                  : call_dtype == DType::F32     ? 0x1p-8
+                                                                 : 0x1p-30);
           broken_.insert(variant_);
         }
         return;
@@ -116,13 +146,18 @@ TEST_CASE("conformance.selftest: a broken op fails exactly where it is broken", 
                               Breakage{OpKind::SoftmaxCrossEntropy, Fault::PerturbStrided},
                               Breakage{OpKind::LinearBackward, Fault::IgnoreAccumulate},
                               Breakage{OpKind::ChannelBroadcast, Fault::IgnoreAccumulate},
-                              Breakage{OpKind::LayerNormForward, Fault::Unsupported});
-  const DType dt = GENERATE(DType::F32, DType::F64);
+                              Breakage{OpKind::LayerNormForward, Fault::Unsupported},
+                              Breakage{OpKind::LinearBackward, Fault::NarrowMasters},
+                              Breakage{OpKind::LayerNormForward, Fault::NarrowMasters},
+                              Breakage{OpKind::Conv2dBackwardWeight, Fault::NarrowMasters});
+  const DType dt = GENERATE(DType::F32, DType::F64, DType::BF16, DType::F16);
+  // A 16-bit master changes nothing in an f32 or f64 call (it has none).
+  if (b.fault == Fault::NarrowMasters && !core::dtype_is_half(dt)) return;
   INFO(compute::op_name(b.op) << " " << fault_name(b.fault) << ", " << core::dtype_name(dt));
   BrokenBackend be(b.op, b.fault);
   const Report r = check_op(be, b.op, dt, [&](std::size_t i) { be.set_variant(i); });
   INFO(r.details());
-  const std::vector<Variant> variants = variants_of(find_case(b.op)->traits);
+  const std::vector<Variant> variants = variants_of(find_case(b.op)->traits, b.op, dt);
   REQUIRE(r.results.size() == variants.size());
   if (b.fault == Fault::Unsupported) {
     REQUIRE(r.overall() == Outcome::Unsupported);  // reported as such, never as passed
@@ -139,6 +174,7 @@ TEST_CASE("conformance.selftest: a broken op fails exactly where it is broken", 
     if (b.fault == Fault::PerturbStrided && broken.count(i))
       REQUIRE(variants[i].layout != Layout::Contiguous);
     if (b.fault == Fault::IgnoreAccumulate && broken.count(i)) REQUIRE(variants[i].accumulate);
+    if (b.fault == Fault::NarrowMasters && broken.count(i)) REQUIRE(!variants[i].master_in_call_dtype);
     REQUIRE((r.results[i].outcome == Outcome::Fail) == (broken.count(i) == 1));
   }
   REQUIRE(r.overall() == Outcome::Fail);

@@ -1,9 +1,11 @@
 // Data movement of the local collectives, done by the last rank to arrive: rank-order reductions
 // (bit-reproducible) and block copies between the ranks' buffers.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 
+#include "tessera/core/half.hpp"
 #include "world_state.hpp"
 
 namespace tessera::comm::local {
@@ -23,6 +25,23 @@ T add(T a, T b) noexcept {
   }
 }
 
+/// acc[i] = acc[i] ⊕ x[i] for m elements (Avg sums; the division comes at the end).
+template <class T>
+void combine(T* acc, const T* x, std::size_t m, ReduceOp op) noexcept {
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Avg:
+      for (std::size_t i = 0; i < m; ++i) acc[i] = add(acc[i], x[i]);
+      break;
+    case ReduceOp::Max:
+      for (std::size_t i = 0; i < m; ++i) acc[i] = x[i] > acc[i] ? x[i] : acc[i];
+      break;
+    case ReduceOp::Min:
+      for (std::size_t i = 0; i < m; ++i) acc[i] = x[i] < acc[i] ? x[i] : acc[i];
+      break;
+  }
+}
+
 /// out[q][i] = in[0][i] ⊕ in[1][i] ⊕ ... ⊕ in[n-1][i], left to right (rank order); Avg divides the
 /// sum by n afterwards (integers: truncated toward zero).
 template <class T>
@@ -34,26 +53,45 @@ void reduce_typed(const std::vector<const void*>& in, const std::vector<void*>& 
   for (std::size_t c0 = 0; c0 < count; c0 += kChunk) {
     const std::size_t m = std::min(kChunk, count - c0);
     std::copy_n(static_cast<const T*>(in[0]) + c0, m, acc);
-    for (std::size_t r = 1; r < n; ++r) {
-      const T* x = static_cast<const T*>(in[r]) + c0;
-      switch (op) {
-        case ReduceOp::Sum:
-        case ReduceOp::Avg:
-          for (std::size_t i = 0; i < m; ++i) acc[i] = add(acc[i], x[i]);
-          break;
-        case ReduceOp::Max:
-          for (std::size_t i = 0; i < m; ++i) acc[i] = x[i] > acc[i] ? x[i] : acc[i];
-          break;
-        case ReduceOp::Min:
-          for (std::size_t i = 0; i < m; ++i) acc[i] = x[i] < acc[i] ? x[i] : acc[i];
-          break;
-      }
-    }
+    for (std::size_t r = 1; r < n; ++r) combine(acc, static_cast<const T*>(in[r]) + c0, m, op);
     if (op == ReduceOp::Avg) {
       const T divisor = static_cast<T>(n);
       for (std::size_t i = 0; i < m; ++i) acc[i] = acc[i] / divisor;
     }
     for (void* o : out) std::copy_n(acc, m, static_cast<T*>(o) + c0);
+  }
+}
+
+/// bf16/f16 (raw 16-bit patterns of dtype `dt`): every rank's input widened to f32 (exactly),
+/// combined in f32 in rank order as reduce_typed<float> does, Avg divided by n in f32, then
+/// rounded to 16 bits once (core/half.hpp's float_to_half). A Sum of n terms is therefore within
+/// (n-1)·2^-24·Σ|x_i| + u·|result| of the exact sum (u = unit_roundoff(dt)), and past half_max(dt)
+/// it is ±inf; Max and Min return one of the inputs unchanged (NaN aside, which comes out quiet).
+void reduce_half(const std::vector<const void*>& in, const std::vector<void*>& out,
+                 std::size_t count, core::DType dt, ReduceOp op) {
+  constexpr std::size_t kChunk = kChunkBytes / sizeof(float);
+  alignas(64) float acc[kChunk];
+  alignas(64) float x[kChunk];
+  const std::size_t n = in.size();
+  auto widen = [dt](const void* src, std::size_t first, std::size_t m, float* dst) {
+    const auto* h = static_cast<const std::uint16_t*>(src) + first;
+    for (std::size_t i = 0; i < m; ++i) dst[i] = core::half_to_float(h[i], dt);
+  };
+  for (std::size_t c0 = 0; c0 < count; c0 += kChunk) {
+    const std::size_t m = std::min(kChunk, count - c0);
+    widen(in[0], c0, m, acc);
+    for (std::size_t r = 1; r < n; ++r) {
+      widen(in[r], c0, m, x);
+      combine(acc, x, m, op);
+    }
+    if (op == ReduceOp::Avg) {
+      const auto divisor = static_cast<float>(n);
+      for (std::size_t i = 0; i < m; ++i) acc[i] = acc[i] / divisor;
+    }
+    for (void* o : out) {
+      auto* h = static_cast<std::uint16_t*>(o) + c0;
+      for (std::size_t i = 0; i < m; ++i) h[i] = core::float_to_half(acc[i], dt);
+    }
   }
 }
 
@@ -70,10 +108,10 @@ void reduce(const std::vector<const void*>& in, const std::vector<void*>& out, s
       return reduce_typed<std::int64_t>(in, out, count, op);
     case core::DType::BF16:
     case core::DType::F16:
-      break;
+      return reduce_half(in, out, count, dtype, op);
   }
-  // The backend rejects these dtypes before any rank deposits its call.
-  TESSERA_ASSERT(false, "reduction of ", core::dtype_name(dtype), " reached the local backend");
+  TESSERA_ASSERT(false, "reduction of dtype ", static_cast<int>(dtype),
+                 " reached the local backend");
 }
 
 const std::byte* at(const void* base, std::size_t element, std::size_t elem_bytes) {

@@ -3,6 +3,14 @@
 // Large payloads: rings (reduce-scatter then all-gather), n-1 steps each; an all_reduce over a
 // power-of-two group of 4 or more halves and doubles instead (log2 n steps each, the same bytes).
 // A reduce step moves its block in chunks of kReduceChunkBytes, each reduced as it arrives.
+//
+// bf16/f16 reductions are summed in f32 and rounded to 16 bits once, so every rank gets the same
+// bits. The direct round sends the 16-bit inputs and every rank widens them and reduces them in
+// rank order in f32 (the local backend's result, bit for bit). Rings and halving run their reduce
+// steps on an f32 copy and forward f32 partial sums (twice the bytes of 16-bit ones in those
+// steps): rounding each hop's partial instead would add one rounding per hop, a bound growing
+// with the group (n−1 roundings of u·|partial| against one). The rank that finishes a block
+// divides it (Avg) and rounds it once; the gather steps then move the rounded 16-bit block.
 #include <algorithm>
 #include <cstring>
 
@@ -21,23 +29,40 @@ std::pair<std::size_t, std::size_t> block(std::size_t count, int n, int b) {
 }
 char* at(void* p, std::size_t bytes) { return static_cast<char*>(p) + bytes; }
 const char* at(const void* p, std::size_t bytes) { return static_cast<const char*>(p) + bytes; }
+
+/// The reduced elements [first, first + len) of `acc` made final in `out`: divided by n (Avg),
+/// then, for a 16-bit `out` (acc in f32), rounded into it once.
+void finish_block(BufferView acc, BufferView out, std::size_t first, std::size_t len, ReduceOp op,
+                  int n) {
+  const std::size_t es = core::dtype_size(acc.dtype);
+  if (op == ReduceOp::Avg) finish_avg(at(acc.data, first * es), len, acc.dtype, n);
+  if (out.data != acc.data)
+    narrow_half(static_cast<const float*>(acc.data) + first,
+                at(out.data, first * core::dtype_size(out.dtype)), len, out.dtype);
+}
 }  // namespace
+
+BufferView UcxBackend::widened(const void* data, std::size_t count, core::DType dt) {
+  if (wide_.size() < count) wide_.resize(count);
+  widen_half(data, wide_.data(), count, dt);
+  return {wide_.data(), count, core::DType::F32, MemorySpace::Host};
+}
 
 WorkPtr UcxBackend::all_reduce(BufferView buf, ReduceOp op) {
   check_host(buf, "all_reduce");
-  check_reducible(buf.dtype, "all_reduce");
   const Header h = header(CollOp::AllReduce, buf.dtype, op, buf.count);
   const int n = size();
-  if (n == 1 || buf.count == 0) {
-    if (op == ReduceOp::Avg && n > 1) finish_avg(buf.data, buf.count, buf.dtype, n);
-    return std::make_unique<CompletedWork>();
-  }
+  const bool half = core::dtype_is_half(buf.dtype);
+  // One rank: its buffer is the result (Avg included); no elements: nothing to do.
+  if (n == 1 || buf.count == 0) return std::make_unique<CompletedWork>();
   const bool pow2 = n >= 4 && (n & (n - 1)) == 0;
   if (buf.bytes() > kDirectBytes || (pow2 && buf.bytes() > kHalvingBytes)) {
+    // bf16/f16: the reduce steps accumulate in an f32 copy, the gather steps move 16 bits.
+    const BufferView acc = half ? widened(buf.data, buf.count, buf.dtype) : buf;
     if (pow2)
-      all_reduce_halving(buf, op, h);
+      all_reduce_halving(acc, buf, op, h);
     else
-      all_reduce_ring(buf, op, h);
+      all_reduce_ring(acc, buf, op, h);
     return std::make_unique<CompletedWork>();
   }
   std::vector<Send> sends;
@@ -54,6 +79,10 @@ WorkPtr UcxBackend::all_reduce(BufferView buf, ReduceOp op) {
     if (r == rank_) return mine.data();
     return recvs[static_cast<std::size_t>(r < rank_ ? r : r - 1)].payload();
   };
+  if (half) {
+    reduce_half_in_order(buf.data, n, data_of, buf.count, buf.dtype, op);
+    return std::make_unique<CompletedWork>();
+  }
   std::memcpy(buf.data, data_of(0), buf.bytes());
   for (int r = 1; r < n; ++r) reduce_into(buf.data, data_of(r), buf.count, buf.dtype, op);
   if (op == ReduceOp::Avg) finish_avg(buf.data, buf.count, buf.dtype, n);
@@ -76,28 +105,29 @@ void UcxBackend::exchange_reduce(const Header& h, int to, const void* send, std:
   }
 }
 
-void UcxBackend::all_reduce_ring(BufferView buf, ReduceOp op, const Header& h) {
+void UcxBackend::all_reduce_ring(BufferView acc, BufferView out, ReduceOp op, const Header& h) {
   const int n = size();
-  const std::size_t es = core::dtype_size(buf.dtype);
+  const std::size_t es = core::dtype_size(acc.dtype), eo = core::dtype_size(out.dtype);
   const int next = (rank_ + 1) % n, prev = (rank_ + n - 1) % n;
   auto mod = [n](int x) { return ((x % n) + n) % n; };
-  const std::size_t longest = block(buf.count, n, 0).second;  // earlier blocks are the longer
+  const std::size_t longest = block(acc.count, n, 0).second;  // earlier blocks are the longer
   std::uint32_t step = 0;
   // Reduce-scatter: after n-1 steps this rank holds the full reduction of its own block.
   for (int s = 0; s < n - 1; ++s) {
-    const auto [so, sl] = block(buf.count, n, mod(rank_ - s - 1));
-    const auto [ro, rl] = block(buf.count, n, mod(rank_ - s - 2));
-    exchange_reduce(h, next, at(buf.data, so * es), sl, prev, at(buf.data, ro * es), rl, longest, buf.dtype, op,
-                    step);
+    const auto [so, sl] = block(acc.count, n, mod(rank_ - s - 1));
+    const auto [ro, rl] = block(acc.count, n, mod(rank_ - s - 2));
+    exchange_reduce(h, next, at(acc.data, so * es), sl, prev, at(acc.data, ro * es), rl, longest,
+                    acc.dtype, op, step);
   }
-  // All-gather of the reduced blocks, straight into place (one message per block).
+  const auto [mo, ml] = block(acc.count, n, rank_);
+  finish_block(acc, out, mo, ml, op, n);
+  // All-gather of the finished blocks, straight into place (one message per block).
   for (int s = 0; s < n - 1; ++s, ++step) {
-    const auto [so, sl] = block(buf.count, n, mod(rank_ - s));
-    const auto [ro, rl] = block(buf.count, n, mod(rank_ - s - 1));
-    std::vector<Recv> recvs{{prev, rl * es, step, at(buf.data, ro * es)}};
-    exchange(h, {{next, at(buf.data, so * es), sl * es, step}}, recvs);
+    const auto [so, sl] = block(out.count, n, mod(rank_ - s));
+    const auto [ro, rl] = block(out.count, n, mod(rank_ - s - 1));
+    std::vector<Recv> recvs{{prev, rl * eo, step, at(out.data, ro * eo)}};
+    exchange(h, {{next, at(out.data, so * eo), sl * eo, step}}, recvs);
   }
-  if (op == ReduceOp::Avg) finish_avg(buf.data, buf.count, buf.dtype, n);
 }
 
 // Power-of-two groups: recursive halving (Rabenseifner's reduce-scatter: at mask m = n/2 … 1 the
@@ -107,13 +137,13 @@ void UcxBackend::all_reduce_ring(BufferView buf, ReduceOp op, const Header& h) {
 // 2(n−1), each rank sending and receiving the same 2(n−1)/n of the buffer; with more ranks than
 // cores, every step waits for one partner only, not for the whole ring to be scheduled. Each
 // block is reduced by one rank only, so every rank ends with the same bits.
-void UcxBackend::all_reduce_halving(BufferView buf, ReduceOp op, const Header& h) {
+void UcxBackend::all_reduce_halving(BufferView acc, BufferView out, ReduceOp op, const Header& h) {
   const int n = size();
-  const std::size_t es = core::dtype_size(buf.dtype);
+  const std::size_t es = core::dtype_size(acc.dtype), eo = core::dtype_size(out.dtype);
   // Elements [offset, offset + length) of the blocks [lo, hi).
   auto span_of = [&](int lo, int hi) {
-    const std::size_t first = block(buf.count, n, lo).first;
-    const std::size_t end = hi == n ? buf.count : block(buf.count, n, hi).first;
+    const std::size_t first = block(acc.count, n, lo).first;
+    const std::size_t end = hi == n ? acc.count : block(acc.count, n, hi).first;
     return std::pair<std::size_t, std::size_t>{first, end - first};
   };
   int lo = 0, hi = n;
@@ -124,21 +154,24 @@ void UcxBackend::all_reduce_halving(BufferView buf, ReduceOp op, const Header& h
     const auto [ko, kl] = upper ? span_of(mid, hi) : span_of(lo, mid);  // kept and reduced here
     const auto [so, sl] = upper ? span_of(lo, mid) : span_of(mid, hi);  // reduced by the partner
     // Every rank's halves here are m blocks; the first m blocks are the longest such span.
-    exchange_reduce(h, partner, at(buf.data, so * es), sl, partner, at(buf.data, ko * es), kl,
-                    span_of(0, m).second, buf.dtype, op, step);
+    exchange_reduce(h, partner, at(acc.data, so * es), sl, partner, at(acc.data, ko * es), kl,
+                    span_of(0, m).second, acc.dtype, op, step);
     (upper ? lo : hi) = mid;
+  }
+  {
+    const auto [mo, ml] = span_of(lo, hi);
+    finish_block(acc, out, mo, ml, op, n);
   }
   // Here [lo, hi) is block rank_; the partner at mask m holds the aligned range next to ours.
   for (int m = 1; m < n; m *= 2, ++step) {
     const int partner = rank_ ^ m, plo = lo ^ m;
     const auto [mo, ml] = span_of(lo, hi);
     const auto [po, pl] = span_of(plo, plo + m);
-    std::vector<Recv> recvs{{partner, pl * es, step, at(buf.data, po * es)}};
-    exchange(h, {{partner, at(buf.data, mo * es), ml * es, step}}, recvs);
+    std::vector<Recv> recvs{{partner, pl * eo, step, at(out.data, po * eo)}};
+    exchange(h, {{partner, at(out.data, mo * eo), ml * eo, step}}, recvs);
     lo = std::min(lo, plo);
     hi = lo + 2 * m;
   }
-  if (op == ReduceOp::Avg) finish_avg(buf.data, buf.count, buf.dtype, n);
 }
 
 WorkPtr UcxBackend::all_gather(BufferView send, BufferView recv) {
@@ -177,18 +210,17 @@ WorkPtr UcxBackend::all_gather(BufferView send, BufferView recv) {
 WorkPtr UcxBackend::reduce_scatter(BufferView send, BufferView recv, ReduceOp op) {
   check_host(send, "reduce_scatter");
   check_host(recv, "reduce_scatter");
-  check_reducible(send.dtype, "reduce_scatter");
   const int n = size();
   TESSERA_CHECK(send.count == recv.count * static_cast<std::size_t>(n) && recv.dtype == send.dtype, "ucx: ", where(),
                 ": reduce_scatter: send has ", send.count, " elements, expected ",
                 recv.count * static_cast<std::size_t>(n), " (size ", n, " x recv count ", recv.count, ")");
   const Header h = header(CollOp::ReduceScatter, send.dtype, op, recv.count);
+  const bool half = core::dtype_is_half(send.dtype);
   const std::size_t bytes = recv.bytes();
   const char* my_block = at(send.data, static_cast<std::size_t>(rank_) * bytes);
   if (n == 1 || bytes == 0) {
     if (bytes && recv.data != my_block) std::memmove(recv.data, my_block, bytes);
-    if (op == ReduceOp::Avg && n > 1) finish_avg(recv.data, recv.count, recv.dtype, n);
-    return std::make_unique<CompletedWork>();
+    return std::make_unique<CompletedWork>();  // Avg of one rank: itself
   }
   if (bytes <= kDirectBytes) {
     std::vector<Send> sends;
@@ -203,22 +235,45 @@ WorkPtr UcxBackend::reduce_scatter(BufferView send, BufferView recv, ReduceOp op
     auto data_of = [&](int r) -> const char* {
       return r == rank_ ? mine.data() : recvs[static_cast<std::size_t>(r < rank_ ? r : r - 1)].payload();
     };
+    if (half) {
+      reduce_half_in_order(recv.data, n, data_of, recv.count, recv.dtype, op);
+      return std::make_unique<CompletedWork>();
+    }
     std::memcpy(recv.data, data_of(0), bytes);
     for (int r = 1; r < n; ++r) reduce_into(recv.data, data_of(r), recv.count, recv.dtype, op);
-  } else {
-    // Ring on a working copy: block b travels and accumulates; this rank ends with block rank_.
-    std::vector<char> work(static_cast<const char*>(send.data), static_cast<const char*>(send.data) + send.bytes());
-    const int next = (rank_ + 1) % n, prev = (rank_ + n - 1) % n;
-    auto mod = [n](int x) { return ((x % n) + n) % n; };
-    std::uint32_t step = 0;
-    for (int s = 0; s < n - 1; ++s) {
-      const auto sb = static_cast<std::size_t>(mod(rank_ - s - 1)), rb = static_cast<std::size_t>(mod(rank_ - s - 2));
-      exchange_reduce(h, next, work.data() + sb * bytes, recv.count, prev, work.data() + rb * bytes, recv.count,
-                      recv.count, recv.dtype, op, step);
-    }
-    std::memcpy(recv.data, work.data() + static_cast<std::size_t>(rank_) * bytes, bytes);
+    if (op == ReduceOp::Avg) finish_avg(recv.data, recv.count, recv.dtype, n);
+    return std::make_unique<CompletedWork>();
   }
-  if (op == ReduceOp::Avg) finish_avg(recv.data, recv.count, recv.dtype, n);
+  // Ring on a working copy (bf16/f16: widened to f32, the partial sums travel in f32): block b
+  // travels and accumulates; this rank ends with block rank_, which it finishes (Avg, rounding).
+  std::vector<char> copy;
+  BufferView work;
+  if (half) {
+    work = widened(send.data, send.count, send.dtype);
+  } else {
+    copy.assign(static_cast<const char*>(send.data),
+                static_cast<const char*>(send.data) + send.bytes());
+    work = {copy.data(), send.count, send.dtype, MemorySpace::Host};
+  }
+  const std::size_t wb = recv.count * core::dtype_size(work.dtype);  // bytes of a block of work
+  const int next = (rank_ + 1) % n, prev = (rank_ + n - 1) % n;
+  auto mod = [n](int x) { return ((x % n) + n) % n; };
+  std::uint32_t step = 0;
+  for (int s = 0; s < n - 1; ++s) {
+    const auto sb = static_cast<std::size_t>(mod(rank_ - s - 1)),
+               rb = static_cast<std::size_t>(mod(rank_ - s - 2));
+    exchange_reduce(h, next, at(work.data, sb * wb), recv.count, prev, at(work.data, rb * wb),
+                    recv.count, recv.count, work.dtype, op, step);
+  }
+  const std::size_t mine = static_cast<std::size_t>(rank_) * recv.count;  // block rank_'s first
+  if (half) {
+    float* own = static_cast<float*>(work.data) + mine;
+    if (op == ReduceOp::Avg) finish_avg(own, recv.count, core::DType::F32, n);
+    narrow_half(own, recv.data, recv.count, recv.dtype);
+  } else {
+    std::memcpy(recv.data, at(work.data, mine * core::dtype_size(work.dtype)), bytes);
+    if (op == ReduceOp::Avg) finish_avg(recv.data, recv.count, recv.dtype, n);
+  }
   return std::make_unique<CompletedWork>();
 }
 

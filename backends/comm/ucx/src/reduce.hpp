@@ -1,6 +1,8 @@
-// Element-wise reductions by dtype for the UCX collectives (acc = acc ⊕ in), and Avg's division.
+// Element-wise reductions by dtype for the UCX collectives (acc = acc ⊕ in), Avg's division, and
+// the bf16/f16 side: widening to and rounding from the f32 they are reduced in (core/half.hpp).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -8,6 +10,7 @@
 
 #include "tessera/comm/backend.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/half.hpp"
 
 namespace tessera::comm::ucx {
 
@@ -38,7 +41,9 @@ void with_type(core::DType t, F&& f) {
     case core::DType::F64: f(double{}); break;
     case core::DType::I32: f(std::int32_t{}); break;
     case core::DType::I64: f(std::int64_t{}); break;
-    default: throw Unsupported("ucx: reductions of this dtype are not supported");
+    // bf16/f16 are reduced in f32 (widen, reduce_into F32, narrow), never in 16 bits.
+    default:
+      throw InternalError("ucx: a 16-bit reduction step reached reduce.hpp unwidened");
   }
 }
 
@@ -52,11 +57,46 @@ inline void reduce_into(void* acc, const void* in, std::size_t n, core::DType t,
 
 /// Divides by `size` (Avg), in the element type (integers truncate toward zero).
 inline void finish_avg(void* buf, std::size_t n, core::DType t, int size) {
+  if (n == 0) return;
   with_type(t, [&](auto z) {
     using T = decltype(z);
     T* p = static_cast<T*>(buf);
     for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<T>(p[i] / static_cast<T>(size));
   });
+}
+
+/// dst[i] = the f32 value of the 16-bit pattern src[i] of dtype t (BF16 or F16; exact).
+inline void widen_half(const void* src, float* dst, std::size_t n, core::DType t) {
+  const auto* h = static_cast<const std::uint16_t*>(src);
+  for (std::size_t i = 0; i < n; ++i) dst[i] = core::half_to_float(h[i], t);
+}
+
+/// dst[i] = src[i] rounded to dtype t (BF16 or F16; round to nearest even, core/half.hpp).
+inline void narrow_half(const float* src, void* dst, std::size_t n, core::DType t) {
+  auto* h = static_cast<std::uint16_t*>(dst);
+  for (std::size_t i = 0; i < n; ++i) h[i] = core::float_to_half(src[i], t);
+}
+
+/// out = round(in(0) ⊕ in(1) ⊕ ... ⊕ in(size-1)) for `count` 16-bit elements of dtype t: every
+/// rank's input widened to f32, combined in f32 in rank order (Avg: divided by size in f32), then
+/// rounded once, as the local backend does; `in(r)` is rank r's 16-bit data. Works in chunks, so
+/// `out` may be one of the inputs.
+template <class In>
+void reduce_half_in_order(void* out, int size, In&& in, std::size_t count, core::DType t,
+                          ReduceOp op) {
+  constexpr std::size_t kChunk = 4096;
+  alignas(64) float acc[kChunk];
+  alignas(64) float x[kChunk];
+  for (std::size_t c0 = 0; c0 < count; c0 += kChunk) {
+    const std::size_t m = std::min(kChunk, count - c0);
+    widen_half(static_cast<const std::uint16_t*>(static_cast<const void*>(in(0))) + c0, acc, m, t);
+    for (int r = 1; r < size; ++r) {
+      widen_half(static_cast<const std::uint16_t*>(static_cast<const void*>(in(r))) + c0, x, m, t);
+      reduce_typed(acc, x, m, op);
+    }
+    if (op == ReduceOp::Avg) finish_avg(acc, m, core::DType::F32, size);
+    narrow_half(acc, static_cast<std::uint16_t*>(out) + c0, m, t);
+  }
 }
 
 }  // namespace tessera::comm::ucx

@@ -81,12 +81,6 @@ void UcxBackend::check_host(const BufferView& b, const char* op) const {
         "the plugin where it was built with the CUDA toolkit); use nccl for device buffers"));
 }
 
-void UcxBackend::check_reducible(core::DType t, const char* op) const {
-  if (t == core::DType::BF16 || t == core::DType::F16)
-    throw Unsupported(detail::cat("ucx: ", where(), ": ", op, " of ", core::dtype_name(t),
-                                  " is not supported; reduce in f32"));
-}
-
 Header UcxBackend::header(CollOp op, core::DType dtype, ReduceOp rop, std::size_t count, int root) {
   if (!failed_.empty())
     throw BackendError(

@@ -110,7 +110,6 @@ class UcxBackend final : public Backend {
   void check_host(const BufferView& b, const char* op) const;
   /// batch_p2p's operations checked and built, not started (batch_p2p and prepare_p2p).
   P2PPlanPtr make_p2p(const std::vector<P2POp>& ops);
-  void check_reducible(core::DType t, const char* op) const;
   [[noreturn]] void fail_wait(const std::string& why, const std::string& what,
                               const std::vector<Op*>& ops,
                               const std::vector<std::string>& waiting_for);
@@ -121,8 +120,14 @@ class UcxBackend final : public Backend {
   void exchange_reduce(const Header& h, int to, const void* send, std::size_t send_count, int from, void* dst,
                        std::size_t recv_count, std::size_t max_count, core::DType dt, ReduceOp op,
                        std::uint32_t& step);
-  void all_reduce_ring(BufferView buf, ReduceOp op, const Header& h);
-  void all_reduce_halving(BufferView buf, ReduceOp op, const Header& h);
+  /// The ring and the halving/doubling all_reduce: the reduce steps accumulate in `acc`, the rank
+  /// that owns a finished block divides it (Avg) and, when `out` is a bf16/f16 buffer and `acc`
+  /// its f32 copy, rounds it into `out`; the gather steps move `out`'s blocks. For every other
+  /// dtype acc and out are the same buffer.
+  void all_reduce_ring(BufferView acc, BufferView out, ReduceOp op, const Header& h);
+  void all_reduce_halving(BufferView acc, BufferView out, ReduceOp op, const Header& h);
+  /// The 16-bit elements (dtype dt) widened to f32 into wide_ (kept between calls).
+  BufferView widened(const void* data, std::size_t count, core::DType dt);
 
   std::shared_ptr<Context> ctx_;
   std::vector<int> members_;  // world rank of each group rank
@@ -133,6 +138,7 @@ class UcxBackend final : public Backend {
   std::uint32_t splits_ = 0;
   std::string failed_;         // set when a collective failed: the group is unusable
   std::vector<char> scratch_;  // ring steps receive here (kept: no page faults per call)
+  std::vector<float> wide_;    // f32 copy of a bf16/f16 buffer that a ring or halving reduces
   // Kept message buffers of the exchange round: headers (with a packed payload) received, one
   // per peer of a round, and packed messages sent.
   std::vector<std::unique_ptr<char[]>> rx_, tx_;

@@ -74,7 +74,8 @@ ConvAlgo resolve(ConvAlgo forced, const char* what, const Conv2dParams& p, const
 void check_dtype(const char* what, DType t) {
   if (!core::dtype_is_float(t))
     throw Unsupported(tessera::detail::cat("cpu ", what, ": dtype ", core::dtype_name(t),
-                                           " is not supported (f32 and f64 are)"));
+                                           " is not supported (f32 and f64 are; bf16/f16 calls through CpuBackend::execute "
+                                           "compute in f32)"));
 }
 
 // Calls body(T{}) with T = float or double for the call's dtype.

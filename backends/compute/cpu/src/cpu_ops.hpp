@@ -1,6 +1,9 @@
 // The CPU kernels of every non-convolution op (layer norm, activations, batch norm, pooling,
-// linear, losses, optimizers, ...), dispatched from CpuBackend::execute.
+// linear, losses, optimizers, ...), dispatched from CpuBackend::execute, and the widening of
+// bf16/f16 calls to f32.
 #pragma once
+
+#include <functional>
 
 #include "tessera/compute/ops.hpp"
 #include "thread_pool.hpp"
@@ -10,5 +13,15 @@ namespace tessera::compute::cpu {
 /// Runs `call` (any OpKind except the three convolution kinds) on `pool`. Throws Unsupported for
 /// a dtype the kernel lacks and InvalidArgument for meta tensors (they hold no data).
 void run_cpu_op(const OpCall& call, ThreadPool& pool);
+
+/// True when the call's float dtype (float_lead) is bf16 or f16 and the op computes (every op but
+/// copy, which converts between any two float dtypes itself).
+bool is_half_call(const OpCall& call);
+
+/// Runs a bf16/f16 call in f32 (half_calls.cpp): widens every 16-bit tensor into an f32 workspace
+/// tensor booked with that tensor's allocator (outputs too, from their current values when the
+/// call accumulates or the op updates its outputs), calls run_f32 on the widened call, and narrows
+/// each 16-bit output back into the caller's tensor (any strides), rounding once.
+void run_widened(const OpCall& call, ThreadPool& pool, const std::function<void(const OpCall&)>& run_f32);
 
 }  // namespace tessera::compute::cpu

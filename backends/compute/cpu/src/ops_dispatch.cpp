@@ -29,9 +29,11 @@ void run_cpu_op(const OpCall& call, ThreadPool& pool) {
   const core::Tensor* lead = float_lead(call);
   TESSERA_ASSERT(lead != nullptr, op_name(call.kind), " call without a float tensor");
   const DType dt = lead->dtype();
+  // copy converts between any two float dtypes (bf16/f16 included) itself; T is not used.
+  if (call.kind == OpKind::Copy) return ops::run_copy<float>(call, pool);
   if (!core::dtype_is_float(dt))
     throw Unsupported(detail::cat("cpu ", op_name(call.kind), ": dtype ", core::dtype_name(dt), " of ",
-                                  lead->describe(), " is not supported (the cpu backend computes in f32 and f64)"));
+                                  lead->describe(), " is not supported (the cpu backend computes in f32 and f64, and in bf16/f16 through f32)"));
   if (dt == DType::F32)
     run_typed<float>(call, pool);
   else

@@ -37,7 +37,10 @@ typedef struct {
   char message[1024];
 } tessera_error_t;
 
-/* Element types (match tessera::core::DType's order) and reductions (tessera::comm::ReduceOp). */
+/* Element types (match tessera::core::DType's order) and reductions (tessera::comm::ReduceOp).
+ * TESSERA_BF16 and TESSERA_F16 buffers hold raw 16-bit patterns (bfloat16, IEEE binary16): copies
+ * move them unchanged; a plugin that reduces them accumulates in f32 where it can and rounds the
+ * result once, round to nearest even (tessera/core/half.hpp), so every rank gets the same bits. */
 typedef enum { TESSERA_F32 = 0, TESSERA_F64, TESSERA_BF16, TESSERA_F16, TESSERA_I32,
                TESSERA_I64 } tessera_dtype_t;
 typedef enum { TESSERA_SUM = 0, TESSERA_AVG = 1, TESSERA_MAX = 2, TESSERA_MIN = 3 } tessera_reduce_op_t;

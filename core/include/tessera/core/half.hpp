@@ -86,6 +86,23 @@ constexpr std::uint16_t float_to_half(float f, DType t) noexcept {
   return t == DType::BF16 ? float_to_bf16(f) : float_to_f16(f);
 }
 
+/// binary64 → 16-bit float bits of dtype t (BF16 or F16), rounded once to nearest even — not twice
+/// through binary32: d is first rounded to binary32 *to odd* (truncated, the last bit set when
+/// inexact), which binary32's 13 (bf16: 16) spare significand bits make exact for the final
+/// rounding; then float_to_half. Equal to float_to_half(float(d), t) whenever d is a binary32.
+/// Values in binary32's subnormal range narrow to bf16 as their binary32 rounding does (to zero).
+constexpr std::uint16_t double_to_half(double d, DType t) noexcept {
+  float f = static_cast<float>(d);  // to nearest: NaN stays NaN, past the f32 range infinity
+  std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+  const bool finite = (u & 0x7f800000u) != 0x7f800000u;
+  if (d == d && finite && static_cast<double>(f) != d) {
+    const double fd = static_cast<double>(f);
+    if ((fd < 0 ? -fd : fd) > (d < 0 ? -d : d)) --u;  // rounded away from zero: truncate instead
+    f = std::bit_cast<float>(u | 1u);
+  }
+  return float_to_half(f, t);
+}
+
 /// The largest finite value of a half dtype (bf16 ≈ 3.39e38, f16 65504).
 constexpr double half_max(DType t) noexcept { return t == DType::BF16 ? 3.3895313892515355e38 : 65504.0; }
 /// The unit roundoff of a float dtype: half the distance from 1 to the next value (bf16 2^-8,

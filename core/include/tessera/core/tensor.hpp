@@ -99,12 +99,12 @@ class Tensor {
 
   /// Address of the first element (a device address for a device tensor).
   void* raw_data() const noexcept;
-  /// Typed host address of the first element; throws InvalidArgument on a dtype mismatch or for a
-  /// tensor in device memory.
+  /// Typed host address of the first element (std::uint16_t for bf16/f16: their raw bits);
+  /// throws InvalidArgument on a dtype mismatch or for a tensor in device memory.
   template <class T>
   T* data() const {
-    TESSERA_CHECK(dtype_of<T> == dtype_, "tensor ", describe(), ": requested element type ",
-                  dtype_name(dtype_of<T>), " but the tensor holds ", dtype_name(dtype_));
+    TESSERA_CHECK(dtype_holds<T>(dtype_), "tensor ", describe(), ": requested element type ",
+                  element_type_name<T>(), " but the tensor holds ", dtype_name(dtype_));
     TESSERA_CHECK(is_host(), "tensor ", describe(), " is in ", memory_space_name(space()),
                   " memory, which host code cannot read: copy it to the host first (to_host())");
     return static_cast<T*>(raw_data());
@@ -136,9 +136,11 @@ class Tensor {
   /// Copies `src` (same shape and dtype, any strides) into this tensor's elements (a no-op when
   /// either is meta). Either side may be on a device: the copy runs through its DeviceMemory.
   void copy_from(const Tensor& src);
-  /// Adds `src` (same shape, float dtype) elementwise into this tensor.
+  /// Adds `src` (same shape, float dtype) elementwise into this tensor (bf16/f16: widened, added
+  /// in f32, rounded once).
   void add_from(const Tensor& src);
-  /// Sets every element to `value` (float dtypes) or to zero (any dtype, value 0).
+  /// Sets every element to `value` (float dtypes; bf16/f16 get it rounded once,
+  /// core::double_to_half) or to zero (any dtype, value 0).
   void fill(double value);
   void zero() { fill(0.0); }
 

@@ -13,6 +13,7 @@
 #include "tessera/data/dataset.hpp"
 #include "tessera/nn/models.hpp"
 #include "tessera/nn/optimizer.hpp"
+#include "tessera/nn/precision.hpp"
 
 namespace tessera::nn {
 
@@ -30,7 +31,15 @@ struct TrainOptions {
   std::uint64_t seed = 0;
   std::size_t bucket_bytes = std::size_t(4) << 20;  ///< gradient all-reduce bucket size
   bool overlap = true;  ///< halo/interior overlap and bucket all-reduce during backward
-  core::DType dtype = core::DType::F32;
+  core::DType dtype = core::DType::F32;  ///< parameters, gradients, optimizer state (the master weights)
+  /// What layers compute and store activations in: fp32 (the dtype itself), or bf16/fp16 with f32
+  /// master weights (mixed precision; needs dtype f32).
+  Precision precision = Precision::FP32;
+  /// Loss scaling: auto is dynamic for fp16, off otherwise.
+  LossScaleOptions loss_scale;
+  /// What gradient buckets travel in for their all-reduce: fp32 (the gradients' own dtype), or
+  /// bf16/fp16 (half the bytes; each bucket is rounded, reduced, and widened back).
+  Precision grad_reduce = Precision::FP32;
 };
 
 /// The dtypes a Trainer trains in (TrainOptions::dtype), reference first: f32, and f64, to which
@@ -58,6 +67,9 @@ struct StepStats {
   double lr = 0;
   double step_time_s = 0;   ///< wall clock of this rank's step
   double data_time_s = 0;   ///< of which loading the batch (the dataset's load)
+  double loss_scale = 1;    ///< the loss scale this step ran with (1 without loss scaling)
+  bool skipped = false;     ///< the gradients overflowed and dynamic loss scaling skipped the update
+  std::int64_t skipped_steps = 0;  ///< steps skipped so far in this run (resumes included)
   core::MemStats memory;    ///< this rank's allocator: current and peak of this step
 };
 
@@ -70,7 +82,10 @@ class Trainer {
           core::AllocatorPtr allocator, std::shared_ptr<const data::Dataset> dataset);
   ~Trainer();
 
-  /// One training step (collective). When the step's loss or global gradient norm is not finite,
+  /// One training step (collective). Under dynamic loss scaling (fp16), a step whose gradients
+  /// overflow is skipped on every rank (StepStats::skipped; parameters and optimizer state are
+  /// left as they were, the step index advances) and the scale backs off. Otherwise, when the
+  /// step's loss or global gradient norm is not finite,
   /// throws NonFiniteError on every rank at the same step with the same message: the step, the
   /// first parameter whose gradient is not finite in the order backward produces gradients (from
   /// the loss back to the stem, i.e. the reverse of parameters()), and what to try. That step's
@@ -100,6 +115,9 @@ class Trainer {
  private:
   struct Bucket;
   void build_buckets();
+  comm::WorkPtr post_bucket(Bucket& b);
+  void finish_bucket(Bucket& b);
+  core::Tensor to_precision(core::Tensor images);
   double loss_and_grad(const core::Tensor& logits, const core::Tensor& labels, core::Tensor& dlogits);
 
   TrainOptions opt_;
@@ -113,6 +131,7 @@ class Trainer {
   std::vector<Parameter*> params_;
   std::vector<std::unique_ptr<Bucket>> buckets_;
   std::unique_ptr<Optimizer> optim_;
+  std::unique_ptr<LossScaler> scaler_;
   Context ctx_;
   Scope scope_;
   std::int64_t step_ = 0;

@@ -14,12 +14,15 @@ namespace tessera::sim {
 ///    "/pointwise" (1×1, stride 1, no padding, one group), "/grouped" (other grouped
 ///    convolutions), "/dense" (everything else: k×k, strided, the stems);
 ///  - activations: "/relu", "/gelu", "/sigmoid".
-/// E.g. "conv2d_backward_weight/depthwise", "activation_forward/gelu", "layernorm_forward".
-/// Derived from the call's geometry alone, so a replay on meta tensors and a timed call on real
-/// ones get the same class.
+///  - a call in 16-bit storage (bf16/f16, mixed precision) ends in "@bf16" or "@f16": its kernels
+///    run at other rates (tensor cores; on the CPU, f32 compute plus conversions), so an f32
+///    calibration does not time them.
+/// E.g. "conv2d_backward_weight/depthwise", "activation_forward/gelu", "layernorm_forward",
+/// "conv2d_forward/dense@bf16". Derived from the call's geometry and dtype alone, so a replay on
+/// meta tensors and a timed call on real ones get the same class.
 std::string kernel_class(const compute::OpCall& call);
 
-/// The op name part of a kernel class ("conv2d_forward/dense" → "conv2d_forward").
+/// The op name part of a kernel class ("conv2d_forward/dense@bf16" → "conv2d_forward").
 std::string kernel_class_op(const std::string& kernel_class);
 
 /// True for a name kernel_class can return, or an op name alone (compute::op_name).

@@ -35,6 +35,9 @@ struct ProgramOp {
   // Compute: compute::op_cost of the call.
   compute::OpKind op = compute::OpKind::Add;
   bool depthwise = false;  ///< a grouped convolution with one input channel per group
+  /// The call's float dtype (compute::float_lead): bf16/f16 calls are timed at the device's
+  /// 16-bit peak.
+  core::DType dtype = core::DType::F32;
   /// sim::kernel_class of the call ("conv2d_forward/pointwise", "add", ...): the calibration key.
   std::string kernel;
   double flops = 0;

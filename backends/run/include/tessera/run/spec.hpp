@@ -34,6 +34,9 @@ struct RunSpec {
   double drop_path = -1;             ///< stochastic-depth rate; < 0: the model's own
   std::string data = "synthetic";    ///< synthetic, or a folder of .npy images with labels.npy
   std::string dtype = "f32";         ///< one of nn::training_dtypes()
+  std::string precision = "fp32";    ///< fp32, or bf16/fp16 (mixed precision: f32 master weights, 16-bit activations)
+  std::string loss_scale = "auto";   ///< auto (dynamic for fp16), dynamic, off, or a static scale
+  std::string grad_reduce_dtype = "fp32";  ///< what gradient buckets are all-reduced in: fp32, bf16 or fp16
   std::string backend = "local";     ///< communication backend (training)
   int threads = 0;                   ///< compute threads per rank; 0: cores / ranks
   double timeout_s = 300;            ///< deadline of every communication wait

@@ -140,6 +140,16 @@ struct Ctx {
   std::vector<P2POp> p2p;             // batch_p2p's operations, reused (one thread per ctx)
 };
 
+// tessera_dtype_t is core::DType's numbering: a buffer's dtype crosses the ABI as that number,
+// bf16 and f16 (raw 16-bit patterns) included, in both directions (to_view here, to_c in
+// plugin_backend.cpp), with no conversion.
+static_assert(TESSERA_F32 == static_cast<int>(core::DType::F32) &&
+              TESSERA_F64 == static_cast<int>(core::DType::F64) &&
+              TESSERA_BF16 == static_cast<int>(core::DType::BF16) &&
+              TESSERA_F16 == static_cast<int>(core::DType::F16) &&
+              TESSERA_I32 == static_cast<int>(core::DType::I32) &&
+              TESSERA_I64 == static_cast<int>(core::DType::I64));
+
 inline BufferView to_view(const tessera_buffer_t& b) {
   return {b.data, b.count, static_cast<core::DType>(b.dtype), b.space ? MemorySpace::Cuda : MemorySpace::Host};
 }
