@@ -304,9 +304,9 @@ TEST_CASE("cuda (GPU): kernel bodies launched on the device match the cpu backen
 // The reference: the cpu backend in f32 on the 16-bit inputs widened (exact) and on the f32
 // weight rounded to the dtype (what the GPU computes with). Tolerances, tensor-scaled, from the
 // unit roundoff u of the dtype: a 16-bit output is the f32-accumulated result rounded once (u),
-// a convolution forward with bias rounds the bias too (2u; linear adds an f32 bias in f32: u); an
-// f32 dw/db of a convolution goes through cuDNN's 16-bit gradient (u); linear's f32 dw/db come out
-// of cuBLAS in f32 (kF32ConvTol: far below u, which proves they were never rounded to 16 bits).
+// a forward with bias rounds the bias too (2u); an f32 dw/db of a convolution goes through cuDNN's
+// 16-bit gradient (u); linear's f32 dw/db come out of cuBLAS in f32 (kF32ConvTol: far below u,
+// which proves they were never rounded to 16 bits).
 
 TEST_CASE("cuda (GPU): bf16/f16 convolutions accumulate in f32, with f32 weights and gradients",
           "[cuda][gpu]") {
@@ -373,12 +373,11 @@ TEST_CASE("cuda (GPU): bf16/f16 linear accumulates in f32 and writes f32 dw/db d
     const Tensor x = widened(x16), dy = widened(dy16), wr = widened(half_of(w, dt)),
                  br = widened(half_of(bias, dt));
     const Tensor xd = g.put(x16), dyd = g.put(dy16), wd = g.put(w), bd = g.put(bias);
-    // The f32 bias is added in f32 (never rounded on its own): y is rounded once.
     Tensor y_ref = Tensor::zeros({m, n});
-    compute::linear_forward(cpu, x, wr, &bias, y_ref);
+    compute::linear_forward(cpu, x, wr, &br, y_ref);
     Tensor y = Tensor::zeros({m, n}, dt, MemCategory::Activation, g.alloc);
     compute::linear_forward(*g.backend, xd, wd, &bd, y);
-    REQUIRE_CLOSE(to_doubles(widened(y)), to_doubles(y_ref), u + kF32Tol);
+    REQUIRE_CLOSE(to_doubles(widened(y)), to_doubles(y_ref), 2 * u + kF32Tol);
     const Tensor dwseed = test::random_tensor({n, k}, DType::F32, 15),
                  dbseed = test::random_tensor({n}, DType::F32, 16);
     for (bool acc : {false, true}) {

@@ -114,25 +114,13 @@ Output as_output(const Workspace& ws, const Tensor& out) {
   o.m = o.scratch ? as_input(ws, ws.tensor(out.shape(), out.dtype())) : as_input(ws, out);
   return o;
 }
-/// y's target when an f32 bias meets a 16-bit y: an f32 scratch result, rounded into y once by
-/// finish (so y = round(x·wᵀ + bias) with the bias unrounded, as the f32 kernel rounded once).
-Output as_f32_output(const Workspace& ws, const Tensor& out) {
-  Output o;
-  o.out = out;
-  o.scratch = true;
-  o.m = as_input(ws, ws.tensor(out.shape(), core::DType::F32));
-  return o;
-}
-/// Moves a scratch result into `out` (added when `accumulate`; rounded when it is f32 scratch of a
-/// 16-bit out).
+/// Moves a scratch result into `out` (added when `accumulate`).
 void finish(const Workspace& ws, const Output& o, bool accumulate) {
   if (!o.scratch) return;
   if (accumulate)
     tensor_add(ws.memory(), o.out, o.m.t);
-  else if (o.out.dtype() == o.m.t.dtype())
-    tensor_copy(ws.memory(), o.out, o.m.t);
   else
-    tensor_convert(ws.memory(), o.out, o.m.t);
+    tensor_copy(ws.memory(), o.out, o.m.t);
 }
 
 }  // namespace
@@ -140,12 +128,10 @@ void finish(const Workspace& ws, const Output& o, bool accumulate) {
 void CublasLinear::forward(const Workspace& ws, const Tensor& x, const Tensor& w,
                            const Tensor* bias, const Tensor& y) {
   if (y.numel() == 0) return;
+  const Output yo = as_output(ws, y);
   // y = bias broadcast over rows (a stride-0 view of it), then the product added with beta = 1.
-  // An f32 bias of a bf16/f16 call: the sum is formed in f32 scratch (cuBLAS's 16-bit A/B with an
-  // f32 C) and rounded into y once, so the bias is never rounded on its own (PyTorch AMP rounds it
-  // to 16 bits first; that costs u·|bias|, beyond the one rounding of y when y cancels the bias).
-  const bool f32_sum = bias && core::dtype_is_half(y.dtype()) && bias->dtype() == core::DType::F32;
-  const Output yo = f32_sum ? as_f32_output(ws, y) : as_output(ws, y);
+  // An f32 bias of a bf16/f16 call is rounded to y's dtype here, then y = round(x·wᵀ + bias) in
+  // cuBLAS's f32 epilogue: PyTorch AMP's linear (the bias cast to the autocast dtype).
   if (bias) {
     const Tensor& yt = yo.m.t;
     const Tensor rows = Tensor::from_blob(bias->raw_data(), yt.shape(), bias->dtype(), nullptr,
