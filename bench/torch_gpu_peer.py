@@ -15,8 +15,12 @@ bench_train --device cuda and bench_conv --device cuda run this script as a subp
   conv:  the 7x7 depthwise convolution (padding 3, bias) forward + backward (input, weight and
          bias gradients) at --shape N,C,H,W.
 
-Both in channels-last memory format, fp32, with the TF32 setting given by --tf32
+Both in channels-last memory format, with the TF32 setting given by --tf32
 (torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32), cudnn.benchmark on.
+--precision fp32 (default) runs in fp32; bf16 / fp16 is PyTorch AMP: the forward and the loss
+under torch.autocast("cuda", dtype=torch.bfloat16 / torch.float16), parameters, gradients and
+AdamW state in fp32 (master weights), and for fp16 a torch.amp.GradScaler (dynamic loss scaling),
+as tessera's --precision means. The input stays fp32 (autocast casts it at the first conv).
 A step's time is wall clock between torch.cuda.synchronize() calls; --warmup untimed steps first.
 Memory: torch.cuda.max_memory_allocated / max_memory_reserved over the whole run (parameters,
 gradients, optimizer state and activations, as tessera's booked peak counts them).
@@ -61,6 +65,8 @@ def parse_args(argv):
     p.add_argument("--steps", type=int, default=5, help="timed steps or repetitions")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps first")
     p.add_argument("--tf32", type=int, choices=[0, 1], default=0)
+    p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
+                   help="fp32, or PyTorch AMP (torch.autocast) in bf16/fp16 with fp32 master weights")
     p.add_argument("--pointwise", choices=["linear", "conv"], default="linear")
     p.add_argument("--device", default="cuda:0")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout (else a line)")
@@ -174,7 +180,13 @@ def run(a):
     cl = torch.channels_last
     out = {"torch_version": torch.__version__, "cuda": torch.version.cuda,
            "cudnn": torch.backends.cudnn.version(), "device_name": torch.cuda.get_device_name(dev),
-           "mode": a.mode, "tf32": bool(a.tf32), "channels_last": True, "eager": True}
+           "mode": a.mode, "tf32": bool(a.tf32), "channels_last": True, "eager": True,
+           "precision": a.precision}
+    amp_dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[a.precision]
+
+    def autocast():
+        # enabled=False for fp32: the same code path, no casts.
+        return torch.autocast("cuda", dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None)
     torch.cuda.reset_peak_memory_stats(dev)
     if a.mode == "train":
         model = build_convnext(torch, a.depths, a.dims, a.input[0], a.classes, a.pointwise)
@@ -183,12 +195,15 @@ def run(a):
         x = torch.randn(a.batch, *a.input, device=dev).contiguous(memory_format=cl)
         labels = torch.randint(0, a.classes, (a.batch,), device=dev)
         losses = []
+        scaler = torch.amp.GradScaler("cuda", enabled=a.precision == "fp16")
 
         def step():
             opt.zero_grad(set_to_none=True)
-            loss = torch.nn.functional.cross_entropy(model(x), labels)
-            loss.backward()
-            opt.step()
+            with autocast():
+                loss = torch.nn.functional.cross_entropy(model(x), labels)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
             losses.append(loss)
 
         ms = timed(torch, step, a.steps, a.warmup)
@@ -205,7 +220,9 @@ def run(a):
         def fwd_bwd():
             x.grad = None
             conv.zero_grad(set_to_none=True)
-            conv(x).backward(dy)
+            with autocast():
+                y = conv(x)
+            y.backward(dy.to(y.dtype))
 
         ms = timed(torch, fwd_bwd, a.steps, a.warmup)
         out.update({"shape": a.shape, "layer": "dw7x7_p3", "pass": "fwd+bwd"})
@@ -226,7 +243,7 @@ def main(argv):
     elif "error" in out:
         print(f"torch_gpu_peer: {out['error']}", file=sys.stderr)
     else:
-        print(f"torch {out['torch_version']} on {out['device_name']}: {a.mode} "
+        print(f"torch {out['torch_version']} on {out['device_name']}: {a.mode} {a.precision} "
               f"{out['step_ms_median']:.2f} ms [{out['step_ms_min']:.2f} - {out['step_ms_max']:.2f}], "
               f"max allocated {out['max_memory_allocated_mib']:.1f} MiB, "
               f"reserved {out['max_memory_reserved_mib']:.1f} MiB")

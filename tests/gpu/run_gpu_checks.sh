@@ -3,8 +3,9 @@
 # CUDA toolkit with cuDNN and NCCL (/usr/local/cuda) and PyTorch with CUDA, it builds tessera with
 # CUDA, runs the gpu-labelled tests (cuda compute backend, conformance.cuda.*, gpu training, nccl,
 # ucx CUDA staging), the GPU benchmarks beside PyTorch, the GPU calibration and the simulator
-# against the measured step, sharded training on the GPU, and compute-sanitizer memcheck over the
-# cuda conformance suite. Every stage runs under `timeout` within one time budget (default 470 s,
+# against the measured step, sharded training on the GPU, the mixed-precision (bf16) cases, bench
+# and training run beside fp32 and PyTorch AMP, and compute-sanitizer memcheck over the cuda
+# conformance suite. Every stage runs under `timeout` within one time budget (default 470 s,
 # build included); a stage that fails or times out does not stop the next. Everything is written
 # into OUT: logs/, the figures (JSON), and summary.json with each stage's exit status and time.
 #   tests/gpu/run_gpu_checks.sh [OUT]          (OUT also from $OUT; default ./gpu-check-out)
@@ -145,9 +146,18 @@ fi
 # ---- 3. the gpu tests --------------------------------------------------------------------------
 # Every gpu-labelled test (conformance.cuda.*, cuda.*, gpu.*, nccl.gpu.*, ucx CUDA staging) and the
 # nccl plugin's others; a test that cannot run ends skipped with its reason (TESSERA_TEST_SKIPPED).
-stage ctest-gpu 150 20 - ctest --test-dir "$build" -L 'gpu|nccl|cuda' --output-on-failure \
-  --timeout 120 --output-junit "$out/ctest-gpu.xml"
+# The bf16/f16 conformance cases of the cuda backend have their own stage (3b), so they are left
+# out here.
+half_cases='^conformance\.cuda\..*\.(bf16|f16)$'
+stage ctest-gpu 150 20 - ctest --test-dir "$build" -L 'gpu|nccl|cuda' -E "$half_cases" \
+  --output-on-failure --timeout 120 --output-junit "$out/ctest-gpu.xml"
 cp "$build/Testing/Temporary/LastTest.log" "$out/ctest-gpu-LastTest.log" 2>/dev/null
+
+# ---- 3b. mixed precision (issue 18): the cuda backend's bf16/f16 conformance cases -------------
+# cuDNN/cuBLAS in 16 bits with f32 accumulation and the kernels' widen-compute-round path, against
+# the float64 references (tests/compute/conformance/).
+stage ctest-gpu-half 60 15 - ctest --test-dir "$build" -L gpu -R "$half_cases" \
+  --output-on-failure --timeout 60 --output-junit "$out/ctest-gpu-half.xml"
 
 # ---- 4. the benchmarks beside PyTorch (bench/README.md) ----------------------------------------
 bench_train=$(bin bench_train)
@@ -155,10 +165,17 @@ bench_conv=$(bin bench_conv)
 if [ -n "$bench_train" ]; then
   stage bench_train_convnext-t 150 40 "$out/bench_train_cuda_convnext-t_3x512x2048_b2.json" \
     "$bench_train" --device cuda --json --model convnext-t --input 3x512x2048 --batch 2 --steps 5 --warmup 2
+  # bf16 beside it (issue 18): tessera --precision bf16 against PyTorch AMP bf16 (torch.autocast,
+  # bench/torch_gpu_peer.py --precision bf16) on the same model, input and batch; fewer steps to
+  # keep the budget.
+  stage bench_train_convnext-t_bf16 120 40 "$out/bench_train_cuda_convnext-t_3x512x2048_b2_bf16.json" \
+    "$bench_train" --device cuda --json --precision bf16 --model convnext-t --input 3x512x2048 \
+    --batch 2 --steps 3 --warmup 1
   stage bench_train_convnext-b 120 40 "$out/bench_train_cuda_convnext-b_3x512x1024_b2.json" \
     "$bench_train" --device cuda --json --model convnext-b --input 3x512x1024 --batch 2 --steps 5 --warmup 2
 else
   skip bench_train_convnext-t "bench_train was not built"
+  skip bench_train_convnext-t_bf16 "bench_train was not built"
   skip bench_train_convnext-b "bench_train was not built"
 fi
 if [ -n "$bench_conv" ]; then
@@ -221,6 +238,22 @@ for model, shape in (("convnext-t", "3x512x2048"), ("convnext-b", "3x512x1024"))
     elif "error" in s:
         row["sim_error_reason"] = s["error"]
     fig[model] = row
+# bf16 (issue 18): tessera bf16 vs PyTorch AMP bf16, and vs tessera's own fp32 step.
+b16 = load("bench_train_cuda_convnext-t_3x512x2048_b2_bf16.json")
+t16 = b16.get("tessera") or {}
+row = {"input": "3x512x2048", "batch": 2, "precision": "bf16",
+       "tessera_step_ms": t16.get("step_ms_median"), "tessera_peak_mib": t16.get("peak_total_mib"),
+       "tessera_reserved_mib": t16.get("peak_reserved_mib"),
+       "tessera_over_torch_amp": b16.get("tessera_over_torch"), "peer": b16.get("peer")}
+fp32_ms = (fig.get("convnext-t") or {}).get("tessera_step_ms")
+if t16.get("step_ms_median") and fp32_ms:
+    row["bf16_over_fp32_step"] = t16["step_ms_median"] / fp32_ms
+fp32_peak = (fig.get("convnext-t") or {}).get("tessera_peak_mib")
+if t16.get("peak_total_mib") and fp32_peak:
+    row["bf16_over_fp32_peak"] = t16["peak_total_mib"] / fp32_peak
+if "error" in b16:
+    row["bench_error"] = b16["error"]
+fig["convnext-t_bf16"] = row
 c = load("bench_conv_cuda.json")
 for r in c.get("results", []):
     if r.get("layer") == "dw7x7_p3" and r.get("pass") == "fwd+bwd":
@@ -248,6 +281,14 @@ if [ -n "$tessera" ]; then
   fi
 fi
 
+# ---- 6b. a bf16 training run through the CLI (issue 18), one GPU ------------------------------
+if [ -n "$tessera" ]; then
+  stage train_cuda_bf16 60 20 - "$tessera" train --device cuda --precision bf16 --steps 5 \
+    --metrics "$out/train_bf16_metrics.jsonl"
+else
+  skip train_cuda_bf16 "tessera was not built"
+fi
+
 # ---- 7. compute-sanitizer memcheck over the cuda conformance suite -----------------------------
 sanitizer=/usr/local/cuda/bin/compute-sanitizer
 command -v compute-sanitizer >/dev/null && sanitizer=$(command -v compute-sanitizer)
@@ -257,7 +298,7 @@ if [ ! -x "$sanitizer" ]; then
   skip memcheck "compute-sanitizer not found"
 elif [ -n "$tests_core" ] && "$tests_core" --list-test-names-only 2>/dev/null | grep -q '^conformance\.cuda\.'; then
   stage memcheck 90 30 - "$sanitizer" --tool memcheck --error-exitcode 9 --log-file "$out/memcheck.txt" \
-    "$tests_core" 'conformance.cuda.*'
+    "$tests_core" 'conformance.cuda.*'  # f32/f64 and the bf16/f16 cases
 elif [ -n "$tests_cuda" ]; then
   # No conformance.cuda.* cases in this build: the cuda backend's own GPU tests instead.
   stage memcheck 90 30 - "$sanitizer" --tool memcheck --error-exitcode 9 --log-file "$out/memcheck.txt" \

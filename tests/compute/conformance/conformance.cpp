@@ -326,8 +326,12 @@ namespace {
 
 /// The backends that must support `op` in bf16 and f16: one line per backend whose half path is
 /// complete (the others may report Unsupported for now).
-bool must_support_half(std::string_view backend, compute::OpKind /*op*/) {
+bool must_support_half(std::string_view backend, compute::OpKind op) {
   if (backend == "cpu") return true;  // every op: widened to f32 (backends/compute/cpu/README.md)
+  // Every op but the library calls (16-bit bodies or widened: backends/compute/cuda/README.md).
+  if (backend == "cuda-kernels@host")
+    return !compute::is_conv(op) && op != compute::OpKind::LinearForward &&
+           op != compute::OpKind::LinearBackward;
   return false;
 }
 

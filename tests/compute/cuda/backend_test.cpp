@@ -1,7 +1,9 @@
 // The cuda backend end to end: creation (and, without a device, the reason it gives), the
 // stream-ordered pool's figures, host<->device copies of strided views, and every library path
-// and one kernel body against the cpu backend. The [gpu] tests need a visible CUDA device and
-// skip with the reason elsewhere; the no-device test runs everywhere.
+// and one kernel body against the cpu backend; the bf16/f16 library paths (f32 accumulation, f32
+// master weights and weight gradients) against the cpu backend's f32 on the widened values. The
+// [gpu] tests need a visible CUDA device and skip with the reason elsewhere; the no-device test
+// runs everywhere.
 #include <cstring>
 
 #include "compute/cuda/cuda_support.hpp"
@@ -295,5 +297,183 @@ TEST_CASE("cuda (GPU): kernel bodies launched on the device match the cpu backen
                                rstd);
     REQUIRE_CLOSE(to_doubles(ly.to_host()), to_doubles(ly_ref), tol(dt));
     REQUIRE_CLOSE(to_doubles(mean.to_host()), to_doubles(mean_ref), tol(dt));
+  }
+}
+
+// ---- bf16/f16 (issue 18) --------------------------------------------------------------------
+// The reference: the cpu backend in f32 on the 16-bit inputs widened (exact) and on the f32
+// weight rounded to the dtype (what the GPU computes with). Tolerances, tensor-scaled, from the
+// unit roundoff u of the dtype: a 16-bit output is the f32-accumulated result rounded once (u),
+// a forward with bias rounds the bias too (2u); an f32 dw/db of a convolution goes through cuDNN's
+// 16-bit gradient (u); linear's f32 dw/db come out of cuBLAS in f32 (kF32ConvTol: far below u,
+// which proves they were never rounded to 16 bits).
+
+TEST_CASE("cuda (GPU): bf16/f16 convolutions accumulate in f32, with f32 weights and gradients",
+          "[cuda][gpu]") {
+  TESSERA_CUDA_REQUIRE_GPU(g);
+  compute::cpu::CpuBackend cpu(1);
+  using test::cuda::half_of;
+  using test::cuda::widened;
+  for (DType dt : {DType::BF16, DType::F16})
+    for (const ConvCase& c : conv_cases()) {
+      INFO(c.what << " " << core::dtype_name(dt));
+      const double u = core::unit_roundoff(dt);
+      const auto& p = c.p;
+      const Tensor x16 = half_of(test::random_tensor({c.n, c.cin, c.h, c.w}, DType::F32, 1), dt);
+      const Tensor w =
+          test::random_tensor({c.cout, c.cin / p.groups, p.kernel_h, p.kernel_w}, DType::F32, 2);
+      const Tensor bias = test::random_tensor({c.cout}, DType::F32, 3);
+      const Tensor dy16 =
+          half_of(test::random_tensor({c.n, c.cout, c.oh, c.ow}, DType::F32, 4), dt);
+      const Tensor x = widened(x16), dy = widened(dy16), wr = widened(half_of(w, dt)),
+                   br = widened(half_of(bias, dt));
+      const Tensor xd = g.put(x16), dyd = g.put(dy16), wd = g.put(w), bd = g.put(bias);
+
+      Tensor y_ref = Tensor::zeros({c.n, c.cout, c.oh, c.ow});
+      compute::conv2d_forward(cpu, p, x, wr, &br, y_ref);
+      Tensor y = Tensor::zeros({c.n, c.cout, c.oh, c.ow}, dt, MemCategory::Activation, g.alloc);
+      compute::conv2d_forward(*g.backend, p, xd, wd, &bd, y);
+      REQUIRE_CLOSE(to_doubles(widened(y)), to_doubles(y_ref), 2 * u + kF32ConvTol);
+
+      Tensor dx_ref = Tensor::zeros({c.n, c.cin, c.h, c.w});
+      compute::conv2d_backward_data(cpu, p, dy, wr, dx_ref, false);
+      Tensor dx = Tensor::zeros({c.n, c.cin, c.h, c.w}, dt, MemCategory::Activation, g.alloc);
+      compute::conv2d_backward_data(*g.backend, p, dyd, wd, dx, false);
+      REQUIRE_CLOSE(to_doubles(widened(dx)), to_doubles(dx_ref), u + kF32ConvTol);
+
+      const Tensor wseed = test::random_tensor(w.shape(), DType::F32, 6),
+                   bseed = test::random_tensor({c.cout}, DType::F32, 8);
+      for (bool acc : {false, true}) {
+        INFO("accumulate " << acc);
+        Tensor dw_ref = wseed.clone(), db_ref = bseed.clone();
+        compute::conv2d_backward_weight(cpu, p, x, dy, dw_ref, &db_ref, acc);
+        Tensor dw = g.put(wseed, MemCategory::Gradient), db = g.put(bseed, MemCategory::Gradient);
+        compute::conv2d_backward_weight(*g.backend, p, xd, dyd, dw, &db, acc);
+        REQUIRE(dw.dtype() == DType::F32);
+        REQUIRE_CLOSE(to_doubles(dw.to_host()), to_doubles(dw_ref), u + kF32ConvTol);
+        REQUIRE_CLOSE(to_doubles(db.to_host()), to_doubles(db_ref), u + kF32ConvTol);
+      }
+    }
+}
+
+TEST_CASE("cuda (GPU): bf16/f16 linear accumulates in f32 and writes f32 dw/db directly",
+          "[cuda][gpu]") {
+  TESSERA_CUDA_REQUIRE_GPU(g);
+  compute::cpu::CpuBackend cpu(1);
+  using test::cuda::half_of;
+  using test::cuda::widened;
+  const std::int64_t m = 37, k = 29, n = 13;
+  for (DType dt : {DType::BF16, DType::F16}) {
+    INFO(core::dtype_name(dt));
+    const double u = core::unit_roundoff(dt);
+    const Tensor x16 = half_of(test::random_tensor({m, k}, DType::F32, 11), dt);
+    const Tensor w = test::random_tensor({n, k}, DType::F32, 12),
+                 bias = test::random_tensor({n}, DType::F32, 13);
+    const Tensor dy16 = half_of(test::random_tensor({m, n}, DType::F32, 14), dt);
+    const Tensor x = widened(x16), dy = widened(dy16), wr = widened(half_of(w, dt)),
+                 br = widened(half_of(bias, dt));
+    const Tensor xd = g.put(x16), dyd = g.put(dy16), wd = g.put(w), bd = g.put(bias);
+    Tensor y_ref = Tensor::zeros({m, n});
+    compute::linear_forward(cpu, x, wr, &br, y_ref);
+    Tensor y = Tensor::zeros({m, n}, dt, MemCategory::Activation, g.alloc);
+    compute::linear_forward(*g.backend, xd, wd, &bd, y);
+    REQUIRE_CLOSE(to_doubles(widened(y)), to_doubles(y_ref), 2 * u + kF32Tol);
+    const Tensor dwseed = test::random_tensor({n, k}, DType::F32, 15),
+                 dbseed = test::random_tensor({n}, DType::F32, 16);
+    for (bool acc : {false, true}) {
+      INFO("accumulate " << acc);
+      Tensor dx_ref = Tensor::zeros({m, k}), dw_ref = dwseed.clone(), db_ref = dbseed.clone();
+      compute::linear_backward(cpu, dy, x, wr, &dx_ref, dw_ref, &db_ref, acc);
+      Tensor dx = Tensor::zeros({m, k}, dt, MemCategory::Activation, g.alloc);
+      Tensor dw = g.put(dwseed, MemCategory::Gradient), db = g.put(dbseed, MemCategory::Gradient);
+      compute::linear_backward(*g.backend, dyd, xd, wd, &dx, dw, &db, acc);
+      REQUIRE_CLOSE(to_doubles(widened(dx)), to_doubles(dx_ref), u + kF32Tol);
+      REQUIRE_CLOSE(to_doubles(dw.to_host()), to_doubles(dw_ref), kF32ConvTol);
+      REQUIRE_CLOSE(to_doubles(db.to_host()), to_doubles(db_ref), kF32ConvTol);
+    }
+  }
+}
+
+TEST_CASE("cuda (GPU): kernel bodies in bf16/f16 (widened, f32 bodies, rounded once) on the device",
+          "[cuda][gpu]") {
+  TESSERA_CUDA_REQUIRE_GPU(g);
+  compute::cpu::CpuBackend cpu(1);
+  using test::cuda::half_of;
+  using test::cuda::widened;
+  for (DType dt : {DType::BF16, DType::F16}) {
+    INFO(core::dtype_name(dt));
+    const double u = core::unit_roundoff(dt);
+    const Tensor a16 = half_of(test::random_tensor({2, 6, 7, 9}, DType::F32, 21), dt),
+                 b16 = half_of(test::random_tensor({2, 6, 7, 9}, DType::F32, 22), dt);
+    const Tensor a = widened(a16), b = widened(b16);
+    Tensor y_ref = Tensor::zeros({2, 6, 7, 5});
+    compute::add(cpu, a.narrow(3, 0, 5), b.narrow(3, 4, 5), y_ref);
+    Tensor y = Tensor::zeros({2, 6, 7, 5}, dt, MemCategory::Activation, g.alloc);
+    compute::add(*g.backend, g.put(a16).narrow(3, 0, 5), g.put(b16).narrow(3, 4, 5), y);
+    REQUIRE_CLOSE(to_doubles(widened(y)), to_doubles(y_ref), u);
+    // layernorm with f32 gamma/beta and f32 statistics (Master slots) and a 16-bit y.
+    const Tensor gamma = test::random_tensor({6}, DType::F32, 23),
+                 beta = test::random_tensor({6}, DType::F32, 24);
+    Tensor ly_ref = Tensor::zeros(a.shape()), mean_ref = Tensor::zeros({2, 7, 9}),
+           rstd_ref = Tensor::zeros({2, 7, 9});
+    compute::layernorm_forward(cpu, a, gamma, beta, 1e-6, ly_ref, mean_ref, rstd_ref);
+    Tensor ly = Tensor::zeros(a.shape(), dt, MemCategory::Activation, g.alloc);
+    Tensor mean = Tensor::zeros({2, 7, 9}, DType::F32, MemCategory::Activation, g.alloc);
+    Tensor rstd = Tensor::zeros({2, 7, 9}, DType::F32, MemCategory::Activation, g.alloc);
+    compute::layernorm_forward(*g.backend, g.put(a16), g.put(gamma), g.put(beta), 1e-6, ly, mean,
+                               rstd);
+    REQUIRE_CLOSE(to_doubles(widened(ly)), to_doubles(ly_ref), u + kF32Tol);
+    REQUIRE_CLOSE(to_doubles(mean.to_host()), to_doubles(mean_ref), kF32Tol);
+    // An op without a 16-bit body: widened into f32 scratch on the device, rounded once.
+    Tensor cs_ref = Tensor::zeros({2, 6});
+    compute::channel_sum(cpu, a, cs_ref);
+    Tensor cs = Tensor::zeros({2, 6}, dt, MemCategory::Activation, g.alloc);
+    compute::channel_sum(*g.backend, g.put(a16), cs);
+    REQUIRE_CLOSE(to_doubles(widened(cs)), to_doubles(cs_ref), u + kF32Tol);
+    // copy between the dtypes on the device (the conversion kernels).
+    Tensor c32 = Tensor::zeros(a.shape(), DType::F32, MemCategory::Activation, g.alloc);
+    compute::copy(*g.backend, g.put(a16), c32);
+    REQUIRE(to_doubles(c32.to_host()) == to_doubles(a));
+    Tensor c16 = Tensor::zeros(a.shape(), dt, MemCategory::Activation, g.alloc);
+    compute::copy(*g.backend, g.put(a), c16);
+    REQUIRE(to_doubles(widened(c16)) == to_doubles(a));
+  }
+}
+
+TEST_CASE("cuda (GPU): the device rounds and widens 16-bit values with core/half.hpp's bits",
+          "[cuda][gpu]") {
+  TESSERA_CUDA_REQUIRE_GPU(g);
+  // Every 16-bit pattern widened, and f32 values at the rounding boundaries narrowed: binary32
+  // subnormals (bf16 flushes them; CUDA's __float2bfloat16_rn would not), ties to even, the
+  // largest finite values and the overflow threshold, infinities, NaNs; plus a sweep of exponents.
+  std::vector<std::uint32_t> bits;
+  for (std::uint32_t e = 0; e < 256; ++e)
+    for (std::uint32_t m : {0u, 1u, 0x7fffu, 0x8000u, 0x8001u, 0x18000u, 0xfffu, 0x1000u, 0x1001u,
+                            0x3000u, 0x7fffffu, 0x400000u})
+      for (std::uint32_t sign : {0u, 0x80000000u}) bits.push_back(sign | (e << 23) | m);
+  const auto n = static_cast<std::int64_t>(bits.size());
+  Tensor f = Tensor::empty({n}, DType::F32, MemCategory::Workspace);
+  std::memcpy(f.raw_data(), bits.data(), bits.size() * 4);
+  for (DType dt : {DType::BF16, DType::F16}) {
+    INFO(core::dtype_name(dt));
+    Tensor h = Tensor::zeros({n}, dt, MemCategory::Activation, g.alloc);
+    compute::copy(*g.backend, g.put(f), h);
+    const Tensor hh = h.to_host();
+    const auto* got = static_cast<const std::uint16_t*>(hh.raw_data());
+    for (std::int64_t i = 0; i < n; ++i) {
+      INFO("f32 bits 0x" << std::hex << bits[std::size_t(i)]);
+      REQUIRE(got[i] == core::float_to_half(f.data<float>()[i], dt));
+    }
+    Tensor all = Tensor::empty({65536}, dt, MemCategory::Workspace);
+    for (std::uint32_t p = 0; p < 65536; ++p)
+      static_cast<std::uint16_t*>(all.raw_data())[p] = static_cast<std::uint16_t>(p);
+    Tensor w = Tensor::zeros({65536}, DType::F32, MemCategory::Activation, g.alloc);
+    compute::copy(*g.backend, g.put(all), w);
+    const Tensor wh = w.to_host();
+    for (std::uint32_t p = 0; p < 65536; ++p) {
+      const float want = core::half_to_float(static_cast<std::uint16_t>(p), dt);
+      INFO("16-bit pattern 0x" << std::hex << p);
+      REQUIRE(std::memcmp(&wh.data<float>()[p], &want, 4) == 0);
+    }
   }
 }

@@ -1,5 +1,6 @@
 // What the cuda backend's tests share: the backend from the registry (or the skip line saying why
-// there is none), an allocator over its device memory, and host<->device helpers.
+// there is none), an allocator over its device memory, host<->device helpers, and the 16-bit
+// tensors of the bf16/f16 tests (rounded and widened by core/half.hpp).
 #pragma once
 
 #include <memory>
@@ -10,6 +11,7 @@
 #include "tessera/builtin_backends.hpp"
 #include "tessera/compute/backend.hpp"
 #include "tessera/core/allocator.hpp"
+#include "tessera/core/half.hpp"
 #include "tessera/core/tensor.hpp"
 
 namespace tessera::test::cuda {
@@ -24,6 +26,24 @@ struct Gpu {
     return host.to(alloc, c);
   }
 };
+
+/// A host tensor of dtype dt (BF16/F16) holding the f32 host tensor t's values rounded.
+inline core::Tensor half_of(const core::Tensor& t, core::DType dt) {
+  const core::Tensor c = t.to_host().contiguous();
+  core::Tensor h = core::Tensor::empty(c.shape(), dt, core::MemCategory::Workspace);
+  for (std::int64_t i = 0; i < c.numel(); ++i)
+    static_cast<std::uint16_t*>(h.raw_data())[i] = core::float_to_half(c.data<float>()[i], dt);
+  return h;
+}
+/// The f32 host tensor of a 16-bit tensor's values (exact; host or device).
+inline core::Tensor widened(const core::Tensor& t) {
+  const core::Tensor c = t.to_host().contiguous();
+  core::Tensor f = core::Tensor::empty(c.shape(), core::DType::F32, core::MemCategory::Workspace);
+  for (std::int64_t i = 0; i < c.numel(); ++i)
+    f.data<float>()[i] =
+        core::half_to_float(static_cast<std::uint16_t*>(c.raw_data())[i], t.dtype());
+  return f;
+}
 
 inline Gpu make_gpu(const compute::BackendOptions& o = {}) {
   compute::Registry r;

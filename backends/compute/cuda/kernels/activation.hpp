@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "half.hpp"
 #include "hd.hpp"
 #include "view.hpp"
 
@@ -45,40 +46,41 @@ TESSERA_HD inline T act_backward(Act a, T dy, T saved) {
   }
 }
 
-template <class T>
+// T computes, S stores (S = Bf16/F16 with T = float: loaded widened, stored rounded once).
+template <class T, class S = T>
 struct ActForwardParams {
-  View<const T> x;
-  View<T> y;
+  View<const S> x;
+  View<S> y;
   Act act;
 };
-template <class T>
+template <class T, class S>
 struct ActForwardBody {
-  static TESSERA_HD void run(const ActForwardParams<T>& q, std::int64_t i) {
-    q.y.at(i) = act_forward(q.act, q.x.at(i));
+  static TESSERA_HD void run(const ActForwardParams<T, S>& q, std::int64_t i) {
+    q.y.at(i) = convert<S>(act_forward(q.act, convert<T>(q.x.at(i))));
   }
 };
-template <class L, class T>
-void run_activation_forward(L& l, ActForwardParams<T> q) {
+template <class L, class T, class S>
+void run_activation_forward(L& l, ActForwardParams<T, S> q) {
   coalesce(q.x, q.y);
-  l.template pass<ActForwardBody<T>>(q, q.x.numel());
+  l.template pass<ActForwardBody<T, S>>(q, q.x.numel());
 }
 
-template <class T>
+template <class T, class S = T>
 struct ActBackwardParams {
-  View<const T> dy, saved;
-  View<T> dx;
+  View<const S> dy, saved;
+  View<S> dx;
   Act act;
 };
-template <class T>
+template <class T, class S>
 struct ActBackwardBody {
-  static TESSERA_HD void run(const ActBackwardParams<T>& q, std::int64_t i) {
-    q.dx.at(i) = act_backward(q.act, q.dy.at(i), q.saved.at(i));
+  static TESSERA_HD void run(const ActBackwardParams<T, S>& q, std::int64_t i) {
+    q.dx.at(i) = convert<S>(act_backward(q.act, convert<T>(q.dy.at(i)), convert<T>(q.saved.at(i))));
   }
 };
-template <class L, class T>
-void run_activation_backward(L& l, ActBackwardParams<T> q) {
+template <class L, class T, class S>
+void run_activation_backward(L& l, ActBackwardParams<T, S> q) {
   coalesce(q.dy, q.saved, q.dx);
-  l.template pass<ActBackwardBody<T>>(q, q.dy.numel());
+  l.template pass<ActBackwardBody<T, S>>(q, q.dy.numel());
 }
 
 }  // namespace tessera::compute::cuda::kernels

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "half.hpp"
 #include "hd.hpp"
 #include "reduce.hpp"
 #include "view.hpp"
@@ -32,33 +33,36 @@ struct NcOf {
 };
 
 // ---- scale_channels: y = x·s(n, c) ---------------------------------------------------------
-template <class T>
+// T computes and holds s and ds (Master slots); S stores x, y, dy, dx (S = Bf16/F16 with
+// T = float: loaded widened, stored rounded once).
+template <class T, class S = T>
 struct ScaleChannelsParams {
-  View<const T> x, s;
-  View<T> y;
+  View<const S> x;
+  View<const T> s;
+  View<S> y;
   NcOf nc;
 };
-template <class T>
+template <class T, class S>
 struct ScaleChannelsBody {
-  static TESSERA_HD void run(const ScaleChannelsParams<T>& q, std::int64_t i) {
-    q.y.at(i) = q.x.at(i) * nc_at(q.s, q.nc.n(i), q.nc.ch(i));
+  static TESSERA_HD void run(const ScaleChannelsParams<T, S>& q, std::int64_t i) {
+    q.y.at(i) = convert<S>(convert<T>(q.x.at(i)) * nc_at(q.s, q.nc.n(i), q.nc.ch(i)));
   }
 };
-template <class L, class T>
-void run_scale_channels(L& l, ScaleChannelsParams<T> q) {
+template <class L, class T, class S>
+void run_scale_channels(L& l, ScaleChannelsParams<T, S> q) {
   const std::int64_t n = q.x.numel();
   if (n == 0) return;
   q.nc = {q.x.shape[1], q.x.numel_from(2)};
   coalesce(q.x, q.y);
-  l.template pass<ScaleChannelsBody<T>>(q, n);
+  l.template pass<ScaleChannelsBody<T, S>>(q, n);
 }
 
 // ---- scale_channels_backward: ds (+)= Σ dy·x, then dx = dy·s (dx may alias dy) -----------------
-template <class T>
+template <class T, class S = T>
 struct DyXSrc {
-  View<const T> dy, x;
+  View<const S> dy, x;
   TESSERA_HD void add(std::int64_t n, std::int64_t c, std::int64_t p, double* acc) const {
-    acc[0] += double(dy.ncp(n, c, p)) * double(x.ncp(n, c, p));
+    acc[0] += double(convert<T>(dy.ncp(n, c, p))) * double(convert<T>(x.ncp(n, c, p)));
   }
 };
 /// Stores row totals into an (N,C) or (C) T vector: row = n·C + c per plane, c per channel.
@@ -74,27 +78,28 @@ struct NcStore {
     d = T((accumulate ? double(d) : 0.0) + v[0]);
   }
 };
-template <class T>
+template <class T, class S = T>
 struct ScaleChannelsBackwardParams {
-  View<const T> dy, x, s;
-  View<T> dx;  // data null: no dx
+  View<const S> dy, x;
+  View<const T> s;
+  View<S> dx;  // data null: no dx
   View<T> ds;
   bool accumulate;
 };
-template <class T>
-RowSpace scale_backward_space(const ScaleChannelsBackwardParams<T>& q) {
+template <class T, class S>
+RowSpace scale_backward_space(const ScaleChannelsBackwardParams<T, S>& q) {
   return {q.x.shape[0], q.x.shape[1], q.x.numel_from(2), q.s.ndim == 2};
 }
-template <class T>
-std::size_t workspace_bytes(const ScaleChannelsBackwardParams<T>& q) {
+template <class T, class S>
+std::size_t workspace_bytes(const ScaleChannelsBackwardParams<T, S>& q) {
   return row_reduce_bytes<1>(scale_backward_space(q));
 }
-template <class L, class T>
-void run_scale_channels_backward(L& l, const ScaleChannelsBackwardParams<T>& q) {
+template <class L, class T, class S>
+void run_scale_channels_backward(L& l, const ScaleChannelsBackwardParams<T, S>& q) {
   const RowSpace space = scale_backward_space(q);
   void* ws = l.workspace(workspace_bytes(q));
-  run_row_reduce<1>(l, space, DyXSrc<T>{q.dy, q.x}, NcStore<T>{q.ds, space.c, q.accumulate}, ws);
-  if (q.dx.data) run_scale_channels(l, ScaleChannelsParams<T>{q.dy, q.s, q.dx, {}});
+  run_row_reduce<1>(l, space, DyXSrc<T, S>{q.dy, q.x}, NcStore<T>{q.ds, space.c, q.accumulate}, ws);
+  if (q.dx.data) run_scale_channels(l, ScaleChannelsParams<T, S>{q.dy, q.s, q.dx, {}});
 }
 
 // ---- channel_sum: y (N,C) = Σ over P of x --------------------------------------------------

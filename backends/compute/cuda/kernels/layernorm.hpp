@@ -11,28 +11,33 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "half.hpp"
 #include "hd.hpp"
 #include "reduce.hpp"
 #include "view.hpp"
 
 namespace tessera::compute::cuda::kernels {
 
-template <class T>
+// T computes and holds the Master slots (gamma, beta, mean, rstd, dgamma, dbeta); S stores x, y,
+// dy, dx (S = Bf16/F16 with T = float: loaded widened, stored rounded once).
+template <class T, class S = T>
 struct LayerNormForwardParams {
-  View<const T> x, gamma, beta;
-  View<T> y, mean, rstd;  // mean, rstd: x's shape without dim 1
+  View<const S> x;
+  View<const T> gamma, beta;
+  View<S> y;
+  View<T> mean, rstd;  // mean, rstd: x's shape without dim 1
   double eps;
   std::int64_t c, p;
 };
-template <class T>
+template <class T, class S>
 struct LayerNormForwardBody {
-  static TESSERA_HD void run(const LayerNormForwardParams<T>& q, std::int64_t item) {
+  static TESSERA_HD void run(const LayerNormForwardParams<T, S>& q, std::int64_t item) {
     const std::int64_t n = k_div(item, q.p), p = item - n * q.p, C = q.c;
     const std::int64_t xo = n * q.x.stride[0] + q.x.offset_from(2, p), xs = q.x.stride[1];
-    const double x0 = C > 0 ? double(q.x.data[xo]) : 0.0;
+    const double x0 = C > 0 ? double(convert<T>(q.x.data[xo])) : 0.0;
     double s1 = 0, s2 = 0;
     for (std::int64_t c = 0; c < C; ++c) {
-      const double d = double(q.x.data[xo + c * xs]) - x0;
+      const double d = double(convert<T>(q.x.data[xo + c * xs])) - x0;
       s1 += d;
       s2 += d * d;
     }
@@ -44,27 +49,28 @@ struct LayerNormForwardBody {
     q.rstd.at(item) = rstd;
     const std::int64_t yo = n * q.y.stride[0] + q.y.offset_from(2, p), ys = q.y.stride[1];
     for (std::int64_t c = 0; c < C; ++c) {
-      const T v = (q.x.data[xo + c * xs] - mean) * rstd;
-      q.y.data[yo + c * ys] = v * q.gamma.vec(c) + q.beta.vec(c);
+      const T v = (convert<T>(q.x.data[xo + c * xs]) - mean) * rstd;
+      q.y.data[yo + c * ys] = convert<S>(v * q.gamma.vec(c) + q.beta.vec(c));
     }
   }
 };
-template <class L, class T>
-void run_layernorm_forward(L& l, LayerNormForwardParams<T> q) {
+template <class L, class T, class S>
+void run_layernorm_forward(L& l, LayerNormForwardParams<T, S> q) {
   q.c = q.x.shape[1];
   q.p = q.x.numel_from(2);
-  l.template pass<LayerNormForwardBody<T>>(q, q.x.shape[0] * q.p);
+  l.template pass<LayerNormForwardBody<T, S>>(q, q.x.shape[0] * q.p);
 }
 
 // dγ and dβ: per-channel Σ dy·x̂ (x̂ rounded to T as in dx) and Σ dy.
-template <class T>
+template <class T, class S = T>
 struct LayerNormGradSrc {
-  View<const T> dy, x, mean, rstd;
+  View<const S> dy, x;
+  View<const T> mean, rstd;
   std::int64_t p;  // pixels per sample (the index of mean/rstd is n·p + pixel)
   TESSERA_HD void add(std::int64_t n, std::int64_t c, std::int64_t px, double* acc) const {
     const std::int64_t s = n * p + px;
-    const T d = dy.ncp(n, c, px);
-    const T xh = (x.ncp(n, c, px) - mean.at(s)) * rstd.at(s);
+    const T d = convert<T>(dy.ncp(n, c, px));
+    const T xh = (convert<T>(x.ncp(n, c, px)) - mean.at(s)) * rstd.at(s);
     acc[0] += double(d * xh);
     acc[1] += double(d);
   }
@@ -81,24 +87,26 @@ struct GammaBetaStore {
   }
 };
 
-template <class T>
+template <class T, class S = T>
 struct LayerNormBackwardParams {
-  View<const T> dy, x, gamma, mean, rstd;
-  View<T> dx, dgamma, dbeta;
+  View<const S> dy, x;
+  View<const T> gamma, mean, rstd;
+  View<S> dx;
+  View<T> dgamma, dbeta;
   bool accumulate;
   std::int64_t c, p;
 };
-template <class T>
+template <class T, class S>
 struct LayerNormBackwardDxBody {
-  static TESSERA_HD void run(const LayerNormBackwardParams<T>& q, std::int64_t item) {
+  static TESSERA_HD void run(const LayerNormBackwardParams<T, S>& q, std::int64_t item) {
     const std::int64_t n = k_div(item, q.p), p = item - n * q.p, C = q.c;
     const std::int64_t dyo = n * q.dy.stride[0] + q.dy.offset_from(2, p), dys = q.dy.stride[1];
     const std::int64_t xo = n * q.x.stride[0] + q.x.offset_from(2, p), xs = q.x.stride[1];
     const T m = q.mean.at(item), r = q.rstd.at(item);
     double a = 0, b = 0;  // Σ γ·dy, Σ γ·dy·x̂
     for (std::int64_t c = 0; c < C; ++c) {
-      const T gd = q.dy.data[dyo + c * dys] * q.gamma.vec(c);
-      const T xh = (q.x.data[xo + c * xs] - m) * r;
+      const T gd = convert<T>(q.dy.data[dyo + c * dys]) * q.gamma.vec(c);
+      const T xh = (convert<T>(q.x.data[xo + c * xs]) - m) * r;
       a += double(gd);
       b += double(gd * xh);
     }
@@ -106,25 +114,25 @@ struct LayerNormBackwardDxBody {
     const T at = T(a) * inv_c, bt = T(b) * inv_c;
     const std::int64_t dxo = n * q.dx.stride[0] + q.dx.offset_from(2, p), dxs = q.dx.stride[1];
     for (std::int64_t c = 0; c < C; ++c) {
-      const T xh = (q.x.data[xo + c * xs] - m) * r;
-      const T t = q.dy.data[dyo + c * dys] * q.gamma.vec(c) - at - xh * bt;
-      q.dx.data[dxo + c * dxs] = t * r;
+      const T xh = (convert<T>(q.x.data[xo + c * xs]) - m) * r;
+      const T t = convert<T>(q.dy.data[dyo + c * dys]) * q.gamma.vec(c) - at - xh * bt;
+      q.dx.data[dxo + c * dxs] = convert<S>(t * r);
     }
   }
 };
-template <class T>
-std::size_t workspace_bytes(const LayerNormBackwardParams<T>& q) {
+template <class T, class S>
+std::size_t workspace_bytes(const LayerNormBackwardParams<T, S>& q) {
   return row_reduce_bytes<2>({q.x.shape[0], q.x.shape[1], q.x.numel_from(2), false});
 }
-template <class L, class T>
-void run_layernorm_backward(L& l, LayerNormBackwardParams<T> q) {
+template <class L, class T, class S>
+void run_layernorm_backward(L& l, LayerNormBackwardParams<T, S> q) {
   q.c = q.x.shape[1];
   q.p = q.x.numel_from(2);
   void* ws = l.workspace(workspace_bytes(q));
   run_row_reduce<2>(l, {q.x.shape[0], q.c, q.p, false},
-                    LayerNormGradSrc<T>{q.dy, q.x, q.mean, q.rstd, q.p},
+                    LayerNormGradSrc<T, S>{q.dy, q.x, q.mean, q.rstd, q.p},
                     GammaBetaStore<T>{q.dgamma, q.dbeta, q.accumulate}, ws);
-  l.template pass<LayerNormBackwardDxBody<T>>(q, q.x.shape[0] * q.p);
+  l.template pass<LayerNormBackwardDxBody<T, S>>(q, q.x.shape[0] * q.p);
 }
 
 }  // namespace tessera::compute::cuda::kernels

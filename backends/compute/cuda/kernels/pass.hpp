@@ -25,6 +25,10 @@
 //       memory the op's passes may use, in the launcher's memory space, 256-byte aligned, valid
 //       until the op's last pass has run. Called at most once per op, before its first pass, with
 //       the size the op's workspace_bytes(params) says (0: may return null). Bodies never allocate.
+//   core::Tensor scratch(const core::Shape& shape, core::DType dtype);
+//       a contiguous tensor in the launcher's memory (uninitialised, booked as Workspace), valid
+//       while the caller holds it and for the passes enqueued meanwhile: the f32 copies of a
+//       bf16/f16 call (dispatch.hpp, run_widened). Any number per op.
 //   void read_back(void* host_dst, const void* src, std::size_t bytes);
 //       copies bytes from the launcher's memory to the host after every pass so far has run (one
 //       op uses it: softmax_cross_entropy's label check, which must throw before anything is
@@ -51,7 +55,8 @@ namespace tessera::compute::cuda::kernels {
 
 /// Runs passes on the calling thread, items last to first: a body that (wrongly) depends on
 /// another item of its own pass then fails here, as it would on the GPU where the order is
-/// unknown. `Workspace` is the host memory source: a type with `void* get(std::size_t bytes)`.
+/// unknown. `Workspace` is the host memory source: a type with `void* get(std::size_t bytes)` and
+/// `tensor(shape, dtype)` (a scratch tensor).
 template <class Workspace>
 class HostLoop {
  public:
@@ -61,6 +66,10 @@ class HostLoop {
     for (std::int64_t i = items - 1; i >= 0; --i) Body::run(p, i);
   }
   void* workspace(std::size_t bytes) { return bytes ? ws_.get(bytes) : nullptr; }
+  template <class Shape, class DType>
+  auto scratch(const Shape& shape, DType dtype) {
+    return ws_.tensor(shape, dtype);
+  }
   void read_back(void* host_dst, const void* src, std::size_t bytes) {
     auto* d = static_cast<unsigned char*>(host_dst);
     const auto* s = static_cast<const unsigned char*>(src);

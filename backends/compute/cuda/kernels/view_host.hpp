@@ -4,21 +4,34 @@
 
 #include <type_traits>
 
+#include "half.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/tensor.hpp"
 #include "view.hpp"
 
 namespace tessera::compute::cuda::kernels {
 
-/// The view of `t` with element type T (T may be const; T's dtype must be t's). Throws
-/// InvalidArgument for a tensor of more than kMaxDims dims.
+/// The dtype a kernel element type stands for: float F32, double F64, Bf16 BF16, F16 F16,
+/// std::int64_t I64.
+template <class E>
+constexpr core::DType kernel_dtype() {
+  if constexpr (std::is_same_v<E, Bf16>)
+    return core::DType::BF16;
+  else if constexpr (std::is_same_v<E, F16>)
+    return core::DType::F16;
+  else
+    return core::dtype_of<E>;
+}
+
+/// The view of `t` with element type T (T may be const; kernel_dtype<T> must be t's dtype).
+/// Throws InvalidArgument for a tensor of more than kMaxDims dims.
 template <class T>
 View<T> make_view(const core::Tensor& t) {
   using E = std::remove_const_t<T>;
   TESSERA_CHECK(t.ndim() <= kMaxDims, "cuda kernels: tensor ", t.describe(), " has ", t.ndim(),
                 " dims; the kernels take at most ", kMaxDims, " (reshape it first)");
-  TESSERA_CHECK(core::dtype_of<E> == t.dtype(), "cuda kernels: tensor ", t.describe(),
-                " viewed as ", core::dtype_name(core::dtype_of<E>), " elements");
+  TESSERA_CHECK(kernel_dtype<E>() == t.dtype(), "cuda kernels: tensor ", t.describe(),
+                " viewed as ", core::dtype_name(kernel_dtype<E>()), " elements");
   View<T> v;
   // raw_data, not data<E>: the address may be a device pointer, which the host never dereferences.
   v.data = t.numel() > 0 ? static_cast<T*>(t.raw_data()) : nullptr;

@@ -2,7 +2,11 @@
 // cuDNN's symmetric padding (conv_window.hpp; an input view, or a zero-padded frame where no view
 // fits), pick the algorithm once per geometry (cudnnGet*_v7 heuristics: deterministic first, TF32
 // only when allowed, workspace at most kWorkspaceLimit), then one cuDNN call with beta = 1 for
-// `accumulate`.
+// `accumulate`. bf16/f16 calls: x, dy, y, dx in 16 bits, accumulation in f32 (the convolution
+// descriptor's compute type), tensor-core algorithms allowed; an f32 weight is rounded into
+// scratch of the call's dtype first, and an f32 dw/db is computed in the call's dtype into scratch,
+// then widened into (added to) the f32 tensor: what PyTorch AMP does (the weight gradient of the
+// bf16 copy of an f32 parameter, widened by the cast's backward).
 #include "conv_cudnn.hpp"
 
 #include <cuda_runtime.h>
@@ -12,6 +16,7 @@
 #include "conv_window.hpp"
 #include "cudnn_desc.hpp"
 #include "kernel_launch.hpp"
+#include "tessera/core/half.hpp"
 
 namespace tessera::compute::cuda {
 
@@ -69,12 +74,24 @@ Tensor make_frame(const Workspace& ws, const Tensor& x, const Input& in) {
   return frame;
 }
 
-/// w itself when contiguous, else a contiguous device copy (cuDNN filters are packed).
-Tensor packed(const Workspace& ws, const Tensor& w) {
-  if (w.is_contiguous()) return w;
-  Tensor c = ws.tensor(w.shape(), w.dtype());
-  tensor_copy(ws.memory(), c, w);
+/// w itself when contiguous and of `dtype`, else a contiguous device copy in `dtype` (cuDNN
+/// filters are packed and of the data's dtype: an f32 weight of a bf16/f16 call is rounded).
+Tensor packed(const Workspace& ws, const Tensor& w, core::DType dtype) {
+  if (w.is_contiguous() && w.dtype() == dtype) return w;
+  Tensor c = ws.tensor(w.shape(), dtype);
+  if (w.dtype() == dtype)
+    tensor_copy(ws.memory(), c, w);
+  else
+    tensor_convert(ws.memory(), c, w);
   return c;
+}
+
+/// The math type the heuristics are asked with: FMA for f32 without TF32 (no tensor cores), tensor
+/// ops for bf16/f16 (exact 16-bit products, f32 accumulation), cuDNN's default otherwise.
+cudnnMathType_t query_math(core::DType dtype, bool tf32) {
+  if (dtype == core::DType::F32 && !tf32) return CUDNN_FMA_MATH;
+  if (core::dtype_is_half(dtype)) return CUDNN_TENSOR_OP_MATH;
+  return CUDNN_DEFAULT_MATH;
 }
 
 std::string key(const char* op, const Tensor& a, const Tensor& b, const Tensor& c, int ph, int pw,
@@ -118,7 +135,7 @@ void CudnnConv::forward(const Workspace& ws, const Conv2dParams& p, const Tensor
   if (y.numel() == 0) return;
   const Input in = plan_input(p, x, y);
   const Tensor xin = in.framed ? make_frame(ws, x, in) : in.t;
-  const Tensor wp = packed(ws, w);
+  const Tensor wp = packed(ws, w, x.dtype());
   const TensorDesc xd(xin), yd(y);
   const FilterDesc wd(wp);
   ConvDesc cd(p, in.pad_h, in.pad_w, x.dtype());
@@ -126,7 +143,7 @@ void CudnnConv::forward(const Workspace& ws, const Conv2dParams& p, const Tensor
   const std::string k = key("fwd", xin, wp, y, in.pad_h, in.pad_w, p, tf32_);
   auto it = algos_.find(k);
   if (it == algos_.end()) {
-    cd.set_math(f32 && !tf32_ ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH);
+    cd.set_math(query_math(x.dtype(), tf32_));
     std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
     int n = 0;
     TESSERA_CUDNN_CHECK(
@@ -137,12 +154,20 @@ void CudnnConv::forward(const Workspace& ws, const Conv2dParams& p, const Tensor
   const Choice& c = it->second;
   cd.set_math(c.math);
   const Tensor wsb = ws.bytes(c.workspace);
-  const Scalars s(x.dtype(), 1.0, 0.0);
+  // bf16/f16 with a bias: y = the bias (rounded to y's dtype) broadcast, then the convolution
+  // added with beta = 1, so y is rounded once: round(conv + bias), as cuBLAS's bias path.
+  const bool half_bias = bias && core::dtype_is_half(x.dtype());
+  if (half_bias) {
+    const Tensor rows = Tensor::from_blob(bias->raw_data(), y.shape(), bias->dtype(), nullptr,
+                                          {0, bias->stride(0), 0, 0});
+    tensor_convert(ws.memory(), y, rows);
+  }
+  const Scalars s(x.dtype(), 1.0, half_bias ? 1.0 : 0.0);
   TESSERA_CUDNN_CHECK(cudnnConvolutionForward(
       handle_, s.alpha(), xd.get(), xin.raw_data(), wd.get(), wp.raw_data(), cd.get(),
       static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), wsb.defined() ? wsb.raw_data() : nullptr,
       c.workspace, s.beta(), yd.get(), y.raw_data()));
-  if (bias) {
+  if (bias && !half_bias) {
     const Tensor bview =
         Tensor::from_blob(bias->raw_data(), {1, bias->size(0), 1, 1}, bias->dtype(), nullptr,
                           {bias->size(0) * bias->stride(0), bias->stride(0), 1, 1});
@@ -173,7 +198,7 @@ void CudnnConv::backward_data(const Workspace& ws, const Conv2dParams& p, const 
     if (!whole && !accumulate) ws.memory().fill(dx, 0.0);
   }
   const double beta = (!in.framed && (accumulate || !whole)) ? 1.0 : 0.0;
-  const Tensor wp = packed(ws, w);
+  const Tensor wp = packed(ws, w, dx.dtype());
   const TensorDesc dxd(target), dyd(dy);
   const FilterDesc wd(wp);
   ConvDesc cd(p, in.pad_h, in.pad_w, dx.dtype());
@@ -181,7 +206,7 @@ void CudnnConv::backward_data(const Workspace& ws, const Conv2dParams& p, const 
   const std::string k = key("bwd_data", target, wp, dy, in.pad_h, in.pad_w, p, tf32_);
   auto it = algos_.find(k);
   if (it == algos_.end()) {
-    cd.set_math(f32 && !tf32_ ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH);
+    cd.set_math(query_math(dx.dtype(), tf32_));
     std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
     int n = 0;
     TESSERA_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
@@ -217,9 +242,10 @@ void CudnnConv::backward_weight(const Workspace& ws, const Conv2dParams& p, cons
   }
   const Input in = plan_input(p, x, dy);
   const Tensor xin = in.framed ? make_frame(ws, x, in) : in.t;
-  // cuDNN's filter gradient is packed: a strided dw gets a packed result copied (added) in.
-  const bool direct_dw = dw.is_contiguous();
-  const Tensor dwp = direct_dw ? dw : ws.tensor(dw.shape(), dw.dtype());
+  // cuDNN's filter gradient is packed and of the data's dtype: a strided dw, or an f32 dw of a
+  // bf16/f16 call, gets a packed result in x's dtype copied (widened, added) in.
+  const bool direct_dw = dw.is_contiguous() && dw.dtype() == x.dtype();
+  const Tensor dwp = direct_dw ? dw : ws.tensor(dw.shape(), x.dtype());
   const TensorDesc xd(xin), dyd(dy);
   const FilterDesc wd(dwp);
   ConvDesc cd(p, in.pad_h, in.pad_w, x.dtype());
@@ -227,7 +253,7 @@ void CudnnConv::backward_weight(const Workspace& ws, const Conv2dParams& p, cons
   const std::string k = key("bwd_filter", xin, dwp, dy, in.pad_h, in.pad_w, p, tf32_);
   auto it = algos_.find(k);
   if (it == algos_.end()) {
-    cd.set_math(f32 && !tf32_ ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH);
+    cd.set_math(query_math(x.dtype(), tf32_));
     std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
     int n = 0;
     TESSERA_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
@@ -246,17 +272,29 @@ void CudnnConv::backward_weight(const Workspace& ws, const Conv2dParams& p, cons
   if (!direct_dw) {
     if (accumulate)
       tensor_add(ws.memory(), dw, dwp);
-    else
+    else if (dw.dtype() == dwp.dtype())
       tensor_copy(ws.memory(), dw, dwp);
+    else
+      tensor_convert(ws.memory(), dw, dwp);
   }
   if (db) {
+    // cuDNN's bias gradient is of dy's dtype: an f32 db of a bf16/f16 call gets it in scratch,
+    // widened into (added to) db.
+    const bool direct_db = db->dtype() == dy.dtype();
+    const Tensor dbt = direct_db ? *db : ws.tensor({db->size(0)}, dy.dtype());
     const Tensor dbview =
-        Tensor::from_blob(db->raw_data(), {1, db->size(0), 1, 1}, db->dtype(), nullptr,
-                          {db->size(0) * db->stride(0), db->stride(0), 1, 1});
+        Tensor::from_blob(dbt.raw_data(), {1, dbt.size(0), 1, 1}, dbt.dtype(), nullptr,
+                          {dbt.size(0) * dbt.stride(0), dbt.stride(0), 1, 1});
     const TensorDesc dbd(dbview);
-    const Scalars sb(x.dtype(), 1.0, accumulate ? 1.0 : 0.0);
+    const Scalars sb(x.dtype(), 1.0, accumulate && direct_db ? 1.0 : 0.0);
     TESSERA_CUDNN_CHECK(cudnnConvolutionBackwardBias(handle_, sb.alpha(), dyd.get(), dy.raw_data(),
                                                      sb.beta(), dbd.get(), dbview.raw_data()));
+    if (!direct_db) {
+      if (accumulate)
+        tensor_add(ws.memory(), *db, dbt);
+      else
+        tensor_convert(ws.memory(), *db, dbt);
+    }
   }
 }
 

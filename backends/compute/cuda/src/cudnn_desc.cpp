@@ -1,13 +1,24 @@
 // cuDNN descriptors of tessera tensors and convolutions (see cudnn_desc.hpp).
 #include "cudnn_desc.hpp"
 
+#include "tessera/core/half.hpp"
+
 namespace tessera::compute::cuda {
 
 cudnnDataType_t cudnn_dtype(core::DType t, const char* what) {
-  if (t == core::DType::F32) return CUDNN_DATA_FLOAT;
-  if (t == core::DType::F64) return CUDNN_DATA_DOUBLE;
-  throw Unsupported(detail::cat("cuda ", what, ": ", core::dtype_name(t),
-                                " convolutions are not supported (f32 and f64 only)"));
+  switch (t) {
+    case core::DType::F32:
+      return CUDNN_DATA_FLOAT;
+    case core::DType::F64:
+      return CUDNN_DATA_DOUBLE;
+    case core::DType::BF16:
+      return CUDNN_DATA_BFLOAT16;
+    case core::DType::F16:
+      return CUDNN_DATA_HALF;
+    default:
+      throw Unsupported(detail::cat("cuda ", what, ": ", core::dtype_name(t),
+                                    " convolutions are not supported (f32, f64, bf16, f16)"));
+  }
 }
 
 namespace {
@@ -48,8 +59,9 @@ ConvDesc::ConvDesc(const Conv2dParams& p, int pad_h, int pad_w, core::DType dtyp
   TESSERA_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d_));
   const int pads[2] = {pad_h, pad_w}, strides[2] = {p.stride_h, p.stride_w},
             dil[2] = {p.dilation_h, p.dilation_w};
-  TESSERA_CUDNN_CHECK(cudnnSetConvolutionNdDescriptor(
-      d_, 2, pads, strides, dil, CUDNN_CROSS_CORRELATION, cudnn_dtype(dtype, "conv")));
+  TESSERA_CUDNN_CHECK(
+      cudnnSetConvolutionNdDescriptor(d_, 2, pads, strides, dil, CUDNN_CROSS_CORRELATION,
+                                      cudnn_dtype(core::accumulate_dtype(dtype), "conv")));
   TESSERA_CUDNN_CHECK(cudnnSetConvolutionGroupCount(d_, p.groups));
 }
 

@@ -9,7 +9,7 @@
 
 namespace tessera::compute::cuda {
 
-/// CUDNN_DATA_FLOAT / _DOUBLE; Unsupported for other dtypes, naming `what`.
+/// CUDNN_DATA_FLOAT / _DOUBLE / _BFLOAT16 / _HALF; Unsupported for other dtypes, naming `what`.
 cudnnDataType_t cudnn_dtype(core::DType t, const char* what);
 
 /// A 4-d tensor descriptor with t's shape and strides (any positive strides).
@@ -39,7 +39,8 @@ class FilterDesc {
 };
 
 /// A 2-d cross-correlation with the given padding (what cuDNN is told, see conv_window.hpp), the
-/// call's stride, dilation and groups, computing in `dtype`.
+/// call's stride, dilation and groups, for data of `dtype`, computing in its accumulate_dtype
+/// (f32 for bf16/f16 data: cuDNN's PSEUDO_HALF / PSEUDO_BFLOAT16 configurations).
 class ConvDesc {
  public:
   ConvDesc(const Conv2dParams& p, int pad_h, int pad_w, core::DType dtype);
@@ -53,7 +54,8 @@ class ConvDesc {
   cudnnConvolutionDescriptor_t d_ = nullptr;
 };
 
-/// alpha/beta scalars of the call's dtype (cuDNN reads float for f32 data, double for f64).
+/// alpha/beta scalars of the call's dtype (cuDNN reads float for f32, bf16 and f16 data, double
+/// for f64).
 struct Scalars {
   float f[2];
   double d[2];

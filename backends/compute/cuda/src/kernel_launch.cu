@@ -47,6 +47,11 @@ class GpuLauncher {
     return p;
   }
 
+  core::Tensor scratch(const core::Shape& shape, core::DType dtype) {
+    TESSERA_ASSERT(ws_ != nullptr, "a tensor helper asked for a scratch tensor");
+    return ws_->tensor(shape, dtype);
+  }
+
   void read_back(void* host_dst, const void* src, std::size_t bytes) {
     TESSERA_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
     TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -76,6 +81,12 @@ void tensor_add(CudaMemory& mem, const core::Tensor& dst, const core::Tensor& sr
   launch::GpuLauncher l(mem, nullptr);
   core::Tensor d = dst;
   kernels::run_tensor_add(l, src, d);
+}
+
+void tensor_convert(CudaMemory& mem, const core::Tensor& dst, const core::Tensor& src) {
+  launch::GpuLauncher l(mem, nullptr);
+  core::Tensor d = dst;
+  kernels::run_tensor_convert(l, src, d);
 }
 
 void tensor_fill(CudaMemory& mem, const core::Tensor& dst, double value) {

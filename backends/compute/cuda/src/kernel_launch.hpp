@@ -18,9 +18,11 @@ void run_kernel(const Workspace& ws, const OpCall& call);
 
 /// dst = src: same shape and dtype, any dtype (moved bitwise).
 void tensor_copy(CudaMemory& mem, const core::Tensor& dst, const core::Tensor& src);
-/// dst += src: f32 or f64.
+/// dst += src: one float dtype, or a bf16/f16 src added into an f32 dst (rounded once).
 void tensor_add(CudaMemory& mem, const core::Tensor& dst, const core::Tensor& src);
-/// dst = value: any value for f32/f64, 0 for any dtype (Unsupported otherwise).
+/// dst = src converted to dst's dtype (any two float dtypes; bf16/f16 rounding by core/half.hpp).
+void tensor_convert(CudaMemory& mem, const core::Tensor& dst, const core::Tensor& src);
+/// dst = value: any value for float dtypes (rounded for bf16/f16), 0 for any dtype.
 void tensor_fill(CudaMemory& mem, const core::Tensor& dst, double value);
 
 }  // namespace tessera::compute::cuda

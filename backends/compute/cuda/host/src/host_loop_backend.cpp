@@ -23,6 +23,10 @@ class BookedWorkspace {
     buf_ = core::Tensor::empty({words}, core::DType::F64, core::MemCategory::Workspace, allocator_);
     return buf_.raw_data();
   }
+  /// A contiguous Workspace-booked host tensor (the f32 copies of a bf16/f16 call).
+  core::Tensor tensor(const core::Shape& shape, core::DType dtype) const {
+    return core::Tensor::empty(shape, dtype, core::MemCategory::Workspace, allocator_);
+  }
 
  private:
   core::AllocatorPtr allocator_;
