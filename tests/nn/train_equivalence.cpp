@@ -52,9 +52,12 @@ struct Judge {
   }
 };
 
+// `target` is what the run is compared with (the float64 run, or for the 16-bit rule the one-rank
+// run of the same precision); the allowance comes from one32's distance to one64.
 void check_series(Judge& j, const char* what, const std::vector<double>& run, const std::vector<double>& one32,
-                  const std::vector<double>& one64, double factor) {
-  if (run.size() != one64.size() || one32.size() != one64.size()) {
+                  const std::vector<double>& one64, double factor, const std::vector<double>* target = nullptr) {
+  const std::vector<double>& to = target ? *target : one64;
+  if (run.size() != one64.size() || one32.size() != one64.size() || to.size() != one64.size()) {
     j.v.ok = false;
     j.os << what << ": " << run.size() << " steps, the references " << one32.size() << " and " << one64.size() << "\n";
     return;
@@ -67,7 +70,7 @@ void check_series(Judge& j, const char* what, const std::vector<double>& run, co
     std::ostringstream where, detail;
     where << what << " of step " << t;
     detail << "float32 one rank " << std::abs(one32[t] - x) << ", its relative distance so far " << nu;
-    j.check(where.str(), std::abs(run[t] - x), allowed, detail.str());
+    j.check(where.str(), std::abs(run[t] - to[t]), allowed, detail.str());
   }
 }
 
@@ -91,6 +94,25 @@ Fp32References fp32_references(const nn::TrainOptions& o) {
 }
 
 Fp32Verdict fp32_verdict(const TrainRun& run, const Fp32References& refs, double factor) {
+  return rule_verdict(run, refs, factor, nullptr);
+}
+
+HalfReferences half_references(const nn::TrainOptions& o) {
+  nn::TrainOptions o32 = o;
+  o32.precision = nn::Precision::FP32;
+  o32.grad_reduce = nn::Precision::FP32;
+  o32.loss_scale.mode = nn::LossScaleOptions::Mode::Off;
+  HalfReferences r;
+  r.f32 = fp32_references(o32);
+  r.one16 = train(o, core::DeviceMesh({1}, {"sp"}));
+  return r;
+}
+
+Fp32Verdict half_verdict(const TrainRun& run, const HalfReferences& refs, double factor) {
+  return rule_verdict(run, refs.f32, factor, &refs.one16);
+}
+
+Fp32Verdict rule_verdict(const TrainRun& run, const Fp32References& refs, double factor, const TrainRun* target) {
   Judge j;
   const std::size_t n = refs.one64.params.size();
   if (run.params.size() != n || refs.one32.params.size() != n || refs.init.params.size() != n) {
@@ -115,10 +137,12 @@ Fp32Verdict fp32_verdict(const TrainRun& run, const Fp32References& refs, double
       j.os << where.str() << ": " << run.params[i].size() << " elements, the reference " << refs.one64.params[i].size() << "\n";
       continue;
     }
-    j.check(where.str(), max_abs_diff(run.params[i], refs.one64.params[i]), allowed, detail.str());
+    const std::vector<double>& to = target ? target->params[i] : refs.one64.params[i];
+    j.check(where.str(), max_abs_diff(run.params[i], to), allowed, detail.str());
   }
-  check_series(j, "loss", run.losses, refs.one32.losses, refs.one64.losses, factor);
-  check_series(j, "gradient norm", run.grad_norms, refs.one32.grad_norms, refs.one64.grad_norms, factor);
+  check_series(j, "loss", run.losses, refs.one32.losses, refs.one64.losses, factor, target ? &target->losses : nullptr);
+  check_series(j, "gradient norm", run.grad_norms, refs.one32.grad_norms, refs.one64.grad_norms, factor,
+               target ? &target->grad_norms : nullptr);
   j.v.report = j.os.str();
   return j.v;
 }

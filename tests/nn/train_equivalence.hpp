@@ -48,6 +48,19 @@ struct Fp32Verdict {
 };
 Fp32Verdict fp32_verdict(const TrainRun& run, const Fp32References& refs, double factor = kFp32Factor);
 
+/// The 16-bit rule (mixed precision, tests/nn/mixed_precision_test.cpp says why): a sharded bf16 or
+/// fp16 run is compared with the one-rank run of the same precision — both round the same values to
+/// 16 bits, they differ only where an f32 partial sum ordered differently flips a rounding — and
+/// may differ from it by `factor` times float32's own distance (the float32 rule's allowance).
+struct HalfReferences {
+  TrainRun one16;      ///< the one-rank run in the options' precision
+  Fp32References f32;  ///< the float32 rule's references for the same options in fp32
+};
+HalfReferences half_references(const nn::TrainOptions& o);
+Fp32Verdict half_verdict(const TrainRun& run, const HalfReferences& refs, double factor);
+/// The rule's verdict against `target` (null: the float64 one-rank run of refs).
+Fp32Verdict rule_verdict(const TrainRun& run, const Fp32References& refs, double factor, const TrainRun* target);
+
 }  // namespace tessera::test
 
 /// REQUIRE that `run` satisfies the float32 equivalence rule against `refs` (and that every
