@@ -7,6 +7,7 @@
 
 #include "sim_test_util.hpp"
 #include "support/catch.hpp"
+#include "tessera/nn/models.hpp"
 #include "tessera/sim/planner.hpp"
 
 using namespace tessera;
@@ -116,7 +117,10 @@ TEST_CASE("precision is a planner dimension: bf16 halves activations and runs at
           "[sim][planner]") {
   const sim::Topology topo = sim::Topology::preset("dgx-a100");
   const sim::DeviceCatalog cat;
+  // ConvNeXt-T at 3x256x1024: big enough for the convolutions, not kernel launches, to set the time.
   sim::PlanOptions o = small_plan();
+  o.train.model = nn::model_preset("convnext-t");
+  o.train.input = {3, 256, 1024};
   o.devices = 4;
   o.shards = {"W"};
   o.checkpointing = {"none", "block"};
