@@ -75,8 +75,9 @@ std::vector<std::string> checked_precisions(const PlanOptions& o) {
   for (const std::string& name : o.precisions) {
     const std::optional<nn::Precision> p = nn::parse_precision(name);
     TESSERA_CHECK(p.has_value(), "plan: precision '", name, "': list fp32, bf16 and/or fp16");
-    TESSERA_CHECK(*p == nn::Precision::FP32 || o.train.dtype == core::DType::F32, "plan: precision ",
-                  name, " (mixed precision) keeps f32 master weights, but the dtype is ",
+    TESSERA_CHECK(*p == nn::Precision::FP32 || o.train.dtype == core::DType::F32,
+                  "plan: precision ", name,
+                  " (mixed precision) keeps f32 master weights, but the dtype is ",
                   core::dtype_name(o.train.dtype), "; plan it with dtype f32");
     const std::string n(nn::precision_name(*p));
     TESSERA_CHECK(std::find(out.begin(), out.end(), n) == out.end(), "plan: precision ", n,

@@ -1,8 +1,9 @@
 // The planner on a small ConvNeXt over 4 GPUs: the candidates it enumerates, a table sorted by
 // iteration time, memory fit flags that agree with replaying each configuration directly (under
 // the device capacity and under a cap that splits the table), and configurations the batch or the
-// input cannot support skipped with core's reason; precision as a dimension (bf16 rows of ConvNeXt-T
-// on a DGX-A100 with half the activations and a shorter iteration than their fp32 twins).
+// input cannot support skipped with core's reason; precision as a dimension (bf16 rows of
+// ConvNeXt-T on a DGX-A100 with half the activations and a shorter iteration than their fp32
+// twins).
 #include <algorithm>
 #include <cstdio>
 
@@ -118,7 +119,8 @@ TEST_CASE("precision is a planner dimension: bf16 halves activations and runs at
           "[sim][planner]") {
   const sim::Topology topo = sim::Topology::preset("dgx-a100");
   const sim::DeviceCatalog cat;
-  // ConvNeXt-T at 3x256x1024: big enough for the convolutions, not kernel launches, to set the time.
+  // ConvNeXt-T at 3x256x1024: big enough for the convolutions, not kernel launches, to set the
+  // time.
   sim::PlanOptions o = small_plan();
   o.train.model = nn::model_preset("convnext-t");
   o.train.input = {3, 256, 1024};

@@ -7,11 +7,11 @@
 #include <sstream>
 
 #include "commands.hpp"
+#include "spec_options.hpp"
 #include "tessera/nn/precision.hpp"
+#include "tessera/run/resolve.hpp"
 #include "tessera/sim/planner.hpp"
 #include "tessera/sim/units.hpp"
-#include "spec_options.hpp"
-#include "tessera/run/resolve.hpp"
 
 namespace tessera::tools {
 
@@ -76,9 +76,9 @@ void print_json(const run::RunSpec& spec, const sim::PlanOptions& o, const sim::
         "\"limit_bytes\": %.0f, \"fits\": %s, \"compute_busy_s\": %.9g, \"comm_busy_s\": %.9g, "
         "\"replayed_ranks\": %d}",
         i ? "," : "", quoted(e.config.mesh).c_str(), quoted(e.config.shard).c_str(),
-        quoted(e.config.checkpointing).c_str(), quoted(e.config.precision).c_str(), e.iteration_s, e.images_per_s, e.peak_bytes,
-        e.activation_peak_bytes, e.limit_bytes, e.fits ? "true" : "false", e.compute_busy_s,
-        e.comm_busy_s, e.classes);
+        quoted(e.config.checkpointing).c_str(), quoted(e.config.precision).c_str(), e.iteration_s,
+        e.images_per_s, e.peak_bytes, e.activation_peak_bytes, e.limit_bytes,
+        e.fits ? "true" : "false", e.compute_busy_s, e.comm_busy_s, e.classes);
   }
   std::printf("],\n \"skipped\": [");
   for (std::size_t i = 0; i < r.skipped.size(); ++i)
@@ -86,7 +86,8 @@ void print_json(const run::RunSpec& spec, const sim::PlanOptions& o, const sim::
         "%s\n  {\"mesh\": %s, \"shard\": %s, \"checkpointing\": %s, \"precision\": %s, "
         "\"reason\": %s}",
         i ? "," : "", quoted(r.skipped[i].config.mesh).c_str(),
-        quoted(r.skipped[i].config.shard).c_str(), quoted(r.skipped[i].config.checkpointing).c_str(),
+        quoted(r.skipped[i].config.shard).c_str(),
+        quoted(r.skipped[i].config.checkpointing).c_str(),
         quoted(r.skipped[i].config.precision).c_str(), quoted(r.skipped[i].reason).c_str());
   std::printf("]}\n");
 }
@@ -101,11 +102,11 @@ int run_plan(const PlanArgs& a) {
   o.checkpointing = split_list(a.checkpointing);
   // --precisions lists the precisions to compare; without it, the description's one precision.
   TESSERA_CHECK(a.precisions.empty() || nn::parse_precision(spec.precision) == nn::Precision::FP32,
-                "--precision ", spec.precision,
-                " and --precisions '", a.precisions, "': give one (--precisions ", spec.precision,
-                " plans in ", spec.precision, " alone)");
-  o.precisions = a.precisions.empty() ? std::vector<std::string>{spec.precision}
-                                      : split_list(a.precisions);
+                "--precision ", spec.precision, " and --precisions '", a.precisions,
+                "': give one (--precisions ", spec.precision, " plans in ", spec.precision,
+                " alone)");
+  o.precisions =
+      a.precisions.empty() ? std::vector<std::string>{spec.precision} : split_list(a.precisions);
   for (const std::string& s : o.shards)
     TESSERA_CHECK(s == "W" || s == "H" || s == "HW", "--shards '", a.shards,
                   "': list W, H and/or HW");

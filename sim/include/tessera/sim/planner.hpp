@@ -31,7 +31,8 @@ struct PlanOptions {
   EngineOptions engine;
 };
 
-/// One way to run the configuration: a mesh, a shard dimension, a checkpointing policy, a precision.
+/// One way to run the configuration: a mesh, a shard dimension, a checkpointing policy, a
+/// precision.
 struct PlanConfig {
   std::string mesh;  ///< "dp=2,sp=8", "sp_h=2,sp_w=4", "dp=16"
   int dp = 1, sp_h = 1, sp_w = 1;
@@ -76,7 +77,8 @@ struct PlanResult {
 /// shard "-".
 std::vector<PlanConfig> enumerate_plan_configs(int devices, const std::vector<std::string>& shards,
                                                const std::vector<std::string>& checkpointing,
-                                               const std::vector<std::string>& precisions = {"fp32"});
+                                               const std::vector<std::string>& precisions = {
+                                                   "fp32"});
 
 /// Simulates every candidate on `topology` (rank i on its i-th device). Candidates the input or
 /// batch cannot support (a dp larger than the batch, more spatial shards than blocks of the model's
