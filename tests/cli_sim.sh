@@ -85,6 +85,21 @@ fitting = [r for r in capped if r["fits"]]
 assert fitting and all(r["checkpointing"] != "none" for r in fitting), fitting
 assert all(r["peak_memory_bytes"] <= cap for r in fitting)
 print(f"cli_sim: a {cap/1e9:.3f} GB cap leaves {len(fitting)} checkpointed rows fitting")
+# Precision is a dimension: --precisions fp32,bf16 doubles the rows, each bf16 row has less
+# activation memory than its fp32 twin, and the fp32 rows are those of the fp32-only plan.
+out = subprocess.run([bin, "plan", "--model", f"{src}/examples/convnext-mini.json", "--input", "3x64x512",
+                      "--batch", "4", "--classes", "6", "--topology", "dgx-a100", "--devices", "4",
+                      "--precisions", "fp32,bf16", "--json"], check=True, capture_output=True, text=True).stdout
+both = json.loads(out)["configurations"]
+assert {r["precision"] for r in rows} == {"fp32"}, rows
+assert len(both) == 2 * len(rows), (len(both), len(rows))
+key = lambda r: (r["mesh"], r["shard"], r["checkpointing"])
+fp32 = {key(r): r for r in both if r["precision"] == "fp32"}
+assert fp32 == {key(r): r for r in rows}, "fp32 rows differ from the fp32-only plan"
+for r in both:
+    if r["precision"] == "bf16":
+        assert r["activation_peak_bytes"] < fp32[key(r)]["activation_peak_bytes"], r
+print(f"cli_sim: --precisions fp32,bf16 plans {len(both)} rows, bf16 activations below fp32's")
 PY
 
 # sim compare: a measured trace beside its simulation, simulated on the spot or from a sim run trace
@@ -122,6 +137,7 @@ expect_fail "$tmp/bad_topo.json" sim run --topology "$tmp/bad_topo.json" --mesh 
 expect_fail "ring" sim collective --op all_reduce --bytes 1MiB --topology dgx-a100 --algorithm rings
 expect_fail "byte size \"lots\"" sim collective --op all_reduce --bytes lots --topology dgx-a100
 expect_fail "W, H" plan --shards Q --devices 4
+expect_fail "precision 'fp8'" plan --precisions fp32,fp8 --devices 4
 expect_fail "no-such.json" sim compare --measured "$tmp/no-such.json"
 printf '{"mesh": 4}' >"$tmp/bad_spec.json"
 expect_fail 'field "mesh" must be a string' sim run --config "$tmp/bad_spec.json"

@@ -1,5 +1,6 @@
-// ConfigPanel: a form over StudioConfig; presets come from core (models, dtypes) and sim
-// (topologies); a topology with fewer devices than the mesh has ranks is disabled.
+// ConfigPanel: a form over StudioConfig; presets come from core (models, dtypes, precisions) and
+// sim (topologies); a topology with fewer devices than the mesh has ranks is disabled, and so are
+// the 16-bit precisions with a dtype other than f32.
 #include "config_panel.hpp"
 
 #include <QCheckBox>
@@ -34,6 +35,12 @@ QStringList toQt(const std::vector<std::string>& v) {
   return out;
 }
 
+void setItemEnabled(QComboBox* c, int i, bool enabled, const QString& why) {
+  QStandardItem* item = qobject_cast<QStandardItemModel*>(c->model())->item(i);
+  item->setEnabled(enabled);
+  item->setToolTip(enabled ? QString() : why);
+}
+
 void setComboText(QComboBox* c, const QString& text) {
   const int i = c->findText(text);
   if (i >= 0) c->setCurrentIndex(i);
@@ -63,7 +70,14 @@ ConfigPanel::ConfigPanel(QWidget* parent) : QWidget(parent) {
   for (const QString& t : topos) topologyDevices_ << presetDevices(t);
   topology_->setToolTip(QStringLiteral("A topology preset, or the path of a topology JSON file"));
   dtype_ = combo(trainableDtypes(), false);
-  dtype_->setToolTip(QStringLiteral("The dtypes the trainer trains in (core's nn::training_dtypes)"));
+  dtype_->setToolTip(QStringLiteral("The dtypes the trainer trains in (core's nn::training_dtypes): the master "
+                                    "weights, gradients and optimizer state"));
+  precision_ = combo(precisionNames(), false);
+  precision_->setToolTip(QStringLiteral(
+      "fp32, or bf16 / fp16 mixed precision: activations, saved tensors and halos in 16 bits (half the "
+      "bytes), convolutions at the device's 16-bit peak, f32 master weights"));
+  gradReduce_ = combo(precisionNames(), false);
+  gradReduce_->setToolTip(QStringLiteral("What gradient buckets are all-reduced in (bf16 / fp16: half the bytes)"));
   overlap_ = new QCheckBox(QStringLiteral("overlap halo exchange and all-reduce"));
   task_ = combo({"classify", "segment"}, false);
   task_->setToolTip(QStringLiteral("The head and loss: classification (one label per image) or segmentation (per pixel)"));
@@ -106,6 +120,8 @@ ConfigPanel::ConfigPanel(QWidget* parent) : QWidget(parent) {
   form->addRow(QStringLiteral("Optimizer"), optimizer_);
   form->addRow(QStringLiteral("Topology"), row(topology_, topoFile));
   form->addRow(QStringLiteral("dtype"), dtype_);
+  form->addRow(QStringLiteral("Precision"), precision_);
+  form->addRow(QStringLiteral("Grad reduce"), gradReduce_);
   form->addRow(QStringLiteral("Task"), task_);
   form->addRow(QStringLiteral("Classes"), classes_);
   form->addRow(QStringLiteral("Device"), device_);
@@ -129,6 +145,7 @@ ConfigPanel::ConfigPanel(QWidget* parent) : QWidget(parent) {
       {model_, "model"},       {input_, "input"},         {batch_, "batch"},
       {mesh_, "mesh"},         {shard_, "shard"},         {checkpointing_, "checkpointing"},
       {optimizer_, "optimizer"}, {topology_, "topology"}, {dtype_, "dtype"},
+      {precision_, "precision"}, {gradReduce_, "grad_reduce_dtype"},
       {overlap_, "overlap"},   {calibration_, "calibration"}, {task_, "task"},
       {classes_, "classes"},   {device_, "device"},       {tf32_, "tf32"},
       {bucketMib_, "bucket_mib"}};
@@ -142,8 +159,13 @@ ConfigPanel::ConfigPanel(QWidget* parent) : QWidget(parent) {
     enableTopologies();
     emitChanged();
   });
-  for (QComboBox* c : {shard_, checkpointing_, optimizer_, topology_, dtype_, task_, device_})
+  for (QComboBox* c : {shard_, checkpointing_, optimizer_, topology_, task_, device_})
     connect(c, &QComboBox::currentTextChanged, this, [this] { emitChanged(); });
+  for (QComboBox* c : {dtype_, precision_, gradReduce_})
+    connect(c, &QComboBox::currentTextChanged, this, [this] {
+      enablePrecisions();
+      emitChanged();
+    });
   for (QCheckBox* b : {overlap_, tf32_}) connect(b, &QCheckBox::toggled, this, [this] { emitChanged(); });
   connect(calibration_, &QLineEdit::editingFinished, this, [this] { emitChanged(); });
   connect(modelFile, &QPushButton::clicked, this, [this] {
@@ -174,6 +196,8 @@ StudioConfig ConfigPanel::config() const {
   c.optimizer = optimizer_->currentText();
   c.topology = topology_->currentText().trimmed();
   c.dtype = dtype_->currentText();
+  c.precision = precision_->currentText();
+  c.gradReduce = gradReduce_->currentText();
   c.overlap = overlap_->isChecked();
   c.task = task_->currentText();
   c.classes = classes_->value();
@@ -195,6 +219,8 @@ void ConfigPanel::setConfig(const StudioConfig& c) {
   setComboText(optimizer_, c.optimizer);
   setComboText(topology_, c.topology);
   setComboText(dtype_, c.dtype);
+  setComboText(precision_, c.precision);
+  setComboText(gradReduce_, c.gradReduce);
   overlap_->setChecked(c.overlap);
   setComboText(task_, c.task);
   classes_->setValue(c.classes);
@@ -203,6 +229,7 @@ void ConfigPanel::setConfig(const StudioConfig& c) {
   bucketMib_->setValue(c.bucketMib);
   calibration_->setText(c.calibration);
   enableTopologies();
+  enablePrecisions();
   quiet_ = false;
 }
 
@@ -218,6 +245,20 @@ void ConfigPanel::enableTopologies() {
     item->setToolTip(fits ? QString()
                           : QStringLiteral("%1 has %2 device(s) but the mesh %3 needs %4; choose a smaller mesh")
                                 .arg(item->text()).arg(devices).arg(mesh).arg(ranks));
+  }
+}
+
+void ConfigPanel::enablePrecisions() {
+  const QString dtype = dtype_->currentText();
+  for (QComboBox* c : {precision_, gradReduce_})
+    for (int i = 0; i < c->count(); ++i) {
+      const QString why = precisionConflict(c->itemText(i), dtype);
+      setItemEnabled(c, i, why.isEmpty(), why);
+    }
+  for (int i = 0; i < dtype_->count(); ++i) {
+    QString why = precisionConflict(precision_->currentText(), dtype_->itemText(i));
+    if (why.isEmpty()) why = precisionConflict(gradReduce_->currentText(), dtype_->itemText(i));
+    setItemEnabled(dtype_, i, why.isEmpty(), why);
   }
 }
 

@@ -1,5 +1,5 @@
 // The Configuration panel: model, input, batch, mesh, shard, checkpointing, optimizer, topology,
-// dtype, overlap, calibration file. It offers only values that can run; every edit emits
+// dtype, precision, gradient reduction dtype, overlap, calibration file. It offers only values that can run; every edit emits
 // configChanged (the main window re-simulates in the background).
 #pragma once
 
@@ -35,6 +35,9 @@ class ConfigPanel : public QWidget {
   void emitChanged();
   /// Disables the topology presets with fewer devices than the mesh has ranks (tooltip: why).
   void enableTopologies();
+  /// Disables bf16/fp16 (precision, gradient reduction) unless the dtype is f32, and f64 while
+  /// either is 16-bit (tooltips: why): mixed precision keeps f32 master weights.
+  void enablePrecisions();
   QComboBox* model_;
   QLineEdit* input_;
   QSpinBox* batch_;
@@ -44,6 +47,8 @@ class ConfigPanel : public QWidget {
   QComboBox* optimizer_;
   QComboBox* topology_;
   QComboBox* dtype_;
+  QComboBox* precision_;
+  QComboBox* gradReduce_;
   QCheckBox* overlap_;
   QLineEdit* calibration_;
   QComboBox* task_;

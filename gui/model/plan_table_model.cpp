@@ -62,6 +62,7 @@ StudioConfig PlanTableModel::applyRow(int row, StudioConfig base) const {
   base.mesh = QString::fromStdString(c.mesh);
   if (c.shard == "W" || c.shard == "H") base.shard = QString::fromStdString(c.shard);
   base.checkpointing = QString::fromStdString(c.checkpointing);
+  base.precision = QString::fromStdString(c.precision);
   return base;
 }
 

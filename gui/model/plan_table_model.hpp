@@ -21,7 +21,8 @@ class PlanTableModel : public QAbstractTableModel {
   int columnCount(const QModelIndex& parent = {}) const override;
   QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
   QVariant headerData(int section, Qt::Orientation o, int role = Qt::DisplayRole) const override;
-  /// `base` with row `row`'s mesh, shard and checkpointing (what choosing the row applies).
+  /// `base` with row `row`'s mesh, shard, checkpointing and precision (what choosing the row
+  /// applies).
   StudioConfig applyRow(int row, StudioConfig base) const;
 
  private:

@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "tessera/core/error.hpp"
+#include "tessera/nn/precision.hpp"
 #include "tessera/run/simulate.hpp"
 
 namespace tessera::studio {
@@ -41,6 +42,7 @@ sim::PlanResult planFor(const StudioConfig& config) {
   sim::PlanOptions o;
   o.train = rc.train;
   o.devices = rc.mesh.size();
+  o.precisions = {std::string(nn::precision_name(rc.train.precision))};  // the configuration's own
   o.engine = rc.engine;
   return sim::plan(o, rc.topology, rc.catalog);
 }

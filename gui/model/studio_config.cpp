@@ -1,5 +1,5 @@
 // StudioConfig ↔ JSON and ↔ run::RunSpec (which parses and checks every field), and its
-// resolution through run::resolve_sim, as `tessera sim run` does.
+// resolution through run::resolve_sim, as `tessera sim run` does; the dtypes and precisions offered.
 #include "studio_config.hpp"
 
 #include <QJsonDocument>
@@ -7,6 +7,7 @@
 #include <QStringList>
 
 #include "tessera/core/error.hpp"
+#include "tessera/nn/precision.hpp"
 
 namespace tessera::studio {
 
@@ -36,6 +37,19 @@ QStringList trainableDtypes() {
   return out;
 }
 
+QStringList precisionNames() {
+  QStringList out;
+  for (nn::Precision p : {nn::Precision::FP32, nn::Precision::BF16, nn::Precision::FP16})
+    out << QString::fromLatin1(nn::precision_name(p).data(), nn::precision_name(p).size());
+  return out;
+}
+
+QString precisionConflict(const QString& precision, const QString& dtype) {
+  const auto p = nn::parse_precision(precision.toStdString());
+  if (!p || *p == nn::Precision::FP32 || dtype == QStringLiteral("f32")) return {};
+  return QStringLiteral("%1 (mixed precision) keeps f32 master weights; choose dtype f32, not %2").arg(precision, dtype);
+}
+
 int presetDevices(const QString& topology) {
   try {
     return static_cast<int>(sim::Topology::preset(topology.toStdString()).devices().size());
@@ -57,7 +71,8 @@ QJsonObject StudioConfig::toJson() const {
                 {"batch", batch},         {"mesh", mesh},
                 {"shard", shard},         {"checkpointing", checkpointing},
                 {"optimizer", optimizer}, {"topology", topology},
-                {"dtype", dtype},         {"overlap", overlap},
+                {"dtype", dtype},         {"precision", precision},
+                {"grad_reduce_dtype", gradReduce}, {"overlap", overlap},
                 {"task", task},           {"classes", classes},
                 {"tf32", tf32},           {"bucket_mib", bucketMib}};
   if (!device.isEmpty()) o.insert("device", device);
@@ -76,6 +91,8 @@ run::RunSpec StudioConfig::toSpec() const {
   s.optimizer = optimizer.toStdString();
   s.topology = topology.toStdString();
   s.dtype = dtype.toStdString();
+  s.precision = precision.toStdString();
+  s.grad_reduce_dtype = gradReduce.toStdString();
   s.overlap = overlap;
   s.task = task.toStdString();
   s.classes = classes;
@@ -97,6 +114,8 @@ StudioConfig StudioConfig::fromSpec(const run::RunSpec& s) {
   c.optimizer = q(s.optimizer);
   c.topology = q(s.topology);
   c.dtype = q(s.dtype);
+  c.precision = q(s.precision);
+  c.gradReduce = q(s.grad_reduce_dtype);
   c.overlap = s.overlap;
   c.task = q(s.task);
   c.classes = s.classes;

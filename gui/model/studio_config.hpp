@@ -24,7 +24,12 @@ struct StudioConfig {
   QString checkpointing = QStringLiteral("none");  ///< none, block, stage
   QString optimizer = QStringLiteral("adamw");     ///< sgd, adamw
   QString topology = QStringLiteral("dgx-a100");   ///< preset or path to a topology JSON file
-  QString dtype = QStringLiteral("f32");           ///< one of trainableDtypes()
+  QString dtype = QStringLiteral("f32");           ///< one of trainableDtypes(): the master weights'
+  /// fp32, or bf16 / fp16 (mixed precision: 16-bit activations, saved tensors and halos, f32 master
+  /// weights; needs dtype f32): one of precisionNames().
+  QString precision = QStringLiteral("fp32");
+  /// What gradient buckets are all-reduced in (JSON field "grad_reduce_dtype"): fp32, bf16, fp16.
+  QString gradReduce = QStringLiteral("fp32");
   bool overlap = true;
   QString task = QStringLiteral("classify");  ///< classify or segment (the head and loss)
   int classes = 1000;
@@ -52,6 +57,13 @@ struct StudioConfig {
 /// The dtypes the studio offers: the names of core's nn::training_dtypes() (what Trainer::step
 /// trains in), reference first. bf16/f16 appear here once core trains in them.
 QStringList trainableDtypes();
+
+/// The precisions a run computes in (nn::precision_name of every nn::Precision): fp32, bf16, fp16.
+QStringList precisionNames();
+
+/// Why `precision` (a precisionNames() entry, for the precision or the gradient reduction) cannot
+/// go with `dtype`, or an empty string when it can: mixed precision keeps f32 master weights.
+QString precisionConflict(const QString& precision, const QString& dtype);
 
 /// Devices a topology preset has (sim::Topology::preset); 0 for a name that is not a preset (a
 /// topology JSON file, or a typo: resolveConfig reports those).

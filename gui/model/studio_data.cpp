@@ -10,6 +10,7 @@
 #include "tessera/core/allocator.hpp"
 #include "tessera/nn/layers.hpp"
 #include "tessera/nn/models.hpp"
+#include "tessera/nn/precision.hpp"
 #include "tessera/sim/units.hpp"
 
 namespace tessera::studio {
@@ -51,7 +52,9 @@ ShardMap buildShardMap(const nn::TrainOptions& train, const core::DeviceMesh& me
     for (nn::Module* k : kids) walk(*k);
   };
   walk(*model);
-  const std::int64_t esize = static_cast<std::int64_t>(core::dtype_size(train.dtype));
+  // Halos travel in the activations' dtype: the 16-bit one in mixed precision.
+  const std::int64_t esize =
+      static_cast<std::int64_t>(core::dtype_size(nn::precision_dtype(train.precision, train.dtype)));
   ShardMap map;
   for (nn::Conv2d* c : convs) {
     ShardLayer layer;

@@ -1,10 +1,13 @@
-// The planner: candidate meshes × shard dimensions × checkpointing, each replayed (folded) and
-// simulated on the topology, ranked by iteration time with memory checked against the limit.
+// The planner: candidate meshes × shard dimensions × checkpointing × precision, each replayed
+// (folded) and simulated on the topology, ranked by iteration time with memory checked against the
+// limit.
 #include "tessera/sim/planner.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "tessera/core/error.hpp"
+#include "tessera/nn/precision.hpp"
 #include "tessera/sim/fold.hpp"
 
 namespace tessera::sim {
@@ -16,7 +19,8 @@ int PlanResult::best_fit() const {
 }
 
 std::vector<PlanConfig> enumerate_plan_configs(int devices, const std::vector<std::string>& shards,
-                                               const std::vector<std::string>& checkpointing) {
+                                               const std::vector<std::string>& checkpointing,
+                                               const std::vector<std::string>& precisions) {
   TESSERA_CHECK(devices >= 1, "plan: ", devices, " devices; give at least one");
   auto with_dp = [](int dp, const std::string& rest) {
     return dp == 1 ? rest : "dp=" + std::to_string(dp) + (rest.empty() ? "" : "," + rest);
@@ -44,11 +48,13 @@ std::vector<PlanConfig> enumerate_plan_configs(int devices, const std::vector<st
   }
   std::vector<PlanConfig> out;
   for (const PlanConfig& m : meshes)
-    for (const std::string& ck : checkpointing) {
-      PlanConfig c = m;
-      c.checkpointing = ck;
-      out.push_back(std::move(c));
-    }
+    for (const std::string& ck : checkpointing)
+      for (const std::string& p : precisions) {
+        PlanConfig c = m;
+        c.checkpointing = ck;
+        c.precision = p;
+        out.push_back(std::move(c));
+      }
   return out;
 }
 
@@ -58,7 +64,27 @@ nn::TrainOptions options_for(const nn::TrainOptions& base, const PlanConfig& c) 
   nn::TrainOptions t = base;
   t.shard = c.shard == "H" ? "H" : "W";  // "HW" tiles are named by the mesh dims sp_h, sp_w
   t.checkpointing = c.checkpointing;
+  t.precision = *nn::parse_precision(c.precision);  // plan() checked the names
   return t;
+}
+
+// The precisions to try, checked and spelled as nn::precision_name spells them.
+std::vector<std::string> checked_precisions(const PlanOptions& o) {
+  TESSERA_CHECK(!o.precisions.empty(), "plan: no precision to try; list fp32, bf16 and/or fp16");
+  std::vector<std::string> out;
+  for (const std::string& name : o.precisions) {
+    const std::optional<nn::Precision> p = nn::parse_precision(name);
+    TESSERA_CHECK(p.has_value(), "plan: precision '", name, "': list fp32, bf16 and/or fp16");
+    TESSERA_CHECK(*p == nn::Precision::FP32 || o.train.dtype == core::DType::F32,
+                  "plan: precision ", name,
+                  " (mixed precision) keeps f32 master weights, but the dtype is ",
+                  core::dtype_name(o.train.dtype), "; plan it with dtype f32");
+    const std::string n(nn::precision_name(*p));
+    TESSERA_CHECK(std::find(out.begin(), out.end(), n) == out.end(), "plan: precision ", n,
+                  " listed twice; list each once");
+    out.push_back(n);
+  }
+  return out;
 }
 
 PlanEntry simulate(const PlanOptions& o, const PlanConfig& c, const core::DeviceMesh& mesh,
@@ -100,8 +126,10 @@ PlanResult plan(const PlanOptions& o, const Topology& topology, const DeviceCata
                 topology.name, "' has ", available, "; use a larger topology (e.g. dgx-a100:N)");
   TESSERA_CHECK(o.memory_cap_bytes >= 0, "plan: memory cap ", o.memory_cap_bytes,
                 " bytes; give a positive size");
-  for (const PlanConfig& c : enumerate_plan_configs(res.devices, o.shards, o.checkpointing)) {
-    // Layout problems are the mesh's, whatever the checkpointing: report them once.
+  const std::vector<std::string> precisions = checked_precisions(o);
+  for (const PlanConfig& c :
+       enumerate_plan_configs(res.devices, o.shards, o.checkpointing, precisions)) {
+    // Layout problems are the mesh's, whatever the checkpointing and precision: report them once.
     if (!res.skipped.empty() && res.skipped.back().config.mesh == c.mesh &&
         res.skipped.back().config.shard == c.shard &&
         res.skipped.back().config.checkpointing == "*")
@@ -114,6 +142,7 @@ PlanResult plan(const PlanOptions& o, const Topology& topology, const DeviceCata
     } catch (const InvalidArgument& e) {
       PlanConfig any = c;
       any.checkpointing = "*";
+      any.precision = "*";
       res.skipped.push_back({any, e.what()});
       continue;
     }

@@ -1,7 +1,7 @@
 // Every value the Configuration panel offers renders every view: each combo box, spin box and check
 // box of the panel, varied alone from the studio's default configuration through the widget itself,
 // gives a snapshot without an error that every view shows, and a plan; an item the panel disables
-// is one the simulator refuses.
+// is one the simulator refuses; the precision knob halves the activation and halo bytes the views show.
 #include <QAbstractItemModel>
 #include <QCheckBox>
 #include <QComboBox>
@@ -112,7 +112,8 @@ TEST_CASE("every value every knob of the panel offers renders every view", "[gui
   for (const Offer& o : all)
     if (!knobs.contains(o.knob)) knobs << o.knob;
   // The panel's knobs with values to offer; a widget without a name would be tested unnamed.
-  for (const char* k : {"model", "batch", "shard", "checkpointing", "optimizer", "topology", "dtype", "overlap"})
+  for (const char* k : {"model", "batch", "shard", "checkpointing", "optimizer", "topology", "dtype", "precision",
+                        "grad_reduce_dtype", "overlap"})
     REQUIRE(knobs.contains(k));
   REQUIRE_FALSE(knobs.contains(QString()));
 
@@ -150,7 +151,8 @@ TEST_CASE("the panel's dtypes are the ones core trains in, and core refuses the 
   REQUIRE(offered.join(", ").toStdString() == trainable.join(", ").toStdString());
   REQUIRE(offered.value(0) == "f32");  // the reference dtype comes first (the default)
 
-  // The trainer's own check: the replay runs Trainer::step, which refuses bf16 naming what works.
+  // The trainer's own check: the replay runs Trainer::step, which refuses bf16 master weights naming
+  // what works (16-bit training is the precision knob: bf16 activations over f32 master weights).
   nn::TrainOptions t;
   t.model = nn::model_preset("convnext-atto");
   t.input = {3, 64, 256};
@@ -165,6 +167,88 @@ TEST_CASE("the panel's dtypes are the ones core trains in, and core refuses the 
     REQUIRE(m.find("bf16") != std::string::npos);
     REQUIRE(m.find(trainable.join(", ").toStdString()) != std::string::npos);
   }
+}
+
+TEST_CASE("the precision knob: bf16 and fp16 halve the activation memory and the halo bytes the views show",
+          "[gui]") {
+  guiApp();
+  ConfigPanel panel;
+  auto* precision = panel.findChild<QComboBox*>("precision");
+  auto* dtype = panel.findChild<QComboBox*>("dtype");
+  REQUIRE(precision != nullptr);
+  REQUIRE(dtype != nullptr);
+  QStringList offered;
+  for (int i = 0; i < precision->count(); ++i) offered << precision->itemText(i);
+  REQUIRE(offered.join(", ").toStdString() == "fp32, bf16, fp16");
+  REQUIRE(precision->currentText() == "fp32");  // the default
+
+  StudioConfig c;  // ConvNeXt-T 3x512x2048 on sp=4 of a DGX-A100
+  const auto full = simulate(c);
+  INFO(full->error.toStdString());
+  REQUIRE(full->ok());
+  const int act = static_cast<int>(core::MemCategory::Activation);
+  const int halo = static_cast<int>(core::MemCategory::HaloBuffer);
+  for (const char* p : {"bf16", "fp16"}) {
+    INFO(p);
+    // Through the widget: the panel's configuration carries the precision to the run description.
+    panel.setConfig(StudioConfig{});
+    precision->setCurrentIndex(precision->findText(p));
+    const StudioConfig half = panel.config();
+    REQUIRE(half.precision == p);
+    REQUIRE(half.toSpec().precision == p);
+    REQUIRE(StudioConfig::fromJson(half.toJson()) == half);
+    const auto s = simulate(half);
+    INFO(s->error.toStdString());
+    REQUIRE(s->ok());
+    REQUIRE(s->memory.size() == full->memory.size());
+    for (std::size_t r = 0; r < s->memory.size(); ++r) {
+      // 16-bit activations and saved tensors (the f32 input images and norm statistics stay).
+      REQUIRE(s->memory[r].peakBytes[act] < full->memory[r].peakBytes[act]);
+      REQUIRE(static_cast<double>(s->memory[r].peakBytes[act]) <= 0.6 * full->memory[r].peakBytes[act]);
+      // Halo buffers in 16 bits: half.
+      REQUIRE(2 * s->memory[r].peakBytes[halo] == full->memory[r].peakBytes[halo]);
+      // Parameters stay f32 master weights.
+      REQUIRE(s->memory[r].peakBytes[static_cast<int>(core::MemCategory::Parameter)] ==
+              full->memory[r].peakBytes[static_cast<int>(core::MemCategory::Parameter)]);
+    }
+    // The shard map's halo regions: the same boxes, 2 bytes an element.
+    REQUIRE(s->shards.layers.size() == full->shards.layers.size());
+    std::int64_t halfBytes = 0, fullBytes = 0;
+    for (std::size_t l = 0; l < s->shards.layers.size(); ++l)
+      for (std::size_t r = 0; r < s->shards.layers[l].shards.size(); ++r) {
+        const ShardInfo& a = s->shards.layers[l].shards[r];
+        const ShardInfo& b = full->shards.layers[l].shards[r];
+        REQUIRE(a.recvs.size() == b.recvs.size());
+        for (std::size_t k = 0; k < a.recvs.size(); ++k) REQUIRE(2 * a.recvs[k].bytes == b.recvs[k].bytes);
+        halfBytes += a.recvBytes() + a.sendBytes();
+        fullBytes += b.recvBytes() + b.sendBytes();
+      }
+    REQUIRE(fullBytes > 0);
+    REQUIRE(2 * halfBytes == fullBytes);
+    // Convolutions at the A100's 16-bit tensor-core peak, half the bytes moved: a shorter iteration.
+    REQUIRE(s->result.iteration_ps < full->result.iteration_ps);
+  }
+
+  // Mixed precision keeps f32 master weights: with dtype f64 the 16-bit items are disabled, saying
+  // why, and the simulator refuses the combination too.
+  StudioConfig f64;
+  f64.dtype = "f64";
+  panel.setConfig(f64);
+  const QModelIndex bf16 = precision->model()->index(precision->findText("bf16"), 0);
+  REQUIRE_FALSE(precision->model()->flags(bf16) & Qt::ItemIsEnabled);
+  REQUIRE(precision->model()->data(bf16, Qt::ToolTipRole).toString().contains("dtype f32"));
+  f64.precision = "bf16";
+  const auto refused = simulate(f64);
+  REQUIRE_FALSE(refused->ok());
+  INFO(refused->error.toStdString());
+  REQUIRE(refused->error.contains("f32 master weights"));
+  // And with a 16-bit precision chosen, f64 is the dtype item disabled.
+  StudioConfig bf;
+  bf.precision = "bf16";
+  panel.setConfig(bf);
+  const QModelIndex f64Item = dtype->model()->index(dtype->findText("f64"), 0);
+  REQUIRE_FALSE(dtype->model()->flags(f64Item) & Qt::ItemIsEnabled);
+  REQUIRE(dtype->model()->flags(dtype->model()->index(dtype->findText("f32"), 0)) & Qt::ItemIsEnabled);
 }
 
 TEST_CASE("a topology with fewer devices than the mesh has ranks is disabled, and says why", "[gui]") {

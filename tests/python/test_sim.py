@@ -57,17 +57,25 @@ def test_simulate_equals_cli(mesh, shard, ckpt):
 
 def test_plan_equals_cli():
     p = tessera.sim.plan(model="convnext-atto", input="3x128x512", batch=2, topology="dgx-a100", devices=4,
-                         shards=["W", "H"], checkpointing=["none", "block"])
+                         shards=["W", "H"], checkpointing=["none", "block"], precisions=("fp32", "bf16"))
     c = run_cli("plan", "--model", "convnext-atto", "--input", "3x128x512", "--batch", "2", "--topology", "dgx-a100",
-                "--devices", "4", "--shards", "W,H", "--checkpointing", "none,block")
+                "--devices", "4", "--shards", "W,H", "--checkpointing", "none,block", "--precisions", "fp32,bf16")
     assert p["best_fit"] == c["best_fit"] and p["devices"] == c["devices"]
     assert len(p["configurations"]) == len(c["configurations"]) > 0
     for a, b in zip(p["configurations"], c["configurations"]):
-        for key in ("mesh", "shard", "checkpointing", "peak_memory_bytes", "activation_peak_bytes", "fits",
-                    "replayed_ranks"):
+        for key in ("mesh", "shard", "checkpointing", "precision", "peak_memory_bytes", "activation_peak_bytes",
+                    "fits", "replayed_ranks"):
             assert a[key] == b[key], key
         assert approx(a["iteration_time_s"], b["iteration_time_s"])
+    assert {r["precision"] for r in p["configurations"]} == {"fp32", "bf16"}
     assert [(s["mesh"], s["reason"]) for s in p["skipped"]] == [(s["mesh"], s["reason"]) for s in c["skipped"]]
+    # One precision by default, as the CLI without --precisions; a bad name is refused, naming it.
+    assert {r["precision"] for r in tessera.sim.plan(model="convnext-atto", input="3x128x512", batch=2,
+                                                     topology="dgx-a100", devices=2, shards="W",
+                                                     checkpointing="none")["configurations"]} == {"fp32"}
+    with pytest.raises(ValueError, match="precision 'fp8'"):
+        tessera.sim.plan(model="convnext-atto", input="3x128x512", batch=2, topology="dgx-a100", devices=2,
+                         precisions="fp32,fp8")
 
 
 def test_topologies():

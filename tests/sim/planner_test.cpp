@@ -1,12 +1,15 @@
 // The planner on a small ConvNeXt over 4 GPUs: the candidates it enumerates, a table sorted by
 // iteration time, memory fit flags that agree with replaying each configuration directly (under
 // the device capacity and under a cap that splits the table), and configurations the batch or the
-// input cannot support skipped with core's reason.
+// input cannot support skipped with core's reason; precision as a dimension (bf16 rows of
+// ConvNeXt-T on a DGX-A100 with half the activations and a shorter iteration than their fp32
+// twins).
 #include <algorithm>
 #include <cstdio>
 
 #include "sim_test_util.hpp"
 #include "support/catch.hpp"
+#include "tessera/nn/models.hpp"
 #include "tessera/sim/planner.hpp"
 
 using namespace tessera;
@@ -110,4 +113,70 @@ TEST_CASE("the planner refuses more devices than the topology has", "[sim][plann
   o.devices = 4;
   REQUIRE(simtest::lacks(simtest::error_of([&] { sim::plan(o, topo, sim::DeviceCatalog{}); }),
                          {"4 devices", "star2", "has 2"}) == "");
+}
+
+TEST_CASE("precision is a planner dimension: bf16 halves activations and runs at the 16-bit peak",
+          "[sim][planner]") {
+  const sim::Topology topo = sim::Topology::preset("dgx-a100");
+  const sim::DeviceCatalog cat;
+  // ConvNeXt-T at 3x256x1024: big enough for the convolutions, not kernel launches, to set the
+  // time.
+  sim::PlanOptions o = small_plan();
+  o.train.model = nn::model_preset("convnext-t");
+  o.train.input = {3, 256, 1024};
+  o.devices = 4;
+  o.shards = {"W"};
+  o.checkpointing = {"none", "block"};
+  const sim::PlanResult fp32 = sim::plan(o, topo, cat);  // the default: fp32 only
+  REQUIRE_FALSE(fp32.entries.empty());
+  for (const sim::PlanEntry& e : fp32.entries) REQUIRE(e.config.precision == "fp32");
+  o.precisions = {"fp32", "bf16"};
+  const sim::PlanResult both = sim::plan(o, topo, cat);
+  REQUIRE(both.entries.size() == 2 * fp32.entries.size());
+  REQUIRE(both.skipped.size() == fp32.skipped.size());
+  for (const sim::PlanSkip& s : both.skipped) REQUIRE(s.config.precision == "*");
+  auto find = [&](const sim::PlanConfig& c, const std::string& precision) {
+    for (const sim::PlanEntry& e : both.entries)
+      if (e.config.mesh == c.mesh && e.config.shard == c.shard &&
+          e.config.checkpointing == c.checkpointing && e.config.precision == precision)
+        return e;
+    FAIL("no " << precision << " entry for " << c.mesh << " " << c.checkpointing);
+    return sim::PlanEntry{};
+  };
+  for (const sim::PlanEntry& f : fp32.entries) {
+    INFO(f.config.mesh << " " << f.config.shard << " " << f.config.checkpointing);
+    // The fp32 rows of a two-precision plan are the fp32-only plan's, figure for figure.
+    const sim::PlanEntry same = find(f.config, "fp32");
+    REQUIRE(same.peak_bytes == f.peak_bytes);
+    REQUIRE(same.activation_peak_bytes == f.activation_peak_bytes);
+    REQUIRE(same.iteration_s == f.iteration_s);
+    const sim::PlanEntry b = find(f.config, "bf16");
+    std::printf("plan precision: %-10s %-6s fp32 %9.1f us %8zu act bytes | bf16 %9.1f us %8zu\n",
+                f.config.mesh.c_str(), f.config.checkpointing.c_str(), f.iteration_s * 1e6,
+                f.activation_peak_bytes, b.iteration_s * 1e6, b.activation_peak_bytes);
+    // 16-bit activations and saved tensors: about half the bytes (the input images, labels and
+    // f32 statistics stay), convolutions at the A100's bf16 tensor-core peak.
+    REQUIRE(b.activation_peak_bytes < f.activation_peak_bytes);
+    REQUIRE(static_cast<double>(b.activation_peak_bytes) <= 0.6 * f.activation_peak_bytes);
+    REQUIRE(b.peak_bytes < f.peak_bytes);
+    REQUIRE(b.iteration_s < f.iteration_s);
+  }
+}
+
+TEST_CASE("the planner refuses unknown, repeated and f64 mixed precisions", "[sim][planner]") {
+  const sim::Topology topo = simtest::star(2, 100e9, 2'000'000);
+  sim::PlanOptions o = small_plan();
+  o.precisions = {"fp32", "fp64"};
+  REQUIRE(simtest::lacks(simtest::error_of([&] { sim::plan(o, topo, sim::DeviceCatalog{}); }),
+                         {"precision 'fp64'", "fp32, bf16 and/or fp16"}) == "");
+  o.precisions = {"bf16", "bf16"};
+  REQUIRE(simtest::lacks(simtest::error_of([&] { sim::plan(o, topo, sim::DeviceCatalog{}); }),
+                         {"bf16", "twice"}) == "");
+  o.precisions = {};
+  REQUIRE(simtest::lacks(simtest::error_of([&] { sim::plan(o, topo, sim::DeviceCatalog{}); }),
+                         {"no precision"}) == "");
+  o.precisions = {"fp16"};
+  o.train.dtype = core::DType::F64;
+  REQUIRE(simtest::lacks(simtest::error_of([&] { sim::plan(o, topo, sim::DeviceCatalog{}); }),
+                         {"fp16", "f64", "dtype f32"}) == "");
 }

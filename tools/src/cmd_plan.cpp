@@ -1,16 +1,17 @@
 // `tessera plan`: ranks the ways to train a model on a cluster — dp × spatial meshes, shard
-// dimension, checkpointing — by simulated iteration time, with each one's replayed peak memory
-// against the device capacity or --memory-cap (sim::plan does the work).
+// dimension, checkpointing, precision — by simulated iteration time, with each one's replayed peak
+// memory against the device capacity or --memory-cap (sim::plan does the work).
 #include <chrono>
 #include <cstdio>
 #include <memory>
 #include <sstream>
 
 #include "commands.hpp"
+#include "spec_options.hpp"
+#include "tessera/nn/precision.hpp"
+#include "tessera/run/resolve.hpp"
 #include "tessera/sim/planner.hpp"
 #include "tessera/sim/units.hpp"
-#include "spec_options.hpp"
-#include "tessera/run/resolve.hpp"
 
 namespace tessera::tools {
 
@@ -31,6 +32,7 @@ struct PlanArgs {
   std::string memory_cap;
   std::string shards = "W,H,HW";
   std::string checkpointing = "none,block,stage";
+  std::string precisions;  ///< empty: the run description's precision (--precision, fp32)
   int devices = 0;
   int bucket_mib = 4;
   int top = 0;
@@ -68,21 +70,25 @@ void print_json(const run::RunSpec& spec, const sim::PlanOptions& o, const sim::
   for (std::size_t i = 0; i < r.entries.size(); ++i) {
     const sim::PlanEntry& e = r.entries[i];
     std::printf(
-        "%s\n  {\"mesh\": %s, \"shard\": %s, \"checkpointing\": %s, \"iteration_time_s\": %.9g, "
+        "%s\n  {\"mesh\": %s, \"shard\": %s, \"checkpointing\": %s, \"precision\": %s, "
+        "\"iteration_time_s\": %.9g, "
         "\"images_per_s\": %.6g, \"peak_memory_bytes\": %zu, \"activation_peak_bytes\": %zu, "
         "\"limit_bytes\": %.0f, \"fits\": %s, \"compute_busy_s\": %.9g, \"comm_busy_s\": %.9g, "
         "\"replayed_ranks\": %d}",
         i ? "," : "", quoted(e.config.mesh).c_str(), quoted(e.config.shard).c_str(),
-        quoted(e.config.checkpointing).c_str(), e.iteration_s, e.images_per_s, e.peak_bytes,
-        e.activation_peak_bytes, e.limit_bytes, e.fits ? "true" : "false", e.compute_busy_s,
-        e.comm_busy_s, e.classes);
+        quoted(e.config.checkpointing).c_str(), quoted(e.config.precision).c_str(), e.iteration_s,
+        e.images_per_s, e.peak_bytes, e.activation_peak_bytes, e.limit_bytes,
+        e.fits ? "true" : "false", e.compute_busy_s, e.comm_busy_s, e.classes);
   }
   std::printf("],\n \"skipped\": [");
   for (std::size_t i = 0; i < r.skipped.size(); ++i)
     std::printf(
-        "%s\n  {\"mesh\": %s, \"shard\": %s, \"checkpointing\": %s, \"reason\": %s}", i ? "," : "",
-        quoted(r.skipped[i].config.mesh).c_str(), quoted(r.skipped[i].config.shard).c_str(),
-        quoted(r.skipped[i].config.checkpointing).c_str(), quoted(r.skipped[i].reason).c_str());
+        "%s\n  {\"mesh\": %s, \"shard\": %s, \"checkpointing\": %s, \"precision\": %s, "
+        "\"reason\": %s}",
+        i ? "," : "", quoted(r.skipped[i].config.mesh).c_str(),
+        quoted(r.skipped[i].config.shard).c_str(),
+        quoted(r.skipped[i].config.checkpointing).c_str(),
+        quoted(r.skipped[i].config.precision).c_str(), quoted(r.skipped[i].reason).c_str());
   std::printf("]}\n");
 }
 
@@ -94,6 +100,13 @@ int run_plan(const PlanArgs& a) {
   o.devices = a.devices;
   o.shards = split_list(a.shards);
   o.checkpointing = split_list(a.checkpointing);
+  // --precisions lists the precisions to compare; without it, the description's one precision.
+  TESSERA_CHECK(a.precisions.empty() || nn::parse_precision(spec.precision) == nn::Precision::FP32,
+                "--precision ", spec.precision, " and --precisions '", a.precisions,
+                "': give one (--precisions ", spec.precision, " plans in ", spec.precision,
+                " alone)");
+  o.precisions =
+      a.precisions.empty() ? std::vector<std::string>{spec.precision} : split_list(a.precisions);
   for (const std::string& s : o.shards)
     TESSERA_CHECK(s == "W" || s == "H" || s == "HW", "--shards '", a.shards,
                   "': list W, H and/or HW");
@@ -122,14 +135,16 @@ int run_plan(const PlanArgs& a) {
       "%d configurations simulated, %zu skipped, in %.1f s; sorted by predicted iteration time "
       "(GB = 1e9 bytes; peak = the largest rank's replayed peak)\n",
       static_cast<int>(r.entries.size()), r.skipped.size(), took_s);
-  std::printf("%4s  %-22s %-5s %-6s %11s %9s %9s %9s  %-4s %10s %10s\n", "#", "mesh", "shard",
-              "ckpt", "iteration", "images/s", "peak GB", "activ GB", "fit", "compute", "comm");
+  std::printf("%4s  %-22s %-5s %-6s %-5s %11s %9s %9s %9s  %-4s %10s %10s\n", "#", "mesh", "shard",
+              "ckpt", "prec", "iteration", "images/s", "peak GB", "activ GB", "fit", "compute",
+              "comm");
   const int best = r.best_fit();
   for (std::size_t i = 0; i < r.entries.size(); ++i) {
     if (a.top > 0 && static_cast<int>(i) >= a.top && static_cast<int>(i) != best) continue;
     const sim::PlanEntry& e = r.entries[i];
-    std::printf("%4zu  %-22s %-5s %-6s %11s %9.3f %9.2f %9.2f  %-4s %10s %10s%s\n", i + 1,
+    std::printf("%4zu  %-22s %-5s %-6s %-5s %11s %9.3f %9.2f %9.2f  %-4s %10s %10s%s\n", i + 1,
                 e.config.mesh.c_str(), e.config.shard.c_str(), e.config.checkpointing.c_str(),
+                e.config.precision.c_str(),
                 sim::format_duration(static_cast<sim::Picos>(e.iteration_s * 1e12)).c_str(),
                 e.images_per_s, e.peak_bytes / 1e9, e.activation_peak_bytes / 1e9,
                 e.fits ? "ok" : "OOM",
@@ -142,8 +157,8 @@ int run_plan(const PlanArgs& a) {
   if (!r.skipped.empty()) {
     std::printf("skipped:\n");
     for (const sim::PlanSkip& s : r.skipped)
-      std::printf("  %-22s %-5s %-6s %s\n", s.config.mesh.c_str(), s.config.shard.c_str(),
-                  s.config.checkpointing.c_str(), s.reason.c_str());
+      std::printf("  %-22s %-5s %-6s %-5s %s\n", s.config.mesh.c_str(), s.config.shard.c_str(),
+                  s.config.checkpointing.c_str(), s.config.precision.c_str(), s.reason.c_str());
   }
   std::printf(
       "(micro-batching: the trainer has no gradient accumulation, so each dp replica runs its "
@@ -158,8 +173,8 @@ void add_plan_command(CLI::App& app, Action& action) {
   auto a = std::make_shared<PlanArgs>();
   CLI::App* c =
       app.add_subcommand("plan",
-                         "Rank meshes, shard dimensions and checkpointing by simulated iteration "
-                         "time, with memory fit");
+                         "Rank meshes, shard dimensions, checkpointing and precisions by simulated "
+                         "iteration time, with memory fit");
   a->spec.add(*c, {"model", "input", "batch", "topology", "optimizer", "task", "classes", "dtype", "precision", "device",
                    "calibration", "bucket_mib", "overlap", "tf32"},
               /*with_config=*/true);
@@ -169,6 +184,8 @@ void add_plan_command(CLI::App& app, Action& action) {
   c->add_option("--shards", a->shards, "Shard dimensions to try: W, H, HW")->capture_default_str();
   c->add_option("--checkpointing", a->checkpointing, "Policies to try: none, block, stage")
       ->capture_default_str();
+  c->add_option("--precisions", a->precisions,
+                "Precisions to try: fp32, bf16, fp16 (e.g. fp32,bf16; default: --precision's one)");
   c->add_option("--top", a->top, "Print only the N fastest rows (and the fastest that fits)");
   c->add_flag("--json", a->json, "Print one JSON object (configurations[], skipped[])");
   c->callback([&action, a] { action = [a] { return run_plan(*a); }; });

@@ -25,6 +25,7 @@ py::dict plan_config(const sim::PlanConfig& c) {
   d["mesh"] = c.mesh;
   d["shard"] = c.shard;
   d["checkpointing"] = c.checkpointing;
+  d["precision"] = c.precision;
   return d;
 }
 
@@ -108,7 +109,7 @@ void bind_sim(py::module_& m) {
   s.def(
       "plan",
       [](const std::string& spec_json, int devices, const py::object& shards, const py::object& checkpointing,
-         const std::string& memory_cap) {
+         const std::string& memory_cap, const py::object& precisions) {
         run::RunSpec spec = run::RunSpec::from_json(spec_json, run::RunSpec::for_simulation(), "tessera.sim.plan");
         spec.mesh = "sp=1";  // the planner chooses the mesh; this only validates model and input
         const run::SimSetup setup = run::resolve_sim(spec);
@@ -117,6 +118,7 @@ void bind_sim(py::module_& m) {
         o.devices = devices;
         o.shards = strings_of(shards);
         o.checkpointing = strings_of(checkpointing);
+        o.precisions = strings_of(precisions);  // sim::plan checks the names
         for (const std::string& x : o.shards)
           TESSERA_CHECK(x == "W" || x == "H" || x == "HW", "plan: shards ", x, ": list W, H and/or HW");
         if (!memory_cap.empty()) o.memory_cap_bytes = static_cast<double>(sim::parse_byte_size(memory_cap));
@@ -157,7 +159,8 @@ void bind_sim(py::module_& m) {
         d["skipped"] = skipped;
         return d;
       },
-      py::arg("spec_json"), py::arg("devices"), py::arg("shards"), py::arg("checkpointing"), py::arg("memory_cap"));
+      py::arg("spec_json"), py::arg("devices"), py::arg("shards"), py::arg("checkpointing"), py::arg("memory_cap"),
+      py::arg("precisions"));
   s.def(
       "compare",
       [](const std::string& measured, const std::string& simulated, const std::string& spec_json) {

@@ -88,15 +88,20 @@ def plan(
     overlap: bool = True,
     dtype: str = "f32",
     calibration: str = "",
+    precisions: Union[str, Sequence[str]] = ("fp32",),
 ) -> dict:
-    """Ranks meshes, shard dimensions and checkpointing by simulated iteration time with memory
-    fit, as ``tessera plan --json``: a dict with ``configurations`` (fastest first), ``skipped``
-    and ``best_fit`` (index of the fastest configuration that fits, -1 when none does)."""
+    """Ranks meshes, shard dimensions, checkpointing and precisions by simulated iteration time
+    with memory fit, as ``tessera plan --json``: a dict with ``configurations`` (fastest first,
+    each with its ``precision``), ``skipped`` and ``best_fit`` (index of the fastest configuration
+    that fits, -1 when none does). ``precisions``: ``"fp32"``, ``"bf16"``, ``"fp16"`` (mixed
+    precision), every candidate simulated in each, as ``--precisions fp32,bf16``."""
     spec = _spec_json(model=model, input=_text(input), batch=batch, topology=topology, optimizer=optimizer,
                       task=task, classes=classes, device=device, tf32=tf32, bucket_mib=bucket_mib,
                       overlap=overlap, dtype=dtype, calibration=calibration)
-    return _s.plan(spec, devices, list(shards) if not isinstance(shards, str) else shards,
-                   list(checkpointing) if not isinstance(checkpointing, str) else checkpointing, memory_cap)
+    def names(v):
+        return v if isinstance(v, str) else list(v)
+
+    return _s.plan(spec, devices, names(shards), names(checkpointing), memory_cap, names(precisions))
 
 
 def compare(measured: str, simulated: str = "", **spec) -> dict:

@@ -1,5 +1,6 @@
 // Planner: enumerates the ways to run one training configuration on a cluster — data-parallel ×
-// spatial meshes (shards along W, H, or H × W tiles), activation checkpointing — simulates each
+// spatial meshes (shards along W, H, or H × W tiles), activation checkpointing, precision (fp32,
+// bf16/fp16 mixed precision) — simulates each
 // (memory from the folded replay of the real trainer, time from the event engine) and ranks them by
 // predicted iteration time, flagging those that do not fit in device memory.
 #pragma once
@@ -15,24 +16,29 @@ namespace tessera::sim {
 
 /// What to plan for. The batch in `train` is the global batch of one iteration (every candidate
 /// trains the same images per iteration, so iteration times compare directly); its mesh-related
-/// fields (shard, checkpointing) are what the planner varies.
+/// fields (shard, checkpointing) and its precision are what the planner varies.
 struct PlanOptions {
   nn::TrainOptions train;
   /// The devices to use: 0 = every device of the topology.
   int devices = 0;
   std::vector<std::string> shards = {"W", "H", "HW"};
   std::vector<std::string> checkpointing = {"none", "block", "stage"};
+  /// Precisions to try (nn::parse_precision names: "fp32", "bf16", "fp16"); each candidate is
+  /// simulated in each, with TrainOptions::precision set from it. bf16/fp16 need train.dtype f32.
+  std::vector<std::string> precisions = {"fp32"};
   /// Memory limit per device in bytes; 0 = each device's capacity from the catalog.
   double memory_cap_bytes = 0;
   EngineOptions engine;
 };
 
-/// One way to run the configuration: a mesh, a shard dimension, a checkpointing policy.
+/// One way to run the configuration: a mesh, a shard dimension, a checkpointing policy, a
+/// precision.
 struct PlanConfig {
   std::string mesh;  ///< "dp=2,sp=8", "sp_h=2,sp_w=4", "dp=16"
   int dp = 1, sp_h = 1, sp_w = 1;
   std::string shard;          ///< "W", "H", "HW", or "-" for no spatial sharding
   std::string checkpointing;  ///< "none", "block", "stage"
+  std::string precision = "fp32";  ///< "fp32", "bf16", "fp16" (nn::precision_name)
 };
 
 /// A simulated configuration.
@@ -51,7 +57,7 @@ struct PlanEntry {
 
 /// A configuration the planner did not simulate, with core's or the simulator's reason.
 struct PlanSkip {
-  PlanConfig config;  ///< checkpointing "*" when no policy could help (an invalid mesh)
+  PlanConfig config;  ///< checkpointing and precision "*" when none could help (an invalid mesh)
   std::string reason;
 };
 
@@ -66,14 +72,20 @@ struct PlanResult {
 
 /// The candidate configurations for `devices` ranks: every dp dividing the count (dp = 1 first),
 /// the rest spatial — along W and H (mesh dim "sp") and as sp_h × sp_w tiles with both factors ≥ 2
-/// — each with every checkpointing policy. A mesh with one spatial rank is listed once, shard "-".
+/// — each with every checkpointing policy, and each of those in every precision (in the order
+/// given; the names are checked by plan(), not here). A mesh with one spatial rank is listed once,
+/// shard "-".
 std::vector<PlanConfig> enumerate_plan_configs(int devices, const std::vector<std::string>& shards,
-                                               const std::vector<std::string>& checkpointing);
+                                               const std::vector<std::string>& checkpointing,
+                                               const std::vector<std::string>& precisions = {
+                                                   "fp32"});
 
 /// Simulates every candidate on `topology` (rank i on its i-th device). Candidates the input or
 /// batch cannot support (a dp larger than the batch, more spatial shards than blocks of the model's
 /// stride, a halo the shards cannot serve) are skipped with the error core gives; other errors
-/// propagate. Throws InvalidArgument for more devices than the topology has.
+/// propagate. Throws InvalidArgument for more devices than the topology has, for a precision that
+/// is not fp32, bf16 or fp16 (or none at all, or one listed twice), and for bf16/fp16 with a
+/// train.dtype other than f32 (mixed precision keeps f32 master weights).
 PlanResult plan(const PlanOptions& options, const Topology& topology, const DeviceCatalog& catalog);
 
 }  // namespace tessera::sim
