@@ -120,7 +120,21 @@ expect_fail "convnext-atto" train --model no-such-model --steps 1
 expect_fail "input '3x31'" train --input 3x31 --steps 1
 expect_fail "mesh" train --mesh sp=0 --steps 1
 expect_fail "available" train --backend nosuch --steps 1
-expect_fail "dtype 'bf16': the trainer cannot train in it (yet); use one of: f32, f64" train --dtype bf16 --steps 1
+expect_fail "dtype 'bf16': the trainer keeps its weights in one of: f32, f64 (16-bit activations over f32 weights: precision bf16 or fp16)" train --dtype bf16 --steps 1
+# Mixed precision from the command line: fp16 with dynamic loss scaling (2^16 at the start), its
+# scale and skipped steps in the metrics; bf16 without scaling; refused over f64 weights.
+"$bin" train "${common[@]}" --steps 2 --precision fp16 --grad-reduce-dtype bf16 --metrics "$tmp/fp16.jsonl" >/dev/null
+python3 - "$tmp/fp16.jsonl" <<'PY'
+import json, sys
+steps = [json.loads(l) for l in open(sys.argv[1])]
+assert len(steps) == 2 and steps[0]["loss_scale"] == 65536 and steps[0]["skipped"] is False, steps
+assert all(s["skipped_steps"] == 0 and s["loss"] == s["loss"] for s in steps), steps
+PY
+"$bin" train "${common[@]}" --steps 1 --precision bf16 --metrics "$tmp/bf16.jsonl" >/dev/null
+grep -q '"loss_scale":1,' "$tmp/bf16.jsonl" || { echo "bf16 runs without loss scaling:"; cat "$tmp/bf16.jsonl"; exit 1; }
+expect_fail "mixed precision keeps f32 master weights" train --dtype f64 --precision bf16 --steps 1
+expect_fail "expected fp32, bf16 or fp16" train --precision fp8 --steps 1
+expect_fail "expected auto, dynamic, off or a positive number" train --loss-scale -3 --steps 1
 expect_fail "training runs on cpu or cuda" train --device h200 --steps 1
 expect_fail "expected cuda:N" train --device cuda:x --steps 1
 # --device cuda: on a machine without a usable GPU, the reason (the backend not built here, or

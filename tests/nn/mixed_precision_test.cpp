@@ -30,13 +30,13 @@ nn::TrainOptions in_precision(nn::TrainOptions o, nn::Precision p) {
 
 // Two checks hold a sharded bf16 (fp16) run to the one-rank run of its precision.
 //
-// The first step, sharply: both runs compute every activation from the same inputs by the same
+// The first step's gradients, sharply (one plain SGD step from the same initial weights): both runs compute every activation from the same inputs by the same
 // arithmetic and round it to 16 bits; only f32 partial sums inside a kernel whose window is a
 // shard are ordered differently, which moves a value by f32's rounding (2^-24) and rarely flips
 // its 16-bit rounding (one unit u = 2^-8 bf16, 2^-11 fp16, in a fraction ~2^-24/u of the values).
 // Every reduction that crosses ranks (SyncBN, the pool, the loss, the gradients) is f32 or f64.
-// So the first step's loss and gradient norm, sums over many such values, agree within u of
-// their size; a missing halo or a lost rank moves them by far more (checked with the faults).
+// So each first-step gradient tensor agrees with the one-rank one within a few u of its scale
+// (kGradientUnits below); a missing halo or a lost rank moves it by far more (the faults).
 //
 // The whole run, by the 16-bit form of the float32 rule (train_equivalence.hpp) with the one-rank
 // run taken in the same precision: over ten AdamW steps the rare flips are amplified like any
@@ -88,8 +88,11 @@ FirstStep first_step(const nn::TrainOptions& o) {
 }
 
 // The first step's gradients within kGradientUnits units of 16-bit rounding (u) of each tensor's
-// scale, and the whole run by the 16-bit rule.
-constexpr double kGradientUnits = 4;
+// scale, and the whole run by the 16-bit rule. Measured on AMD EPYC Zen 3 (2026-12-01), the
+// largest gap over the tensors: ConvNeXt 0.9-1.5 u in bf16, 2.5 u in fp16 (LayerScale's gamma:
+// a product of two 16-bit tensors summed over every pixel), RegNetY 5.3 u (BatchNorm's weight:
+// its gradient Σ dy·x̂ amplifies a flipped x by the batch's 1/std); the broken runs 23-337 u.
+constexpr double kGradientUnits = 8;
 
 void check_run(const core::DeviceMesh& mesh, const nn::TrainOptions& o, const FirstStep& f,
                const test::Fp32References& refs, const std::string& what) {
@@ -179,8 +182,8 @@ TEST_CASE("the 16-bit rule fails deliberately broken bf16 runs", "[nn][train][pr
                 "run %.1f times the 16-bit allowance\n", test::fault_name(f), gap / u, at.c_str(), v.worst);
     INFO(test::fault_name(f) << ": first step " << gap / u << " u at " << at << ", whole run " << v.worst);
     REQUIRE(first.faults_injected > 0);
-    // The first-step check fails by far: a bug is not 16-bit rounding.
-    REQUIRE(gap > 4 * kGradientUnits * u);
+    // The first-step check fails: a bug is not 16-bit rounding.
+    REQUIRE(gap > 2 * kGradientUnits * u);
   }
 }
 

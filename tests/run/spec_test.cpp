@@ -103,7 +103,7 @@ TEST_CASE("run spec: JSON errors name the origin, the field and what it must be"
   REQUIRE(has(msg("{\"lr\": \"fast\"}"), "field \"lr\" must be a number"));
   REQUIRE(has(msg("{\"overlap\": 1}"), "field \"overlap\" must be true or false"));
   REQUIRE(has(msg("{\"seed\": -1}"), "field \"seed\" must be a non-negative integer"));
-  REQUIRE(has(msg("{\"dtype\": \"bf16\"}"), "field \"dtype\" is \"bf16\": the trainer cannot train in it (yet)"));
+  REQUIRE(has(msg("{\"dtype\": \"bf16\"}"), "field \"dtype\" is \"bf16\": the trainer keeps its weights in one of: f32, f64"));
   REQUIRE(has(msg("{\"input\": \"3x5\"}"), "field \"input\" is \"3x5\": expected three positive sizes CxHxW"));
   REQUIRE(has(msg("{\"classes\": 1}"), "field \"classes\" is 1: must be at least 2"));
   REQUIRE(has(msg("{\"shard\": [1]}"), "field \"shard\" must be a string"));

@@ -199,8 +199,8 @@ void scale(Backend& b, double alpha, core::Tensor& y);
 /// y = x·s[n] for the leading dim.
 void scale_samples(Backend& b, const core::Tensor& x, const core::Tensor& s, core::Tensor& y);
 /// y = x converted to y's float dtype (rounded to nearest), one shape, either side any strides
-/// (a shard, a halo window). x and y must not overlap unless they are one tensor. The cpu backend
-/// converts between f32 and f64; bf16/f16 targets are for GPU backends (Unsupported on cpu).
+/// (a shard, a halo window). x and y must not overlap unless they are one tensor. Every backend
+/// converts between any two of f32, f64, bf16 and f16 (16-bit rounding: core/half.hpp).
 void copy(Backend& b, const core::Tensor& x, core::Tensor& y);
 
 /// Softmax over dim 1 of logits (N,K) or (N,K,H,W) against i64 labels (N) or (N,H,W); labels
