@@ -189,15 +189,7 @@ TEST_CASE("the 16-bit rule fails deliberately broken bf16 runs", "[nn][train][pr
 
 TEST_CASE("bf16 training tracks fp32: the loss curve stays in a band over 200 steps", "[nn][train][precision]") {
   // The learnability setting of training_test.cpp, twice as long, on one rank and on sp=2 in bf16.
-  nn::TrainOptions o = options(small_convnext(), "adamw");
-  o.model.drop_path = 0;
-  o.model.widths = {16, 32, 32, 48};
-  o.input = {3, 32, 64};
-  o.batch = 16;
-  o.steps = 200;
-  o.optimizer.lr = 4e-3;
-  o.warmup_steps = 5;
-  o.final_lr_fraction = 0.1;
+  const nn::TrainOptions o = test::learnability_options(200);
   const TrainRun f32 = test::train(o, core::DeviceMesh::parse("sp=2"));
   const TrainRun b16 = test::train(in_precision(o, nn::Precision::BF16), core::DeviceMesh::parse("sp=2"));
   // Mean losses over windows of 20 steps: single steps are noisy (a new batch each step), and
@@ -268,21 +260,15 @@ TEST_CASE("fp16 dynamic loss scaling recovers: after the skipped steps training 
   REQUIRE(r.loss_scales[first_applied + 3] == 2 * r.loss_scales[first_applied]);
 }
 
-TEST_CASE("fp16 without loss scaling loses small gradients to underflow; scaling keeps them", "[nn][train][precision]") {
+TEST_CASE("fp16 without loss scaling loses small gradients to underflow, scaling keeps them", "[nn][train][precision]") {
   // Segmentation over many pixels: the per-pixel loss gradient is 1/(N·H·W) of a softmax
   // difference, ~3e-5 here, below fp16's smallest normal (6.1e-5): stored in fp16 it keeps a few
   // bits or none, and backward makes it smaller still on its way to the stem. One plain SGD step
   // (lr 1, no momentum, decay or clipping) makes each parameter's update its gradient.
-  nn::TrainOptions o = options(small_convnext(), "sgd");
+  nn::TrainOptions o = one_sgd_step(options(small_convnext(), "sgd"));
   o.model.task = nn::Task::Segment;
   o.model.drop_path = 0;
   o.input = {3, 64, 256};
-  o.steps = 1;
-  o.warmup_steps = 0;
-  o.clip_norm = 0;
-  o.optimizer.lr = 1;
-  o.optimizer.momentum = 0;
-  o.optimizer.weight_decay = 0;
   const core::DeviceMesh mesh = core::DeviceMesh::parse("sp=2");
   nn::TrainOptions none = o;
   none.steps = 0;
@@ -294,22 +280,8 @@ TEST_CASE("fp16 without loss scaling loses small gradients to underflow; scaling
   const TrainRun unscaled = test::train(h, mesh);
   REQUIRE(scaled.loss_scales[0] == 65536.0);
   REQUIRE(unscaled.loss_scales[0] == 1.0);
-  // Per parameter tensor: the update's relative error against fp32's, max |Δ16 − Δ32| / max |Δ32|.
-  auto worst = [&](const TrainRun& r, std::string& at) {
-    double w = 0;
-    for (std::size_t t = 0; t < init.params.size(); ++t) {
-      double d = 0, m = 0;
-      for (std::size_t k = 0; k < init.params[t].size(); ++k) {
-        const double u32 = f32.params[t][k] - init.params[t][k], u16 = r.params[t][k] - init.params[t][k];
-        d = std::max(d, std::abs(u16 - u32));
-        m = std::max(m, std::abs(u32));
-      }
-      if (m > 0 && d / m > w) w = d / m, at = init.names[t];
-    }
-    return w;
-  };
   std::string at_scaled, at_off;
-  const double e_scaled = worst(scaled, at_scaled), e_off = worst(unscaled, at_off);
+  const double e_scaled = gradient_gap(scaled, f32, init, at_scaled), e_off = gradient_gap(unscaled, f32, init, at_off);
   std::printf("fp16 gradients vs fp32 (worst tensor, relative): loss scale 2^16 %.4f (%s), no scaling %.4f (%s)\n",
               e_scaled, at_scaled.c_str(), e_off, at_off.c_str());
   REQUIRE(e_scaled < 0.05);
@@ -317,15 +289,7 @@ TEST_CASE("fp16 without loss scaling loses small gradients to underflow; scaling
 }
 
 TEST_CASE("bf16 activations take at most 0.55x the booked bytes of fp32 ones", "[nn][train][precision][memory]") {
-  nn::TrainOptions o;
-  o.model.name = "memory-convnext";
-  o.model.family = "convnext";
-  o.model.depths = {2, 2, 2, 2};
-  o.model.widths = {16, 32, 48, 64};
-  o.model.num_classes = 4;
-  o.input = {3, 64, 512};
-  o.batch = 2;
-  o.steps = 1;
+  const nn::TrainOptions o = test::memory_options("none");
   for (const char* mesh : {"sp=1", "sp=2"}) {
     const core::DeviceMesh m = core::DeviceMesh::parse(mesh);
     const TrainRun f = test::train(o, m);

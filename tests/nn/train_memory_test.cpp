@@ -5,25 +5,14 @@
 
 #include "support/catch.hpp"
 #include "train_harness.hpp"
+#include "train_models.hpp"
 
 using namespace tessera;
 using core::MemCategory;
 
 namespace {
 
-nn::TrainOptions memory_run(const std::string& checkpointing) {
-  nn::TrainOptions o;
-  o.model.name = "memory-convnext";
-  o.model.family = "convnext";
-  o.model.depths = {2, 2, 2, 2};
-  o.model.widths = {16, 32, 48, 64};
-  o.model.num_classes = 4;
-  o.input = {3, 64, 512};
-  o.batch = 2;
-  o.steps = 1;
-  o.checkpointing = checkpointing;
-  return o;
-}
+nn::TrainOptions memory_run(const std::string& checkpointing) { return test::memory_options(checkpointing); }
 
 struct Peaks {
   std::size_t activation = 0, halo = 0;  // the largest over the ranks

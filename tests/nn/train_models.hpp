@@ -47,4 +47,34 @@ inline nn::TrainOptions options(const nn::ModelSpec& m, const std::string& optim
   return o;
 }
 
+/// The learnability setting: a narrow ConvNeXt on 3x32x64, batch 16, AdamW at 4e-3 with warmup and
+/// decay, no DropPath (training_test.cpp's 100 steps, mixed_precision_test.cpp's 200).
+inline nn::TrainOptions learnability_options(int steps) {
+  nn::TrainOptions o = options(small_convnext(), "adamw");
+  o.model.drop_path = 0;
+  o.model.widths = {16, 32, 32, 48};
+  o.input = {3, 32, 64};
+  o.batch = 16;
+  o.steps = steps;
+  o.optimizer.lr = 4e-3;
+  o.warmup_steps = 5;
+  o.final_lr_fraction = 0.1;
+  return o;
+}
+
+/// The memory tests' ConvNeXt (16-32-48-64, depths 2-2-2-2) on 3x64x512, batch 2, one step.
+inline nn::TrainOptions memory_options(const std::string& checkpointing) {
+  nn::TrainOptions o;
+  o.model.name = "memory-convnext";
+  o.model.family = "convnext";
+  o.model.depths = {2, 2, 2, 2};
+  o.model.widths = {16, 32, 48, 64};
+  o.model.num_classes = 4;
+  o.input = {3, 64, 512};
+  o.batch = 2;
+  o.steps = 1;
+  o.checkpointing = checkpointing;
+  return o;
+}
+
 }  // namespace tessera::test

@@ -211,15 +211,7 @@ TEST_CASE("gradient clipping scales by the global norm, reduced across ranks", "
 
 TEST_CASE("the synthetic task is learnable: a small ConvNeXt's loss falls well below its start",
           "[nn][train]") {
-  nn::TrainOptions o = options(small_convnext(), "adamw");
-  o.model.drop_path = 0;
-  o.model.widths = {16, 32, 32, 48};
-  o.input = {3, 32, 64};
-  o.batch = 16;
-  o.steps = 100;
-  o.optimizer.lr = 4e-3;
-  o.warmup_steps = 5;
-  o.final_lr_fraction = 0.1;
+  const nn::TrainOptions o = test::learnability_options(100);
   const TrainRun r = test::train(o, core::DeviceMesh::parse("sp=2"));
   double first = 0, last = 0;
   for (int i = 0; i < 5; ++i) first += r.losses[i] / 5;

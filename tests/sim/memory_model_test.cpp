@@ -78,6 +78,15 @@ std::vector<std::pair<core::MemStats, core::MemStats>> measure(const nn::TrainOp
   return out;
 }
 
+/// Prints rank r's peaks, runtime / replay, per category.
+void print_rank(int r, const core::MemStats& m, const core::MemStats& s, const core::MemStats& scratch) {
+  std::printf("  rank %d:", r);
+  for (int c = 0; c < core::kNumMemCategories; ++c)
+    std::printf(" %s %zu/%zu", std::string(core::mem_category_name(MemCategory(c))).c_str(), m.peak[c], s.peak[c]);
+  std::printf(" total %zu/%zu; cpu kernel scratch peak (16-bit conversions included; not modelled) %zu\n",
+              m.peak_total, s.peak_total, scratch.peak_of(MemCategory::Workspace));
+}
+
 }  // namespace
 
 TEST_CASE("replayed peak memory per category equals the runtime's", "[sim][replay][memory]") {
@@ -94,11 +103,7 @@ TEST_CASE("replayed peak memory per category equals the runtime's", "[sim][repla
   for (int r = 0; r < P; ++r) {
     const core::MemStats& m = real[r].first;
     const core::MemStats& s = replay[r].memory;
-    std::printf("  rank %d:", r);
-    for (int c = 0; c < core::kNumMemCategories; ++c)
-      std::printf(" %s %zu/%zu", std::string(core::mem_category_name(MemCategory(c))).c_str(), m.peak[c], s.peak[c]);
-    std::printf(" total %zu/%zu; cpu kernel scratch peak (not modelled) %zu\n", m.peak_total, s.peak_total,
-                real[r].second.peak_of(MemCategory::Workspace));
+    print_rank(r, m, s, real[r].second);
     for (int c = 0; c < core::kNumMemCategories; ++c) {
       INFO(family << " ckpt=" << ckpt << " sp=" << P << " rank " << r << " "
                   << core::mem_category_name(MemCategory(c)) << ": runtime " << m.peak[c] << ", replay " << s.peak[c]);
@@ -170,11 +175,7 @@ TEST_CASE("in bf16 and fp16 the replayed peak memory per category equals the run
   for (int r = 0; r < P; ++r) {
     const core::MemStats& m = real[r].first;
     const core::MemStats& s = replay[r].memory;
-    std::printf("  rank %d:", r);
-    for (int c = 0; c < core::kNumMemCategories; ++c)
-      std::printf(" %s %zu/%zu", std::string(core::mem_category_name(MemCategory(c))).c_str(), m.peak[c], s.peak[c]);
-    std::printf(" total %zu/%zu; cpu kernel scratch (16-bit conversions included, not modelled) %zu\n", m.peak_total,
-                s.peak_total, real[r].second.peak_of(MemCategory::Workspace));
+    print_rank(r, m, s, real[r].second);
     for (int c = 0; c < core::kNumMemCategories; ++c) {
       INFO(family << " sp=" << P << " rank " << r << " " << core::mem_category_name(MemCategory(c)) << ": runtime "
                   << m.peak[c] << ", replay " << s.peak[c]);
