@@ -120,7 +120,7 @@ expect_fail "convnext-atto" train --model no-such-model --steps 1
 expect_fail "input '3x31'" train --input 3x31 --steps 1
 expect_fail "mesh" train --mesh sp=0 --steps 1
 expect_fail "available" train --backend nosuch --steps 1
-expect_fail "dtype 'bf16': the trainer keeps its weights in one of: f32, f64 (16-bit activations over f32 weights: precision bf16 or fp16)" train --dtype bf16 --steps 1
+expect_fail "dtype 'bf16': the trainer keeps its weights in f32 or f64 (16-bit activations over f32 weights: precision bf16 or fp16); use one of: f32, f64" train --dtype bf16 --steps 1
 # Mixed precision from the command line: fp16 with dynamic loss scaling (2^16 at the start), its
 # scale and skipped steps in the metrics; bf16 without scaling; refused over f64 weights.
 "$bin" train "${common[@]}" --steps 2 --precision fp16 --grad-reduce-dtype bf16 --metrics "$tmp/fp16.jsonl" >/dev/null

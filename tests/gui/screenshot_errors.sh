@@ -12,7 +12,7 @@ check() {  # check <config> <expected text in the message>
 }
 check "$src/tests/gui/data/bad_mesh.json" "sp"
 check "$src/tests/gui/data/bad_json.json" "not valid JSON"
-check "$src/tests/gui/data/bad_dtype.json" 'field "dtype" is "bf16": the trainer keeps its weights in one of: f32'
+check "$src/tests/gui/data/bad_dtype.json" 'field "dtype" is "bf16": the trainer keeps its weights in f32 or f64'
 check "$src/tests/gui/data/no_such_file.json" "cannot read"
 if [ -e "$out/bad" ]; then echo "FAIL: a refused configuration created $out/bad"; fail=1; fi
 exit $fail

@@ -29,7 +29,7 @@ def test_train_callback_and_sharded_loss_equals_unsharded():
     for a, b, x in zip(l4, l1, e1):
         nu = max(nu, abs(b - x) / abs(x))
         assert abs(a - x) <= 16 * nu * abs(x) + 2 * abs(x) * 2.0**-23, (l4, l1, e1)
-    with pytest.raises(tessera.Error, match=r'field "dtype" is "bf16": the trainer keeps its weights in one of: f32, f64 \(16-bit activations over f32 weights: precision bf16 or fp16\)'):
+    with pytest.raises(tessera.Error, match=r'field "dtype" is "bf16": the trainer keeps its weights in f32 or f64 \(16-bit activations over f32 weights: precision bf16 or fp16\); use one of: f32, f64'):
         tessera.train(mesh="sp=1", dtype="bf16", **kw)
     assert r1["steps"][0]["peak_memory_bytes"][0]["halo_buffer"] == 0
     assert r4["parameters"] == r1["parameters"] > 0

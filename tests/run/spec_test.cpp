@@ -44,7 +44,7 @@ TEST_CASE("run spec: each bad value given as text is refused naming the field an
       {"clip", "-0.5", ">= 0"},                                 {"steps", "0", "at least 1"},
       {"seed", "-3", "non-negative integer"},                   {"task", "detect", "classify, segment"},
       {"classes", "1", "at least 2"},                           {"drop_path", "1.5", "below 1"},
-      {"dtype", "bf16", "in one of: f32, f64"},                 {"threads", "-1", "at least 0"},
+      {"dtype", "bf16", "use one of: f32, f64"},                {"threads", "-1", "at least 0"},
       {"precision", "fp8", "expected fp32, bf16 or fp16"},      {"grad_reduce_dtype", "f64", "expected fp32, bf16 or fp16"},
       {"loss_scale", "-2", "positive number"},
       {"timeout_s", "0", "positive number of seconds"},        {"overlap", "maybe", "expected true or false"},
@@ -105,7 +105,7 @@ TEST_CASE("run spec: JSON errors name the origin, the field and what it must be"
   REQUIRE(has(msg("{\"lr\": \"fast\"}"), "field \"lr\" must be a number"));
   REQUIRE(has(msg("{\"overlap\": 1}"), "field \"overlap\" must be true or false"));
   REQUIRE(has(msg("{\"seed\": -1}"), "field \"seed\" must be a non-negative integer"));
-  REQUIRE(has(msg("{\"dtype\": \"bf16\"}"), "field \"dtype\" is \"bf16\": the trainer keeps its weights in one of: f32, f64"));
+  REQUIRE(has(msg("{\"dtype\": \"bf16\"}"), "field \"dtype\" is \"bf16\": the trainer keeps its weights in f32 or f64"));
   REQUIRE(has(msg("{\"input\": \"3x5\"}"), "field \"input\" is \"3x5\": expected three positive sizes CxHxW"));
   REQUIRE(has(msg("{\"classes\": 1}"), "field \"classes\" is 1: must be at least 2"));
   REQUIRE(has(msg("{\"shard\": [1]}"), "field \"shard\" must be a string"));

@@ -95,8 +95,8 @@ const std::vector<Field>& fields() {
       {"dtype", &RunSpec::dtype, "Training dtype: f32, or f64 (float64: the exact answer a float32 run is compared against)",
        [](RunSpec& s) {
          return nn::training_dtype(s.dtype) ? std::string()
-                                            : "the trainer keeps its weights in one of: " + nn::training_dtype_names() +
-                                                  " (16-bit activations over f32 weights: precision bf16 or fp16)";
+                                            : "the trainer keeps its weights in f32 or f64 (16-bit activations over f32 weights: precision "
+                                                  "bf16 or fp16); use one of: " + nn::training_dtype_names();
        }},
       {"precision", &RunSpec::precision,
        "fp32, or bf16 / fp16: mixed precision (f32 master weights and optimizer state; activations, saved tensors "
