@@ -83,3 +83,21 @@ def test_device_is_checked_before_any_step():
         assert "cuda" in str(e)
     else:
         assert len(r["steps"]) == 1
+
+
+def test_mixed_precision_halves_activations_and_reports_the_loss_scale():
+    kw = dict(model="convnext-atto", input=(3, 64, 128), batch=2, steps=2, seed=3, threads=1, mesh="sp=2")
+    seen = []
+    f32 = tessera.train(**kw)
+    f16 = tessera.train(precision="fp16", callback=seen.append, **kw)
+    bf16 = tessera.train(precision="bf16", loss_scale="off", grad_reduce_dtype="bf16", **kw)
+    assert [s["loss_scale"] for s in seen] == [65536.0, 65536.0]  # fp16: dynamic, 2^16 at the start
+    assert all(s["skipped"] is False and s["skipped_steps"] == 0 for s in seen)
+    assert all(s["loss_scale"] == 1.0 for s in bf16["steps"])
+    act = lambda r: max(m["activation"] for m in r["steps"][-1]["peak_memory_bytes"])
+    assert act(bf16) <= 0.55 * act(f32) and act(f16) == act(bf16)
+    for r in (f16, bf16):
+        assert all(np.isfinite(s["loss"]) for s in r["steps"])
+        assert abs(r["steps"][0]["loss"] - f32["steps"][0]["loss"]) <= 0.02 * f32["steps"][0]["loss"]
+    with pytest.raises(tessera.Error, match="mixed precision keeps f32 master weights"):
+        tessera.train(precision="bf16", dtype="f64", **kw)
