@@ -33,6 +33,13 @@ struct Field {
 
 std::string ok_or(bool ok, const char* rule) { return ok ? std::string() : std::string(rule); }
 
+/// A precision field (fp32, bf16, fp16): 16 bits need f32 master weights (`why` otherwise).
+std::string precision_rule(const std::string& text, const std::string& dtype, const char* why) {
+  const auto p = nn::parse_precision(text);
+  if (!p) return "expected fp32, bf16 or fp16";
+  return ok_or(*p == nn::Precision::FP32 || dtype == "f32", why);
+}
+
 std::string one_of(const std::string& v, std::initializer_list<const char*> allowed) {
   std::string list;
   for (const char* a : allowed) {
@@ -101,11 +108,7 @@ const std::vector<Field>& fields() {
       {"precision", &RunSpec::precision,
        "fp32, or bf16 / fp16: mixed precision (f32 master weights and optimizer state; activations, saved tensors "
        "and halos in 16 bits; fp32 accumulation)",
-       [](RunSpec& s) {
-         if (!nn::parse_precision(s.precision)) return std::string("expected fp32, bf16 or fp16");
-         return ok_or(*nn::parse_precision(s.precision) == nn::Precision::FP32 || s.dtype == "f32",
-                      "mixed precision keeps f32 master weights: use it with dtype f32");
-       }},
+       [](RunSpec& s) { return precision_rule(s.precision, s.dtype, "mixed precision keeps f32 master weights: use it with dtype f32"); }},
       {"loss_scale", &RunSpec::loss_scale,
        "Loss scaling: auto (dynamic for fp16, off otherwise), dynamic, off, or a static scale such as 1024",
        [](RunSpec& s) {
@@ -119,11 +122,7 @@ const std::vector<Field>& fields() {
       {"grad_reduce_dtype", &RunSpec::grad_reduce_dtype,
        "What gradient buckets are all-reduced in: fp32 (the gradients' own), or bf16 / fp16 (half the bytes, "
        "summed in f32 by the backend where it can)",
-       [](RunSpec& s) {
-         if (!nn::parse_precision(s.grad_reduce_dtype)) return std::string("expected fp32, bf16 or fp16");
-         return ok_or(*nn::parse_precision(s.grad_reduce_dtype) == nn::Precision::FP32 || s.dtype == "f32",
-                      "16-bit gradient reduction needs dtype f32");
-       }},
+       [](RunSpec& s) { return precision_rule(s.grad_reduce_dtype, s.dtype, "16-bit gradient reduction needs dtype f32"); }},
       {"backend", &RunSpec::backend, "Communication backend (tessera backends lists them)",
        [](RunSpec& s) { return ok_or(!s.backend.empty(), "expected a backend name such as local"); }},
       {"threads", &RunSpec::threads, "Compute threads per rank (0 = cores / ranks)",
