@@ -189,7 +189,7 @@ TEST_CASE("the 16-bit rule fails deliberately broken bf16 runs", "[nn][train][pr
   }
 }
 
-TEST_CASE("bf16 training tracks fp32: the loss curve stays in a band over 200 steps", "[nn][train][precision]") {
+TEST_CASE("bf16 training tracks fp32: the loss curve stays in a band over 200 steps", "[nn][train][precision][long]") {
   // The learnability setting of training_test.cpp, twice as long, on one rank and on sp=2 in bf16.
   const nn::TrainOptions o = test::learnability_options(200);
   const TrainRun f32 = test::train(o, core::DeviceMesh::parse("sp=2"));
