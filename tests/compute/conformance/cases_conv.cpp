@@ -7,7 +7,10 @@
 // master_in_call_dtype variant): the inputs are generated in their dtype, so exact, and the
 // arithmetic is f32, so each bound is conv2d_bounds' with f32's γ_{m+1} (ctx.gamma); a 16-bit
 // output adds its one rounding (Ctx::expect_within): |ŷ − y| ≤ b + u·(|y| + b) + η, u = 2^-8
-// (bf16) or 2^-11 (f16). An f32 dw / db keeps the f32 bound alone.
+// (bf16) or 2^-11 (f16). The contract lets a backend round the f32 Master operands w and bias to
+// the call's dtype (cuDNN needs them so; autocast does the same) and return dw / db rounded to it
+// once: u more relative error per product (Ctx::master_rounding) and one rounding of dw / db
+// (Ctx::with_master_rounding).
 #include "compute/conformance/conformance.hpp"
 #include "support/reference/conv2d_ref.hpp"
 
@@ -57,7 +60,10 @@ void run_conv(Ctx& ctx, OpKind op) {
     const Vec dy = ctx.values(numel(ys), 14);
     // The reference on the full output; a 0-width window has zero dy everywhere.
     const Vec dy_full = wo == c.wo() ? dy : Vec(c.y_size(), 0.0);
-    auto gamma = [&](std::int64_t m) { return ctx.gamma(m + 1); };  // +1: the accumulated term
+    // +1: the accumulated term. A rounded Master weight or bias (ctx.master_rounding()) adds u to
+    // each product's relative error: |ŵx − wx| ≤ u·|w||x|, and the sum's γ applies to |ŵ| ≤ (1+u)|w|.
+    const double uw = ctx.master_rounding();
+    auto gamma = [&](std::int64_t m) { return ctx.gamma(m + 1) * (1 + uw) + uw; };
     const ref::Conv2dBounds bound = ref::conv2d_bounds(c, x, w, b, dy_full, gamma);
     const std::int64_t m_dx = std::int64_t(c.cout / c.groups) * c.kh * c.kw,
                        m_dw = std::int64_t(c.n) * ho * wo;
@@ -81,7 +87,8 @@ void run_conv(Ctx& ctx, OpKind op) {
       ctx.expect_within((what + " dx").c_str(), tdx, want, bnd);
     } else {
       ref::Conv2dGrads want = ref::conv2d_backward(c, x, w, dy_full);
-      Vec bdw = bound.dw, bdb = bound.db;
+      Vec bdw = ctx.with_master_rounding(want.dw, bound.dw),
+          bdb = ctx.with_master_rounding(want.db, bound.db);
       const Vec init_w = v.accumulate ? ctx.master_values(c.w_size(), 16) : Vec{};
       const Vec init_b = v.accumulate ? ctx.master_values(bs[0], 17) : Vec{};
       if (v.accumulate) {

@@ -43,8 +43,10 @@ void run_linear_forward(Ctx& ctx) {
   const Vec x = ctx.values(std::size_t(M) * K, 21), w = ctx.master_values(std::size_t(N) * K, 22),
             b = ctx.master_values(N, 23);
   const Vec want = ref::linear_forward(x, w, b, M, K, N);
-  const Vec bound =
-      scaled(ref::linear_forward(abs_of(x), abs_of(w), abs_of(b), M, K, N), ctx.gamma(K + 1));
+  // A rounded Master weight or bias adds u to each product's relative error (cases_conv.cpp).
+  const double uw = ctx.master_rounding();
+  const Vec bound = scaled(ref::linear_forward(abs_of(x), abs_of(w), abs_of(b), M, K, N),
+                           ctx.gamma(K + 1) * (1 + uw) + uw);
   const Tensor tx = ctx.input(x, {M, K}), tw = ctx.master_input(w, {N, K}), tb = ctx.master_input(b, {N});
   Tensor ty = ctx.output({M, N});
   compute::linear_forward(ctx.backend, tx, tw, &tb, ty);
@@ -57,8 +59,10 @@ void run_linear_backward(Ctx& ctx) {
             w = ctx.master_values(std::size_t(N) * K, 26);
   ref::LinearGrads want = ref::linear_backward(dy, x, w, M, K, N);
   const ref::LinearGrads mag = ref::linear_backward(abs_of(dy), abs_of(x), abs_of(w), M, K, N);
-  Vec bdx = scaled(mag.dx, ctx.gamma(N)), bdw = scaled(mag.dw, ctx.gamma(M + 1)),
-      bdb = scaled(mag.db, ctx.gamma(M + 1));
+  const double uw = ctx.master_rounding();
+  Vec bdx = scaled(mag.dx, ctx.gamma(N) * (1 + uw) + uw),
+      bdw = ctx.with_master_rounding(want.dw, scaled(mag.dw, ctx.gamma(M + 1))),
+      bdb = ctx.with_master_rounding(want.db, scaled(mag.db, ctx.gamma(M + 1)));
   const Vec dw0 = init_of(ctx, want.dw.size(), 27), db0 = init_of(ctx, want.db.size(), 28);
   add_init(ctx, want.dw, bdw, dw0, ctx.gamma(M + 1));
   add_init(ctx, want.db, bdb, db0, ctx.gamma(M + 1));

@@ -219,6 +219,14 @@ double Ctx::gamma(std::int64_t m) const {
 
 double Ctx::unit_roundoff() const { return core::unit_roundoff(core::accumulate_dtype(dtype)); }
 
+double Ctx::master_rounding() const {
+  return core::dtype_is_half(dtype) && master() == DType::F32 ? core::unit_roundoff(dtype) : 0.0;
+}
+
+Vec Ctx::with_master_rounding(const Vec& ref, Vec bound) const {
+  return master_rounding() == 0 ? bound : with_output_rounding(dtype, ref, std::move(bound));
+}
+
 // ---- the case list, check_op, reports ----------------------------------------------------------
 
 const std::vector<OpCase>& all_cases() {
