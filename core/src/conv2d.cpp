@@ -1,7 +1,11 @@
-// Sharded conv2d: exchange halos, convolve the interior while they travel, then the border.
+// Sharded conv2d: exchange halos, convolve the interior while they travel, then the border; in
+// backward, compute the halo gradients first, send them, and compute the rest while they travel.
+// The windows do not depend on Conv2dOptions::overlap, only when the exchange happens does, so
+// overlap on and off give the same bits.
 #include "tessera/nn/conv2d.hpp"
 
 #include <chrono>
+#include <functional>
 
 #include "tessera/compute/ops.hpp"
 #include "tessera/core/error.hpp"
@@ -38,6 +42,39 @@ void conv_window(const HaloPlan& plan, const RankContext& ctx, const Tensor& xb,
   compute::conv2d_forward(*ctx.compute, p, xv, w, b, yw);
 }
 
+// ⌊a / b⌋ for b > 0 and any a.
+std::int64_t floor_div(std::int64_t a, std::int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+// Computes the buffer gradient over rows × cols (global input indices inside plan.need) from the
+// output-gradient rows and columns whose taps reach them, into the matching window of dbuf: every
+// contribution to the window and nothing else, so the window holds what the whole-buffer call
+// would (up to summation order, which depends only on the window).
+void dconv_window(const HaloPlan& plan, const RankContext& ctx, const Tensor& dy_own, const Tensor& w,
+                  Tensor& dbuf, const Range& rows, const Range& cols) {
+  if (rows.empty() || cols.empty()) return;
+  compute::Conv2dParams p = plan.local_params;
+  Tensor dxw = dbuf.narrow(2, rows.begin - plan.need.r[2].begin, rows.size())
+                   .narrow(3, cols.begin - plan.need.r[3].begin, cols.size());
+  Tensor dyw = dy_own;
+  // Input i = o·stride − pad + k·dilation (global). Output rows from the first whose last tap can
+  // reach the window (rounded down: the window's local padding stays ≥ 0) to the last whose first
+  // tap does, within this rank's outputs.
+  auto window = [&](int dim, const ConvDim& d, const Range& in, int& local_pad) {
+    const Range out = plan.out_box.r[std::size_t(dim)];
+    const std::int64_t first = std::max(out.begin, floor_div(in.begin + d.pad - (d.span() - 1), d.stride));
+    const std::int64_t end = std::min(out.end, floor_div(in.end - 1 + d.pad, d.stride) + 1);
+    if (end <= first) return false;
+    dyw = dyw.narrow(dim, first - out.begin, end - first);
+    local_pad = static_cast<int>(d.pad + in.begin - first * d.stride);
+    return true;
+  };
+  if (!window(2, conv_dim_h(plan.spec), rows, p.pad_h) || !window(3, conv_dim_w(plan.spec), cols, p.pad_w)) {
+    dxw.zero();  // no output gradient reaches the window
+    return;
+  }
+  compute::conv2d_backward_data(*ctx.compute, p, dyw, w, dxw, false);
+}
+
 void check_args(const HaloPlan& plan, const RankContext& ctx, const Tensor& w) {
   TESSERA_CHECK(ctx.compute != nullptr, plan.spec.describe(), ": rank ", plan.rank, " has no compute backend");
   TESSERA_CHECK(ctx.world != nullptr || !plan.exchanges(), plan.spec.describe(), ": rank ", plan.rank,
@@ -60,22 +97,22 @@ Tensor conv2d_forward(const HaloPlan& plan, const RankContext& ctx, const Tensor
   t.exchange_s += seconds_since(t0);
 
   const Range out_h = plan.out_box.r[2], out_w = plan.out_box.r[3];
-  Range in_rows = out_h, in_cols = out_w;  // interior window, computed before the halos arrive
+  Range in_rows = out_h, in_cols = out_w;  // interior window: reads no halo
   if (!plan.recvs.empty()) {
-    if (options.overlap) {
-      in_rows = conv_interior_outputs(out_h, plan.own.r[2], plan.in_shape[2], conv_dim_h(plan.spec));
-      in_cols = conv_interior_outputs(out_w, plan.own.r[3], plan.in_shape[3], conv_dim_w(plan.spec));
-    } else {
-      in_rows = in_cols = Range{};
-    }
+    in_rows = conv_interior_outputs(out_h, plan.own.r[2], plan.in_shape[2], conv_dim_h(plan.spec));
+    in_cols = conv_interior_outputs(out_w, plan.own.r[3], plan.in_shape[3], conv_dim_w(plan.spec));
   }
-  t0 = Clock::now();
-  if (!plan.need.empty()) conv_window(plan, ctx, ex.buffer(), w, bias, y, in_rows, in_cols);
-  t.compute_s += seconds_since(t0);
+  auto interior = [&] {
+    const auto c0 = Clock::now();
+    if (!plan.need.empty()) conv_window(plan, ctx, ex.buffer(), w, bias, y, in_rows, in_cols);
+    t.compute_s += seconds_since(c0);
+  };
+  if (options.overlap) interior();  // while the halos travel
 
   t0 = Clock::now();
   const Tensor& xb = ex.finish_forward();
   t.exchange_s += seconds_since(t0);
+  if (!options.overlap) interior();
 
   t0 = Clock::now();
   if (!plan.need.empty() && !(in_rows == out_h && in_cols == out_w)) {
@@ -140,14 +177,42 @@ Conv2dGrads conv2d_backward(const HaloPlan& plan, const RankContext& ctx, const 
   }
   auto t0 = Clock::now();
   Tensor dbuf = Tensor::empty(plan.need.shape(), dt, MemCategory::Activation, ctx.allocator);
-  if (!plan.need.empty()) compute::conv2d_backward_data(*ctx.compute, p, dy_own, w, dbuf, false);
+  // The part of the buffer this rank owns (its gradient stays here) and the frame around it (the
+  // halo rows and columns, whose gradients go to their owners): the frame first, so that it can
+  // travel while the rest is computed.
+  const Box mine = plan.need.intersect(plan.own);
+  std::function<void()> rest;  // what remains of the buffer gradient once the frame is sent
+  if (plan.need.empty()) {
+    rest = [] {};
+  } else if (plan.recvs.empty() || mine.empty() || mine.r[0] != plan.need.r[0] || mine.r[1] != plan.need.r[1]) {
+    // Nothing foreign (the whole buffer is this rank's), nothing of its own, or a frame that is
+    // not spatial only: one window.
+    compute::conv2d_backward_data(*ctx.compute, p, dy_own, w, dbuf, false);
+    rest = [] {};
+  } else {
+    const Range nh = plan.need.r[2], nw = plan.need.r[3], mh = mine.r[2], mw = mine.r[3];
+    dconv_window(plan, ctx, dy_own, w, dbuf, {nh.begin, mh.begin}, nw);  // top band, full width
+    dconv_window(plan, ctx, dy_own, w, dbuf, {mh.end, nh.end}, nw);      // bottom band
+    dconv_window(plan, ctx, dy_own, w, dbuf, mh, {nw.begin, mw.begin});  // left, own rows
+    dconv_window(plan, ctx, dy_own, w, dbuf, mh, {mw.end, nw.end});      // right
+    rest = [&, mh, mw] { dconv_window(plan, ctx, dy_own, w, dbuf, mh, mw); };
+  }
   t.compute_s += seconds_since(t0);
+  auto own_part = [&] {
+    const auto c0 = Clock::now();
+    rest();
+    t.compute_s += seconds_since(c0);
+  };
+  if (!options.overlap) own_part();
 
   t0 = Clock::now();
   HaloExchange ex(plan, ctx.world, ctx.allocator);
   ex.start_backward(dbuf);
   t.exchange_s += seconds_since(t0);
-  if (options.overlap) weight_grads();  // while the halo gradients travel
+  if (options.overlap) {  // while the halo gradients travel
+    own_part();
+    weight_grads();
+  }
   t0 = Clock::now();
   g.dx = ex.finish_backward();
   t.exchange_s += seconds_since(t0);
