@@ -1,6 +1,8 @@
 // TracingCompute and TracingComm: time each call, record it, pass it on unchanged.
 #include "tessera/core/tracing.hpp"
 
+#include <algorithm>
+
 #include "tessera/compute/ops.hpp"
 #include "tessera/core/error.hpp"
 
@@ -52,35 +54,70 @@ void TracingCompute::execute(const compute::OpCall& call) {
 
 namespace {
 
-// Completes the traced event when the inner Work completes.
+// Records an operation's events when its data has moved (see TracingComm in tracing.hpp), and a
+// "wait" event per lane for the time wait() blocked on it.
 class TracedWork final : public comm::Work {
  public:
-  TracedWork(comm::WorkPtr inner, TraceTarget target, std::vector<TraceEvent> events)
-      : inner_(std::move(inner)), target_(std::move(target)), events_(std::move(events)) {}
-  ~TracedWork() override { flush(); }
+  // events: the operation's events, their ts_us the post's start. overlaps: the backend's data
+  // moves between its calls; else the events end where the post returned, now.
+  TracedWork(comm::WorkPtr inner, TraceTarget target, std::vector<TraceEvent> events, std::string op,
+             bool overlaps)
+      : inner_(std::move(inner)), target_(std::move(target)), events_(std::move(events)), op_(std::move(op)) {
+    const double posted = target_.recorder->now_us();
+    if (!inner_ || !overlaps || inner_->is_completed()) record(posted);
+  }
+  ~TracedWork() override {
+    if (!events_.empty()) record(target_.recorder->now_us());
+  }
   bool is_completed() override {
     const bool done = !inner_ || inner_->is_completed();
-    if (done) flush();
+    if (done && !events_.empty()) record(target_.recorder->now_us());
     return done;
   }
   void wait() override {
-    if (inner_) inner_->wait();
-    flush();
+    if (!inner_) return;
+    if (waited_ || inner_->is_completed()) {
+      if (!events_.empty()) record(target_.recorder->now_us());
+      inner_->wait();  // a no-op after success; rethrows a failure
+      waited_ = true;
+      return;
+    }
+    const double w0 = target_.recorder->now_us();
+    inner_->wait();
+    const double w1 = target_.recorder->now_us();
+    waited_ = true;
+    if (!events_.empty()) record(w1);
+    for (int lane : lanes_) {
+      TraceEvent e;
+      e.name = "wait";
+      e.cat = "wait";
+      e.op = op_;
+      e.pid = target_.rank;
+      e.tid = lane;
+      e.ts_us = w0;
+      e.dur_us = w1 - w0;
+      e.layer = layer_;
+      e.coords = target_.coords;
+      target_.recorder->add(std::move(e));
+    }
   }
 
  private:
-  void flush() noexcept {
-    if (events_.empty()) return;
-    const double t1 = target_.recorder->now_us();
+  void record(double t1) noexcept {
     for (auto& e : events_) {
       e.dur_us = t1 - e.ts_us;
+      layer_ = e.layer;
+      if (std::find(lanes_.begin(), lanes_.end(), e.tid) == lanes_.end()) lanes_.push_back(e.tid);
       target_.recorder->add(std::move(e));
     }
     events_.clear();
   }
   comm::WorkPtr inner_;
   TraceTarget target_;
-  std::vector<TraceEvent> events_;
+  std::vector<TraceEvent> events_;  // not yet recorded
+  std::vector<int> lanes_;           // the recorded events' lanes, for the wait events
+  std::string op_, layer_;
+  bool waited_ = false;
 };
 
 }  // namespace
@@ -90,12 +127,14 @@ TracingComm::TracingComm(std::unique_ptr<comm::Backend> owned, TraceTarget targe
   TESSERA_CHECK(target_.recorder != nullptr, "TracingComm needs a TraceRecorder");
   sent_.assign(inner_->size(), 0);
   received_.assign(inner_->size(), 0);
+  overlaps_ = inner_->capabilities().overlaps_compute;
 }
 
 TracingComm::TracingComm(comm::Backend& inner, TraceTarget target) : inner_(&inner), target_(std::move(target)) {
   TESSERA_CHECK(target_.recorder != nullptr, "TracingComm needs a TraceRecorder");
   sent_.assign(inner_->size(), 0);
   received_.assign(inner_->size(), 0);
+  overlaps_ = inner_->capabilities().overlaps_compute;
 }
 
 int TracingComm::world_rank(int group_rank) const {
@@ -115,7 +154,11 @@ comm::WorkPtr TracingComm::traced(const char* op, std::int64_t bytes, comm::Work
   e.coords = target_.coords;
   std::vector<TraceEvent> events;
   events.push_back(std::move(e));
-  return std::make_unique<TracedWork>(std::move(w), target_, std::move(events));
+  return traced(std::move(w), op, std::move(events));
+}
+
+comm::WorkPtr TracingComm::traced(comm::WorkPtr w, const char* op, std::vector<TraceEvent> events) {
+  return std::make_unique<TracedWork>(std::move(w), target_, std::move(events), op, overlaps_);
 }
 
 comm::WorkPtr TracingComm::all_reduce(comm::BufferView buf, comm::ReduceOp op) {
@@ -173,7 +216,7 @@ comm::WorkPtr TracingComm::batch_p2p(const std::vector<comm::P2POp>& ops) {
     e.flow_in = !send;
     events.push_back(std::move(e));
   }
-  return std::make_unique<TracedWork>(inner_->batch_p2p(ops), target_, std::move(events));
+  return traced(inner_->batch_p2p(ops), "batch_p2p", std::move(events));
 }
 
 std::unique_ptr<comm::Backend> TracingComm::split(const std::vector<int>& ranks) {

@@ -89,6 +89,13 @@ void TimelineView::paintEvent(QPaintEvent*) {
     const double x0 = axis_.x(e.startPs), x1 = axis_.x(e.endPs());
     if (x1 < 0 || x0 > plotW) continue;
     const QRectF r(kLabelWidth + x0, laneY(e.lane) + 3, std::max(1.0, x1 - x0), kLaneHeight - 6);
+    if (e.cat == QLatin1String("wait")) {
+      // Time blocked in wait() (core/tracing.hpp): hatched, so it never reads as data moving.
+      p.fillRect(r, QBrush(QColor(120, 120, 120), Qt::BDiagPattern));
+      p.setPen(QPen(QColor(120, 120, 120), 1));
+      p.drawRect(r);
+      continue;
+    }
     p.fillRect(r, eventColor(e));
     if (e.critical) {  // the critical path (sim::SimResult::critical_path): outlined in red
       p.setPen(QPen(QColor(215, 25, 28), 2));

@@ -16,6 +16,7 @@ std::string caps_text(const comm::Capabilities& caps) {
                           : ", CUDA memory";
   if (caps.split) s += ", sub-groups";
   if (caps.all_to_all) s += ", all_to_all";
+  if (caps.overlaps_compute) s += ", progresses while the caller computes";
   return s;
 }
 }  // namespace

@@ -106,7 +106,10 @@ PhaseBreakdown phase_breakdown(const std::vector<core::TraceEvent>& trace) {
       std::vector<std::pair<double, double>> halo, coll;
       for (const core::TraceEvent* e : comm[pid]) {
         if (e->ts_us < from || e->ts_us >= to) continue;
-        (e->cat == "halo" ? halo : coll).emplace_back(e->ts_us, e->ts_us + e->dur_us);
+        // A wait belongs to what it waits for: a batch's on its peers' lanes, a collective's on
+        // the comm lane.
+        const bool is_halo = e->cat == "halo" || (e->cat == "wait" && e->tid >= core::kLaneHaloBase);
+        (is_halo ? halo : coll).emplace_back(e->ts_us, e->ts_us + e->dur_us);
         t1 = std::max(t1, e->ts_us + e->dur_us);
       }
       b.phase_us[kHalo] += unionLength(halo);

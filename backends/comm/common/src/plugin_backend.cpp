@@ -167,17 +167,16 @@ void to_c(const std::vector<P2POp>& ops, std::vector<tessera_p2p_op_t>& out) {
 class PluginBackend final : public Backend {
  public:
   PluginBackend(std::shared_ptr<void> lib, std::shared_ptr<StoreBridge> bridge, const tessera_comm_plugin_v1_t* t,
-                const tessera_comm_plugin_v1_plans_t* plans, void* ctx, std::chrono::milliseconds timeout)
-      : lib_(std::move(lib)), bridge_(std::move(bridge)), t_(t), plans_(plans), ctx_(ctx), timeout_(timeout),
+                const tessera_comm_plugin_v1_plans_t* plans, Capabilities caps, void* ctx,
+                std::chrono::milliseconds timeout)
+      : lib_(std::move(lib)), bridge_(std::move(bridge)), t_(t), plans_(plans), caps_(caps), ctx_(ctx), timeout_(timeout),
         name_(t->name), rank_(t->rank(ctx)), size_(t->size(ctx)) {}
   ~PluginBackend() override { t_->destroy(ctx_); }
 
   std::string_view name() const noexcept override { return name_; }
   int rank() const noexcept override { return rank_; }
   int size() const noexcept override { return size_; }
-  Capabilities capabilities() const noexcept override {
-    return plugin::caps_from_c(t_->caps);
-  }
+  Capabilities capabilities() const noexcept override { return caps_; }
   std::chrono::milliseconds timeout() const noexcept override { return timeout_; }
 
   WorkPtr all_reduce(BufferView buf, ReduceOp op) override {
@@ -233,7 +232,7 @@ class PluginBackend final : public Backend {
     const auto st = t_->split(ctx_, ranks.data(), ranks.size(), &sub, &err);
     if (st != TESSERA_OK) plugin::throw_status(st, name_, err.message);
     if (!sub) return nullptr;
-    return std::make_unique<PluginBackend>(lib_, bridge_, t_, plans_, sub, timeout_);
+    return std::make_unique<PluginBackend>(lib_, bridge_, t_, plans_, caps_, sub, timeout_);
   }
 
  private:
@@ -251,6 +250,7 @@ class PluginBackend final : public Backend {
   std::shared_ptr<StoreBridge> bridge_;
   const tessera_comm_plugin_v1_t* t_;
   const tessera_comm_plugin_v1_plans_t* plans_;  // optional
+  Capabilities caps_;
   void* ctx_;
   std::chrono::milliseconds timeout_;
   std::string name_;
@@ -261,7 +261,7 @@ class PluginBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_plugin_backend(std::shared_ptr<void> lib, const tessera_comm_plugin_v1_t* table,
-                                             const tessera_comm_plugin_v1_plans_t* plans,
+                                             const tessera_comm_plugin_v1_plans_t* plans, Capabilities caps,
                                              const BackendOptions& options) {
   TESSERA_CHECK(options.rendezvous && options.rendezvous->store(), "comm backend '", table->name,
                 "' needs a rendezvous with a key-value store (env://, e.g. through tessera launch); got ",
@@ -278,7 +278,7 @@ std::unique_ptr<Backend> make_plugin_backend(std::shared_ptr<void> lib, const te
     err.message[0] = '\0';
   const auto st = table->create(&init, &ctx, &err);
   if (st != TESSERA_OK) plugin::throw_status(st, table->name, err.message);
-  return std::make_unique<PluginBackend>(std::move(lib), std::move(bridge), table, plans, ctx, options.timeout);
+  return std::make_unique<PluginBackend>(std::move(lib), std::move(bridge), table, plans, caps, ctx, options.timeout);
 }
 
 }  // namespace tessera::comm

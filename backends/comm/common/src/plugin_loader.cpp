@@ -97,13 +97,19 @@ PluginStatus load_plugin(const std::string& path, Registry* registry) {
     }
   }
   st.prepared_p2p = plans != nullptr;
+  if (auto* overlaps = reinterpret_cast<tessera_comm_plugin_v1_overlaps_fn>(
+          ::dlsym(handle, TESSERA_COMM_PLUGIN_V1_OVERLAPS_SYMBOL)))
+    st.caps.overlaps_compute = overlaps() != 0;
+  const Capabilities caps = st.caps;
   if (registry) {
     if (registry->contains(st.name)) {
       st.why = detail::cat("a backend named '", st.name, "' is already registered; ", path, " ignored");
       return st;
     }
     registry->add(st.name,
-                  [lib, table, plans](const BackendOptions& o) { return make_plugin_backend(lib, table, plans, o); },
+                  [lib, table, plans, caps](const BackendOptions& o) {
+                    return make_plugin_backend(lib, table, plans, caps, o);
+                  },
                   st.caps);
   }
   st.loaded = true;

@@ -101,7 +101,9 @@ NcclBackend::NcclBackend(std::shared_ptr<Comm> comm, std::vector<int> members, i
     : comm_(std::move(comm)), members_(std::move(members)), rank_(rank), world_(world) {}
 
 Capabilities capabilities() {
-  return {/*cuda_memory=*/true, /*all_to_all=*/true, /*split=*/true, /*multi_process=*/true};
+  Capabilities c{/*cuda_memory=*/true, /*all_to_all=*/true, /*split=*/true, /*multi_process=*/true};
+  c.overlaps_compute = true;  // every operation runs on the communicator's CUDA stream
+  return c;
 }
 Capabilities NcclBackend::capabilities() const noexcept { return nccl::capabilities(); }
 
@@ -328,4 +330,9 @@ extern "C" __attribute__((visibility("default"))) const tessera_comm_plugin_v1_t
 extern "C" __attribute__((visibility("default"))) const char* tessera_comm_plugin_v1_probe(void) {
   static const std::string why = tessera::comm::nccl::unavailable_reason();
   return why.empty() ? nullptr : why.c_str();
+}
+
+// Optional (plugin_v1.h): operations progress on the CUDA stream while the caller computes.
+extern "C" __attribute__((visibility("default"))) int tessera_comm_plugin_v1_overlaps(void) {
+  return tessera::comm::nccl::capabilities().overlaps_compute ? 1 : 0;
 }

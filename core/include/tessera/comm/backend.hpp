@@ -55,6 +55,12 @@ struct Capabilities {
   /// With cuda_memory: CUDA buffers are copied through pinned host memory (a host-only transport
   /// such as Debian's UCX), not sent by the device itself; correct, slower than a native path.
   bool cuda_staged = false;
+  /// A posted operation's data moves while the caller computes, between the post and the wait,
+  /// without the caller inside a call of this backend (nccl: on its CUDA stream). False: the data
+  /// moves only inside the backend's calls (local, ucx: a collective runs whole inside its post;
+  /// a batch's sends leave in the post and its receives land in is_completed() or wait()).
+  /// TracingComm draws the operation's span from it, and the simulator's replay follows it.
+  bool overlaps_compute = false;
 };
 
 /// Completion handle of an operation (c10d style).

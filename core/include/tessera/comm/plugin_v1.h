@@ -151,6 +151,13 @@ typedef struct {
 typedef const tessera_comm_plugin_v1_plans_t* (*tessera_comm_plugin_v1_plans_fn)(void);
 #define TESSERA_COMM_PLUGIN_V1_PLANS_SYMBOL "tessera_comm_plugin_v1_plans"
 
+/* Optional fourth symbol: returns 1 when a posted operation's data moves while the caller is
+ * outside the plugin (on a device stream, a progress thread), 0 when it moves only inside the
+ * plugin's calls (posts, test, wait). Without it the host assumes 0 (Capabilities::
+ * overlaps_compute). */
+typedef int (*tessera_comm_plugin_v1_overlaps_fn)(void);
+#define TESSERA_COMM_PLUGIN_V1_OVERLAPS_SYMBOL "tessera_comm_plugin_v1_overlaps"
+
 #ifdef __cplusplus
 }
 #endif

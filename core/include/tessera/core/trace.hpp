@@ -24,7 +24,7 @@ enum TraceLane : int {
 struct TraceEvent {
   char ph = 'X';
   std::string name;
-  std::string cat;          ///< "compute", "comm", "halo", "memory", "phase"
+  std::string cat;          ///< "compute", "comm", "halo", "wait", "memory", "phase"
   int pid = 0;              ///< rank
   int tid = kLaneCompute;   ///< lane
   double ts_us = 0;

@@ -39,10 +39,18 @@ class TracingCompute final : public compute::Backend {
   TraceTarget target_;
 };
 
-/// Wraps a comm backend: collectives become events on the comm lane (from the call until the
-/// Work completes); each send and receive of a batch becomes an event on the lane of its peer,
-/// sends and receives joined by flow arrows. Sub-groups from split() are traced too, with peers
-/// reported as world ranks.
+/// Wraps a comm backend: collectives become events on the comm lane; each send and receive of a
+/// batch becomes an event on the lane of its peer, sends and receives joined by flow arrows.
+/// Sub-groups from split() are traced too, with peers reported as world ranks.
+///
+/// An event spans the time the operation's data moved, as the backend lets it be observed
+/// (Capabilities::overlaps_compute): for a backend whose data moves only inside its calls (local,
+/// ucx) the post call — a collective runs whole there, a batch's sends leave there; for one that
+/// progresses while the caller computes (nccl) from the post until its completion was first seen
+/// (is_completed() or the end of wait()). Time a rank spends blocked in wait() on an operation not
+/// yet complete is a separate event of category "wait" (name "wait", op the operation's) on the
+/// operation's lane(s): for local and ucx that is where a batch's receives land. So no event
+/// claims that data moved under a kernel when it did not.
 class TracingComm final : public comm::Backend {
  public:
   TracingComm(std::unique_ptr<comm::Backend> owned, TraceTarget target, std::vector<int> world_ranks = {});
@@ -63,6 +71,7 @@ class TracingComm final : public comm::Backend {
 
  private:
   comm::WorkPtr traced(const char* op, std::int64_t bytes, comm::WorkPtr w, double t0);
+  comm::WorkPtr traced(comm::WorkPtr w, const char* op, std::vector<TraceEvent> events);
   int world_rank(int group_rank) const;
 
   std::unique_ptr<comm::Backend> owned_;
@@ -70,6 +79,7 @@ class TracingComm final : public comm::Backend {
   TraceTarget target_;
   std::vector<int> world_ranks_;  // group rank → world rank (empty: identity)
   std::vector<std::int64_t> sent_, received_;  // per peer message counts, for flow ids
+  bool overlaps_ = false;  // inner_->capabilities().overlaps_compute
 };
 
 }  // namespace tessera::core

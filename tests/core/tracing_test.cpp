@@ -1,0 +1,172 @@
+// TracingComm's events tell when data moved (core/tracing.hpp): for a backend whose data moves only
+// inside its calls (local) an operation's event is its post call, and the time wait() blocks is a
+// separate "wait" event; for a backend that progresses while the caller computes
+// (Capabilities::overlaps_compute) the event runs until its completion was first seen.
+#include <atomic>
+#include <thread>
+
+#include "support/catch.hpp"
+#include "tessera/comm/local.hpp"
+#include "tessera/core/tracing.hpp"
+
+namespace {
+
+using namespace tessera;
+using namespace std::chrono_literals;
+
+std::vector<core::TraceEvent> of_cat(const core::TraceRecorder& rec, int pid, const std::string& cat) {
+  std::vector<core::TraceEvent> out;
+  for (const core::TraceEvent& e : rec.events())
+    if (e.pid == pid && e.cat == cat) out.push_back(e);
+  return out;
+}
+
+/// A one-rank backend whose operations complete when the test says so, and that declares
+/// overlaps_compute: what a stream-ordered backend (nccl) looks like to the tracer.
+class ReleasedComm final : public comm::Backend {
+ public:
+  std::atomic<bool> released{false};
+  std::string_view name() const noexcept override { return "released"; }
+  int rank() const noexcept override { return 0; }
+  int size() const noexcept override { return 1; }
+  comm::Capabilities capabilities() const noexcept override {
+    comm::Capabilities c;
+    c.overlaps_compute = true;
+    return c;
+  }
+  std::chrono::milliseconds timeout() const noexcept override { return 10s; }
+  comm::WorkPtr all_reduce(comm::BufferView, comm::ReduceOp) override { return work(); }
+  comm::WorkPtr all_gather(comm::BufferView, comm::BufferView) override { return work(); }
+  comm::WorkPtr reduce_scatter(comm::BufferView, comm::BufferView, comm::ReduceOp) override { return work(); }
+  comm::WorkPtr broadcast(comm::BufferView, int) override { return work(); }
+  comm::WorkPtr batch_p2p(const std::vector<comm::P2POp>&) override { return work(); }
+  void barrier() override {}
+
+ private:
+  class Released final : public comm::Work {
+   public:
+    explicit Released(const std::atomic<bool>& r) : r_(r) {}
+    bool is_completed() override { return r_.load(); }
+    void wait() override {
+      while (!r_.load()) std::this_thread::sleep_for(100us);
+    }
+
+   private:
+    const std::atomic<bool>& r_;
+  };
+  comm::WorkPtr work() { return std::make_unique<Released>(released); }
+};
+
+TEST_CASE("tracing: a collective of a backend without overlap is drawn over its post call, with no wait",
+          "[core][trace]") {
+  core::TraceRecorder rec;
+  std::vector<double> posted(2);
+  comm::local::run(
+      2,
+      [&](comm::Backend& b) {
+        core::TracingComm traced(b, core::TraceTarget{&rec, b.rank()});
+        std::vector<float> v(1024, 1.0f);
+        comm::WorkPtr w = traced.all_reduce({v.data(), v.size(), core::DType::F32}, comm::ReduceOp::Sum);
+        posted[std::size_t(b.rank())] = rec.now_us();
+        std::this_thread::sleep_for(20ms);  // "compute" before the wait
+        w->wait();
+        REQUIRE(v[0] == 2.0f);
+      },
+      10s);
+  for (int r = 0; r < 2; ++r) {
+    const auto comm_events = of_cat(rec, r, "comm");
+    REQUIRE(comm_events.size() == 1);
+    const core::TraceEvent& e = comm_events[0];
+    CHECK(e.name == "all_reduce");
+    // The data moved inside the post: the event ends before the 20 ms of compute began.
+    CHECK(e.ts_us + e.dur_us <= posted[std::size_t(r)]);
+    // The all-reduce was complete when the rank called wait(): nothing was waited for.
+    CHECK(of_cat(rec, r, "wait").empty());
+  }
+}
+
+TEST_CASE("tracing: a batch whose receive is late shows the blocking as a wait event on the peer's lane",
+          "[core][trace]") {
+  core::TraceRecorder rec;
+  std::atomic<bool> rank0_posted{false};
+  double rank0_post_end = 0, rank1_post = 0;
+  comm::local::run(
+      2,
+      [&](comm::Backend& b) {
+        core::TracingComm traced(b, core::TraceTarget{&rec, b.rank()});
+        const int peer = 1 - b.rank();
+        std::vector<float> send(256, float(b.rank() + 1)), recv(256, 0.0f);
+        if (b.rank() == 1) {  // posts only after rank 0 is already waiting
+          while (!rank0_posted.load()) std::this_thread::sleep_for(100us);
+          std::this_thread::sleep_for(30ms);
+          rank1_post = rec.now_us();
+        }
+        comm::WorkPtr w = traced.batch_p2p(
+            {{comm::P2POp::Kind::Send, {send.data(), send.size(), core::DType::F32}, peer, 0},
+             {comm::P2POp::Kind::Recv, {recv.data(), recv.size(), core::DType::F32}, peer, 0}});
+        if (b.rank() == 0) {
+          rank0_post_end = rec.now_us();
+          rank0_posted = true;
+        }
+        w->wait();
+        REQUIRE(recv[0] == float(peer + 1));
+      },
+      10s);
+  const auto halo = of_cat(rec, 0, "halo");
+  REQUIRE(halo.size() == 2);
+  for (const core::TraceEvent& e : halo) {
+    CHECK(e.tid == core::kLaneHaloBase + 1);
+    CHECK(e.ts_us + e.dur_us <= rank0_post_end);  // the post: the send left, the receive was posted
+  }
+  const auto waits = of_cat(rec, 0, "wait");
+  REQUIRE(waits.size() == 1);  // one per lane of the batch
+  const core::TraceEvent& w = waits[0];
+  CHECK(w.name == "wait");
+  CHECK(w.op == "batch_p2p");
+  CHECK(w.tid == core::kLaneHaloBase + 1);
+  CHECK(w.ts_us >= rank0_post_end);
+  CHECK(w.ts_us + w.dur_us >= rank1_post);  // it lasted until the peer's send was posted
+}
+
+TEST_CASE("tracing: an operation of a backend that overlaps compute is drawn until its completion is seen",
+          "[core][trace]") {
+  core::TraceRecorder rec;
+  ReleasedComm inner;
+  core::TracingComm traced(inner, core::TraceTarget{&rec, 0});
+  std::vector<float> v(8, 1.0f);
+
+  SECTION("completion seen by is_completed: no wait event") {
+    comm::WorkPtr w = traced.all_reduce({v.data(), v.size(), core::DType::F32}, comm::ReduceOp::Sum);
+    CHECK(!w->is_completed());
+    CHECK(of_cat(rec, 0, "comm").empty());  // still in flight: not drawn yet
+    std::this_thread::sleep_for(5ms);
+    const double released_at = rec.now_us();
+    inner.released = true;
+    CHECK(w->is_completed());
+    const auto events = of_cat(rec, 0, "comm");
+    REQUIRE(events.size() == 1);
+    CHECK(events[0].ts_us + events[0].dur_us >= released_at);
+    w->wait();
+    CHECK(of_cat(rec, 0, "wait").empty());
+    CHECK(of_cat(rec, 0, "comm").size() == 1);  // drawn once
+  }
+  SECTION("completion seen at the end of wait: the event and a wait event end there") {
+    comm::WorkPtr w = traced.all_reduce({v.data(), v.size(), core::DType::F32}, comm::ReduceOp::Sum);
+    std::thread releaser([&] {
+      std::this_thread::sleep_for(10ms);
+      inner.released = true;
+    });
+    w->wait();
+    releaser.join();
+    const auto events = of_cat(rec, 0, "comm");
+    const auto waits = of_cat(rec, 0, "wait");
+    REQUIRE(events.size() == 1);
+    REQUIRE(waits.size() == 1);
+    CHECK(waits[0].op == "all_reduce");
+    CHECK(waits[0].tid == core::kLaneComm);
+    CHECK(waits[0].ts_us >= events[0].ts_us);
+    CHECK(events[0].ts_us + events[0].dur_us == waits[0].ts_us + waits[0].dur_us);
+  }
+}
+
+}  // namespace
