@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -111,7 +112,11 @@ class Json {
  public:
   Json& num(const std::string& k, double v) {
     char buf[64];
-    std::snprintf(buf, sizeof buf, "%.6g", v);
+    // Whole numbers (byte counts, ranks) exactly; measurements to 6 significant digits.
+    if (v == std::floor(v) && std::abs(v) < 9007199254740992.0)
+      std::snprintf(buf, sizeof buf, "%.0f", v);
+    else
+      std::snprintf(buf, sizeof buf, "%.6g", v);
     return raw(k, buf);
   }
   Json& str(const std::string& k, const std::string& v) { return raw(k, json_quote(v)); }

@@ -11,13 +11,17 @@
 //   - ucx_perftest's tag latency and bandwidth on loopback (Debian's ucx-utils, when installed);
 //   - bench_ucp_exchange (built with UCX): the ping-pong and the 64 B exchange with UCP alone, the
 //     floor under the ucx backend's latency;
+//   - progress while computing: each rank posts a halo exchange, computes for twice the
+//     exchange's own time without calling the backend, then waits; the wait's time against the
+//     exchange's says how much of the transfer moved during the compute (hidden = 1 − wait /
+//     exchange). Sizes below and above the ucx backend's eager threshold (256 KiB);
 //   - single-thread memcpy bandwidth, the physical limit of a copy through memory;
 //   - with --cuda (a GPU machine): the same all-reduce and halo exchange on CUDA buffers (the
 //     ucx plugin stages them through pinned host memory), their time over the host buffers',
 //     and the pinned cudaMemcpy bandwidth each way, the limit of staging.
 // Every figure is the median over --rounds × --reps repetitions, with [min-max].
 //   bench_comm [--json] [--reps N] [--nproc P] [--backend ucx] [--max-mib 64] [--cuda]
-//              [--only allreduce|halo|latency] [--rounds R]
+//              [--only allreduce|halo|latency|progress] [--rounds R]
 // (--only latency: the ping-pong and the 64 B halo exchange alone, for profiling that path)
 // Rounds (default 3) alternate the ranks, OpenMPI and ucx_perftest, so that a slow spell of a
 // shared machine falls on every side; each figure pools the repetitions of all rounds.
@@ -59,7 +63,7 @@ struct Options {
   int max_mib = 64;
   int rounds = 3;
   bool cuda = false;
-  std::string only;  // "", "allreduce", "halo" or "latency": run only that part (profiling one path)
+  std::string only;  // "", "allreduce", "halo", "latency" or "progress": run only that part
 };
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -73,10 +77,23 @@ std::vector<std::size_t> allreduce_sizes(int max_mib) {
 // ConvNeXt-T halos (3 columns of a 7×7 depthwise conv, fp32): at 3×512×2048 every stage's halo
 // is 3·C·H·4 = 147456 bytes per image (C doubles as H halves); batch 1 and 7, plus small ones.
 const std::vector<std::size_t> kHaloSizes = {64, 4096, 36864, 147456, 1032192};
+// Progress while computing: ConvNeXt-T halos below (36 KiB, 144 KiB) and above (1008 KiB, 4 MiB)
+// the ucx backend's eager threshold.
+const std::vector<std::size_t> kProgressSizes = {36864, 147456, 1032192, 4194304};
+
+/// Keeps this core busy for `seconds` without touching memory or the backend (a kernel's stand-in).
+void spin_for(double seconds);
 
 // Iterations per timed repetition: about 64 MiB moved, at least 5, at most 2000.
 int iters_for(std::size_t bytes) {
   return int(std::clamp<std::size_t>((std::size_t(64) << 20) / std::max<std::size_t>(bytes, 1), 5, 2000));
+}
+
+void spin_for(double seconds) {
+  volatile double acc = 1.0;
+  const double end = now_s() + seconds;
+  while (now_s() < end)
+    for (int k = 0; k < 256; ++k) acc = acc * 1.0000001 + 1e-9;
 }
 
 // ---- worker (one rank) ---------------------------------------------------------------------
@@ -198,6 +215,40 @@ int worker(const Options& o) {
       emit("halo_plan", bytes, timed(20000, run_plan));
       emit("halo_plan_p50", bytes, typical(20000, run_plan));
     }
+    if (recv[0] != float(left)) {
+      std::fprintf(stderr, "bench_comm: rank %d received %g from rank %d, expected %d\n", me, recv[0], left, left);
+      return 1;
+    }
+  }
+  for (std::size_t bytes : o.only.empty() || o.only == "progress" ? kProgressSizes : std::vector<std::size_t>{}) {
+    std::vector<float> send(bytes / 4, float(me)), recv(bytes / 4);
+    const std::vector<comm::P2POp> ops = {
+        {comm::P2POp::Kind::Send, {send.data(), send.size(), core::DType::F32}, right, 0},
+        {comm::P2POp::Kind::Recv, {recv.data(), recv.size(), core::DType::F32}, left, 0}};
+    const int iters = std::max(5, iters_for(bytes) / 4);
+    const std::vector<double> plain = timed(iters, [&] { world->batch_p2p(ops)->wait(); });
+    std::vector<double> sorted = plain;
+    std::sort(sorted.begin(), sorted.end());
+    // Every rank computes for the same time: twice rank 0's median exchange.
+    double compute_s = std::max(2 * sorted[sorted.size() / 2] * 1e-6, 50e-6);
+    world->broadcast({&compute_s, 1, core::DType::F64}, 0)->wait();
+    std::vector<double> waits;
+    for (int r = 0; r < o.reps; ++r) {
+      world->barrier();
+      double in_wait = 0;
+      for (int i = 0; i < iters; ++i) {
+        comm::WorkPtr w = world->batch_p2p(ops);
+        spin_for(compute_s);
+        const double t0 = now_s();
+        w->wait();
+        in_wait += now_s() - t0;
+      }
+      double t = in_wait / iters;
+      world->all_reduce({&t, 1, core::DType::F64}, comm::ReduceOp::Max)->wait();
+      waits.push_back(t * 1e6);
+    }
+    emit("progress_exchange", bytes, plain);
+    emit("progress_wait", bytes, waits);
     if (recv[0] != float(left)) {
       std::fprintf(stderr, "bench_comm: rank %d received %g from rank %d, expected %d\n", me, recv[0], left, left);
       return 1;
@@ -407,6 +458,7 @@ int parent(const Options& o) {
   // falls on all of them; every figure pools the repetitions of all rounds.
   Samples ar_s, halo_s, mpi_s, ar_cuda_s, halo_cuda_s, pingpong_s, empty_s, pp_p50_s, halo_p50_s;
   Samples plan_s, plan_p50_s, pp_plan_p50_s;  // the same on prepared batches (prepare_p2p)
+  Samples progress_x_s, progress_wait_s;      // progress while computing: exchange, wait after compute
   std::vector<double> perf_lat, perf_lat_avg, perf_bw;
   // Ratios of medians measured in the same round (back to back), one per round.
   Samples ar_ratio;                              // OpenMPI time / tessera time, per size
@@ -440,9 +492,11 @@ int parent(const Options& o) {
         Samples& into = *into_all;
         into[bytes].insert(into[bytes].end(), us.begin(), us.end());
       }
+    parse_lines(ranks_out, "progress_exchange", progress_x_s);
+    parse_lines(ranks_out, "progress_wait", progress_wait_s);
     parse_lines(ranks_out, "allreduce_cuda", ar_cuda_s);
     parse_lines(ranks_out, "halo_cuda", halo_cuda_s);
-    if (o.only == "halo" || o.only == "latency") {
+    if (o.only == "halo" || o.only == "latency" || o.only == "progress") {
       mpi_note = "not run (--only " + o.only + ")";
     } else if (executable(mpi_bin) && !mpirun.empty()) {
       std::vector<std::string> argv = {mpirun, "-np", std::to_string(o.nproc), "--oversubscribe", "--bind-to", "none"};
@@ -456,7 +510,7 @@ int parent(const Options& o) {
     } else {
       mpi_note = executable(mpi_bin) ? "mpirun not found (Debian: openmpi-bin)" : "bench_comm_mpi not built (Debian: libopenmpi-dev)";
     }
-    if (o.only != "allreduce") {
+    if (o.only != "allreduce" && o.only != "progress") {
       // The ratios compare 50th percentiles of single messages, timed alike on both sides
       // (ucx_perftest's "typical" latency); its average is printed beside it.
       const std::vector<double> f = ucx_perftest("tag_lat", 8, 20000);
@@ -487,7 +541,12 @@ int parent(const Options& o) {
   const Series ar = stats_of(ar_s), halo = stats_of(halo_s), mpi = stats_of(mpi_s), ar_cuda = stats_of(ar_cuda_s),
                halo_cuda = stats_of(halo_cuda_s), pingpong = stats_of(pingpong_s), ratio = stats_of(ar_ratio), empty = stats_of(empty_s),
                pp_p50 = stats_of(pp_p50_s), halo_p50 = stats_of(halo_p50_s), ucp = stats_of(ucp_s),
-               plan = stats_of(plan_s), plan_p50 = stats_of(plan_p50_s), pp_plan_p50 = stats_of(pp_plan_p50_s);
+               plan = stats_of(plan_s), plan_p50 = stats_of(plan_p50_s), pp_plan_p50 = stats_of(pp_plan_p50_s),
+               progress_x = stats_of(progress_x_s), progress_wait = stats_of(progress_wait_s);
+  // The share of an exchange that moved while the ranks computed (1 − wait / exchange, medians).
+  auto hidden = [&](std::size_t bytes) {
+    return std::clamp(1.0 - progress_wait.at(bytes).median / progress_x.at(bytes).median, 0.0, 1.0);
+  };
   const double perf_lat_us = median_of(perf_lat), perf_lat_avg_us = median_of(perf_lat_avg),
                perf_bw_mbps = median_of(perf_bw);
   const bench::PinnedCopy pinned = o.cuda ? bench::pinned_copy_gbps(o.reps) : bench::PinnedCopy{};
@@ -524,7 +583,16 @@ int parent(const Options& o) {
       j.num("bytes", double(bytes)).stats("time_us_", s).num("GBps_per_direction", bytes / (s.median * 1e-6) / 1e9);
       halos.push_back(j.str());
     }
+    std::vector<std::string> progress;
+    for (const auto& [bytes, s] : progress_x) {
+      if (!progress_wait.count(bytes)) continue;
+      bench::Json j;
+      j.num("bytes", double(bytes)).stats("exchange_us_", s).stats("wait_after_compute_us_", progress_wait.at(bytes))
+          .num("hidden", hidden(bytes));
+      progress.push_back(j.str());
+    }
     bench::Json top;
+    top.raw("progress_while_computing", bench::json_array(progress));
     top.str("backend", o.backend).num("ranks", o.nproc).num("reps", o.reps).num("rounds", o.rounds).raw("all_reduce", bench::json_array(rows))
         .raw("halo_exchange", bench::json_array(halos)).num("ucx_perftest_tag_lat_us", perf_lat_us)
         .num("ucx_perftest_tag_lat_avg_us", perf_lat_avg_us)
@@ -557,7 +625,8 @@ int parent(const Options& o) {
               "rank's time\n",
               o.backend.c_str(), o.nproc, o.rounds, o.reps);
   if (!rank_note.empty()) std::printf("  ranks: %s\n", rank_note.c_str());
-  const bool show_ar = o.only.empty() || o.only == "allreduce", show_halo = o.only != "allreduce";
+  const bool show_ar = o.only.empty() || o.only == "allreduce",
+             show_halo = o.only.empty() || o.only == "halo" || o.only == "latency";
   if (show_ar) std::printf("\nall_reduce float32 sum (busbw = algbw · 2(p-1)/p, GB = 1e9 bytes)\n");
   if (show_ar)
     std::printf("  %-8s %26s %9s %9s  %22s %9s %17s\n", "size", "time us", "algbw", "busbw", "OpenMPI time us", "busbw",
@@ -614,7 +683,7 @@ int parent(const Options& o) {
     std::printf("  prepared batches over tag_lat: 50th percentiles ping-pong %.1fx, halo 64 B %.1fx; the\n"
                 "  exchange's loop mean over tag_lat's average %.1fx\n",
                 median_of(pp_plan_ratio), median_of(plan_ratio), median_of(plan_mean_ratio));
-  else if (o.only != "allreduce")
+  else if (show_halo)
     std::printf("  ucx_perftest: not installed or failed (Debian: ucx-utils)\n");
   if (ucp.count(8) && ucp.count(64))
     std::printf("  UCP alone (bench_ucp_exchange, the ucx backend's UCP settings; 50th percentiles): ping-pong\n"
@@ -624,6 +693,17 @@ int parent(const Options& o) {
     std::printf("  UCP alone: %s\n", executable(ucp_bin) ? ("bench_ucp_exchange failed: " + ucp_note).c_str()
                                                          : "bench_ucp_exchange not built (needs UCX)");
   if (perf_bw_mbps > 0) std::printf("  ucx_perftest tag_bw 144 KiB: %.3f GB/s\n", perf_bw_mbps * 1.048576e-3);
+  if (!progress_x.empty()) {
+    std::printf("\nprogress while computing (post the halo exchange, compute twice its time without calling\n"
+                "the backend, then wait; hidden = 1 - wait / exchange)\n");
+    std::printf("  %-10s %28s %34s %7s\n", "size", "exchange us", "wait after compute us", "hidden");
+    for (const auto& [bytes, s] : progress_x) {
+      if (!progress_wait.count(bytes)) continue;
+      const Stats& w = progress_wait.at(bytes);
+      std::printf("  %-10s %9.1f [%7.1f-%8.1f] %15.1f [%7.1f-%8.1f] %6.0f%%\n", fmt_bytes(bytes).c_str(), s.median,
+                  s.min, s.max, w.median, w.min, w.max, 100 * hidden(bytes));
+    }
+  }
   std::printf("\nmemcpy, one thread, 64 MiB: %.2f GB/s (the physical limit of a copy through memory)\n", copy_gbps);
   if (o.cuda) {
     std::printf("\nCUDA buffers (%s; x host = time over the same call on host buffers)\n",
@@ -666,13 +746,13 @@ int main(int argc, char** argv) {
     else if (a == "--only") o.only = next();
     else if (a == "--rounds") o.rounds = std::atoi(next().c_str());
     else {
-      std::fprintf(stderr, "usage: bench_comm [--json] [--reps N] [--nproc P] [--backend ucx] [--max-mib 64] [--cuda] [--only allreduce|halo|latency]\n"
+      std::fprintf(stderr, "usage: bench_comm [--json] [--reps N] [--nproc P] [--backend ucx] [--max-mib 64] [--cuda] [--only allreduce|halo|latency|progress]\n"
                    "                  [--rounds R]\n");
       return 2;
     }
   }
-  if (!o.only.empty() && o.only != "allreduce" && o.only != "halo" && o.only != "latency") {
-    std::fprintf(stderr, "bench_comm: --only takes allreduce, halo or latency, not '%s'\n", o.only.c_str());
+  if (!o.only.empty() && o.only != "allreduce" && o.only != "halo" && o.only != "latency" && o.only != "progress") {
+    std::fprintf(stderr, "bench_comm: --only takes allreduce, halo, latency or progress, not '%s'\n", o.only.c_str());
     return 2;
   }
   if (o.reps < 1 || o.nproc < 2 || o.max_mib < 1 || o.rounds < 1) {

@@ -16,7 +16,9 @@
 // reference BLAS), which is why the ratio is refused without a real BLAS (blas_probe.hpp).
 // --precision bf16|fp16 runs every configuration a second time in that mixed precision (f32
 // master weights, 16-bit activations and halos) and prints its step-time, activation-peak and
-// total-peak ratios to the fp32 run beside it.
+// total-peak ratios to the fp32 run beside it. --overlap both runs every configuration with P > 1
+// also with overlap off (halo exchange and bucket all-reduces waited for before compute goes on)
+// and prints its step-time ratio to overlap on.
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -62,6 +64,8 @@ struct Options {
   std::vector<std::string> checkpointing = {"none", "block"};
   /// fp32, then the --precision asked for (bf16, fp16) beside it, each configuration in both.
   std::vector<std::string> precisions = {"fp32"};
+  /// Overlap of halo exchange and bucket all-reduce with compute: {true}, {false} or both.
+  std::vector<bool> overlaps = {true};
   bool torch = true;
   bool torch_linear = false;  // nn::Linear for the pointwise layers instead of 1x1 convs
   // --device cuda (train_gpu.cpp): everything above that applies, plus these.
@@ -73,6 +77,7 @@ struct Options {
 struct Run {
   int ranks, threads;
   std::string checkpointing, precision;
+  bool overlap = true;
   Stats ms;                               // step time, slowest rank
   std::vector<double> peak_mib, act_mib;  // per rank
   std::array<double, core::kNumMemCategories> category_mib{};  // peak per category, max over ranks
@@ -80,7 +85,8 @@ struct Run {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
-nn::TrainOptions train_options(const Options& o, const std::string& checkpointing, const std::string& precision) {
+nn::TrainOptions train_options(const Options& o, const std::string& checkpointing, const std::string& precision,
+                               bool overlap) {
   nn::TrainOptions t;
   t.model = nn::model_preset(o.model);
   t.model.num_classes = o.classes;
@@ -91,11 +97,13 @@ nn::TrainOptions train_options(const Options& o, const std::string& checkpointin
   t.checkpointing = checkpointing;
   t.steps = 1 + o.steps;
   t.precision = *nn::parse_precision(precision);
+  t.overlap = overlap;
   return t;
 }
 
-Run measure(const Options& o, int P, const std::string& checkpointing, const std::string& precision) {
-  const nn::TrainOptions t = train_options(o, checkpointing, precision);
+Run measure(const Options& o, int P, const std::string& checkpointing, const std::string& precision,
+            bool overlap) {
+  const nn::TrainOptions t = train_options(o, checkpointing, precision, overlap);
   data::SyntheticOptions d;
   d.channels = int(o.input[0]);
   d.height = int(o.input[1]);
@@ -103,7 +111,7 @@ Run measure(const Options& o, int P, const std::string& checkpointing, const std
   d.num_classes = o.classes;
   const std::shared_ptr<const data::Dataset> ds = data::make_synthetic(d);
   const core::DeviceMesh mesh = core::DeviceMesh::parse("sp=" + std::to_string(P));
-  Run r{P, std::max(1, 2 / P), checkpointing, precision, {}, std::vector<double>(P), std::vector<double>(P), {}};
+  Run r{P, std::max(1, 2 / P), checkpointing, precision, overlap, {}, std::vector<double>(P), std::vector<double>(P), {}};
   std::mutex mu;
   std::vector<std::vector<double>> step_s(t.steps, std::vector<double>(P));  // [step][rank]
 
@@ -301,12 +309,14 @@ std::vector<std::string> split(const std::string& s) {
       stderr,
       "usage: bench_train [--json] [--steps N] [--model NAME] [--input CxHxW] [--batch N]\n"
       "                   [--ranks 1,2,4] [--checkpointing none,block] [--no-torch]\n"
-      "                   [--torch-linear] [--precision bf16|fp16]\n"
+      "                   [--torch-linear] [--precision bf16|fp16] [--overlap on|off|both]\n"
       "                   [--device cpu|cuda|cuda:N] [--tf32] [--warmup N]\n"
       "                   [--pointwise linear|conv] [--peer-script FILE] [--python EXE]\n"
       "  --steps: timed steps per configuration after one warm-up step (default 2)\n"
       "  --torch-linear: libtorch's pointwise layers as nn::Linear instead of 1x1 convs\n"
       "  --precision bf16|fp16: every configuration also in that mixed precision, beside fp32\n"
+      "  --overlap: halo exchange and bucket all-reduce overlapped with compute (on, the\n"
+      "      default), not (off), or every configuration with P > 1 both ways (both)\n"
       "  --device cuda: one unsharded rank on the cuda compute backend (default input\n"
       "      3x512x2048, 5 steps after --warmup 2), beside PyTorch eager on the same GPU run\n"
       "      by --peer-script (default bench/torch_gpu_peer.py) with --python (python3);\n"
@@ -366,6 +376,12 @@ Options parse(int argc, char** argv) {
       if (!nn::parse_precision(pr)) usage(2);
       o.precisions = {"fp32"};
       if (*nn::parse_precision(pr) != nn::Precision::FP32) o.precisions.push_back(pr);
+    } else if (a == "--overlap" && has_value) {
+      const std::string v = argv[++i];
+      if (v == "on") o.overlaps = {true};
+      else if (v == "off") o.overlaps = {false};
+      else if (v == "both") o.overlaps = {true, false};
+      else usage(2);
     } else if (a == "--checkpointing" && has_value) {
       o.checkpointing = split(argv[++i]);
     } else {
@@ -403,15 +419,25 @@ int run(int argc, char** argv) {
   std::vector<Run> runs;
   for (const std::string& ck : o.checkpointing)
     for (int P : o.ranks)
-      for (const std::string& pr : o.precisions) {
-        std::fprintf(stderr, "training %s %s batch %d on %d rank(s), checkpointing %s, %s...\n",
-                     o.model.c_str(), input.c_str(), o.batch, P, ck.c_str(), pr.c_str());
-        runs.push_back(measure(o, P, ck, pr));
-      }
+      for (const std::string& pr : o.precisions)
+        for (const bool ov : o.overlaps) {
+          if (!ov && P == 1 && o.overlaps.size() > 1) continue;  // one rank exchanges nothing
+          std::fprintf(stderr, "training %s %s batch %d on %d rank(s), checkpointing %s, %s, overlap %s...\n",
+                       o.model.c_str(), input.c_str(), o.batch, P, ck.c_str(), pr.c_str(), ov ? "on" : "off");
+          runs.push_back(measure(o, P, ck, pr, ov));
+        }
   // The fp32 run of the same configuration (for the mixed-precision ratios).
   auto fp32_of = [&](const Run& r) -> const Run* {
     for (const Run& q : runs)
-      if (q.ranks == r.ranks && q.checkpointing == r.checkpointing && q.precision == "fp32") return &q;
+      if (q.ranks == r.ranks && q.checkpointing == r.checkpointing && q.precision == "fp32" && q.overlap == r.overlap)
+        return &q;
+    return nullptr;
+  };
+  // The same configuration with overlap on (for the overlap-off ratios).
+  auto overlapped_of = [&](const Run& r) -> const Run* {
+    for (const Run& q : runs)
+      if (q.ranks == r.ranks && q.checkpointing == r.checkpointing && q.precision == r.precision && q.overlap)
+        return &q;
     return nullptr;
   };
   bool have_torch = false;
@@ -457,6 +483,7 @@ int run(int argc, char** argv) {
           .num("threads_per_rank", r.threads)
           .str("checkpointing", r.checkpointing)
           .str("precision", r.precision)
+          .raw("overlap", r.overlap ? "true" : "false")
           .raw("peak_mib_by_category", cat.str())
           .stats("step_ms_", r.ms)
           .num("images_per_s", o.batch / (r.ms.median * 1e-3))
@@ -467,6 +494,7 @@ int run(int argc, char** argv) {
       if (const Run* f = fp32_of(r); f && r.precision != "fp32")
         j.num("step_time_over_fp32", r.ms.median / f->ms.median)
             .num("activation_over_fp32", max_of(r.act_mib) / max_of(f->act_mib));
+      if (const Run* on = overlapped_of(r); on && !r.overlap) j.num("step_time_over_overlap_on", r.ms.median / on->ms.median);
       rs.push_back(j.str());
     }
     Json top;
@@ -488,12 +516,12 @@ int run(int argc, char** argv) {
       "step time: slowest rank, %d timed steps after 1 warm-up; peak memory: per rank "
       "(max over ranks)\n"
       "note: this machine has 2 cores, so P > 1 shows the overhead of sharding, not a "
-      "speed-up\n\n%-6s %5s %4s %5s %10s %19s %9s %11s %11s  peak MiB by category (max over ranks)\n",
-      o.model.c_str(), input.c_str(), o.batch, o.classes, o.steps, "ckpt", "ranks", "thr", "prec",
+      "speed-up\n\n%-6s %5s %4s %5s %4s %10s %19s %9s %11s %11s  peak MiB by category (max over ranks)\n",
+      o.model.c_str(), input.c_str(), o.batch, o.classes, o.steps, "ckpt", "ranks", "thr", "prec", "ovl",
       "median ms", "[min-max] ms", "images/s", "peak MiB", "act MiB");
   for (const Run& r : runs) {
-    std::printf("%-6s %5d %4d %5s %10.0f   [%6.0f - %6.0f] %9.3f %11.1f %11.1f ", r.checkpointing.c_str(), r.ranks,
-                r.threads, r.precision.c_str(), r.ms.median, r.ms.min, r.ms.max, o.batch / (r.ms.median * 1e-3),
+    std::printf("%-6s %5d %4d %5s %4s %10.0f   [%6.0f - %6.0f] %9.3f %11.1f %11.1f ", r.checkpointing.c_str(), r.ranks,
+                r.threads, r.precision.c_str(), r.overlap ? "on" : "off", r.ms.median, r.ms.min, r.ms.max, o.batch / (r.ms.median * 1e-3),
                 max_of(r.peak_mib), max_of(r.act_mib));
     for (int c = 0; c < core::kNumMemCategories; ++c)
       std::printf(" %s %.1f", std::string(core::mem_category_name(static_cast<core::MemCategory>(c))).c_str(),
@@ -505,6 +533,11 @@ int run(int argc, char** argv) {
       std::printf("%s / fp32 (P=%d, checkpointing %s): step time %.2fx, activation peak %.3fx, total peak %.3fx\n",
                   r.precision.c_str(), r.ranks, r.checkpointing.c_str(), r.ms.median / f->ms.median,
                   max_of(r.act_mib) / max_of(f->act_mib), max_of(r.peak_mib) / max_of(f->peak_mib));
+  for (const Run& r : runs)
+    if (const Run* on = overlapped_of(r); on && !r.overlap)
+      std::printf("overlap off / on (P=%d, checkpointing %s, %s): step time %.2fx [%.2f - %.2f]\n", r.ranks,
+                  r.checkpointing.c_str(), r.precision.c_str(), r.ms.median / on->ms.median, r.ms.min / on->ms.max,
+                  r.ms.max / on->ms.min);
   if (have_torch) {
     std::printf(
         "\nlibtorch (torch::nn, NCHW fp32, 2 threads, pointwise layers as %s): %.0f ms "
