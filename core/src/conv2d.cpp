@@ -5,7 +5,6 @@
 #include "tessera/nn/conv2d.hpp"
 
 #include <chrono>
-#include <functional>
 
 #include "tessera/compute/ops.hpp"
 #include "tessera/core/error.hpp"
@@ -40,6 +39,16 @@ void conv_window(const HaloPlan& plan, const RankContext& ctx, const Tensor& xb,
   if (r0 > 0) { xv = xv.narrow(2, r0, xv.size(2) - r0); p.pad_h = 0; } else { p.pad_h = static_cast<int>(-r0); }
   if (c0 > 0) { xv = xv.narrow(3, c0, xv.size(3) - c0); p.pad_w = 0; } else { p.pad_w = static_cast<int>(-c0); }
   compute::conv2d_forward(*ctx.compute, p, xv, w, b, yw);
+}
+
+// Calls f(rows, cols) for each band of the frame of rows × cols around in_rows × in_cols: the
+// full-width top and bottom bands, then the left and right strips of the inner rows.
+template <class F>
+void for_each_frame_band(const Range& rows, const Range& cols, const Range& in_rows, const Range& in_cols, F&& f) {
+  f(Range{rows.begin, in_rows.begin}, cols);
+  f(Range{in_rows.end, rows.end}, cols);
+  f(in_rows, Range{cols.begin, in_cols.begin});
+  f(in_rows, Range{in_cols.end, cols.end});
 }
 
 // ⌊a / b⌋ for b > 0 and any a.
@@ -119,11 +128,9 @@ Tensor conv2d_forward(const HaloPlan& plan, const RankContext& ctx, const Tensor
     if (in_rows.empty() || in_cols.empty()) {
       conv_window(plan, ctx, xb, w, bias, y, out_h, out_w);
     } else {
-      // The frame around the interior: full-width top and bottom bands, then left and right.
-      conv_window(plan, ctx, xb, w, bias, y, {out_h.begin, in_rows.begin}, out_w);
-      conv_window(plan, ctx, xb, w, bias, y, {in_rows.end, out_h.end}, out_w);
-      conv_window(plan, ctx, xb, w, bias, y, in_rows, {out_w.begin, in_cols.begin});
-      conv_window(plan, ctx, xb, w, bias, y, in_rows, {in_cols.end, out_w.end});
+      for_each_frame_band(out_h, out_w, in_rows, in_cols, [&](const Range& r, const Range& c) {
+        conv_window(plan, ctx, xb, w, bias, y, r, c);
+      });
     }
   }
   t.compute_s += seconds_since(t0);
@@ -180,27 +187,23 @@ Conv2dGrads conv2d_backward(const HaloPlan& plan, const RankContext& ctx, const 
   // The part of the buffer this rank owns (its gradient stays here) and the frame around it (the
   // halo rows and columns, whose gradients go to their owners): the frame first, so that it can
   // travel while the rest is computed.
+  // One window where there is nothing foreign (the whole buffer is this rank's), nothing of its
+  // own, or a frame that is not spatial only.
   const Box mine = plan.need.intersect(plan.own);
-  std::function<void()> rest;  // what remains of the buffer gradient once the frame is sent
-  if (plan.need.empty()) {
-    rest = [] {};
-  } else if (plan.recvs.empty() || mine.empty() || mine.r[0] != plan.need.r[0] || mine.r[1] != plan.need.r[1]) {
-    // Nothing foreign (the whole buffer is this rank's), nothing of its own, or a frame that is
-    // not spatial only: one window.
+  const bool framed = !plan.need.empty() && !plan.recvs.empty() && !mine.empty() &&
+                      mine.r[0] == plan.need.r[0] && mine.r[1] == plan.need.r[1];
+  if (framed) {
+    for_each_frame_band(plan.need.r[2], plan.need.r[3], mine.r[2], mine.r[3], [&](const Range& r, const Range& c) {
+      dconv_window(plan, ctx, dy_own, w, dbuf, r, c);
+    });
+  } else if (!plan.need.empty()) {
     compute::conv2d_backward_data(*ctx.compute, p, dy_own, w, dbuf, false);
-    rest = [] {};
-  } else {
-    const Range nh = plan.need.r[2], nw = plan.need.r[3], mh = mine.r[2], mw = mine.r[3];
-    dconv_window(plan, ctx, dy_own, w, dbuf, {nh.begin, mh.begin}, nw);  // top band, full width
-    dconv_window(plan, ctx, dy_own, w, dbuf, {mh.end, nh.end}, nw);      // bottom band
-    dconv_window(plan, ctx, dy_own, w, dbuf, mh, {nw.begin, mw.begin});  // left, own rows
-    dconv_window(plan, ctx, dy_own, w, dbuf, mh, {mw.end, nw.end});      // right
-    rest = [&, mh, mw] { dconv_window(plan, ctx, dy_own, w, dbuf, mh, mw); };
   }
   t.compute_s += seconds_since(t0);
-  auto own_part = [&] {
+  auto own_part = [&] {  // what remains of the buffer gradient once the frame is sent
+    if (!framed) return;
     const auto c0 = Clock::now();
-    rest();
+    dconv_window(plan, ctx, dy_own, w, dbuf, mine.r[2], mine.r[3]);
     t.compute_s += seconds_since(c0);
   };
   if (!options.overlap) own_part();
