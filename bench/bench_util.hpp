@@ -1,16 +1,17 @@
 // Small helpers shared by the benchmarks: repeated timing with median and spread, the FMA peak
-// probe and a minimal JSON writer.
+// and bf16 dot-product peak probes and a minimal JSON writer.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <chrono>
 #include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
 
-#if defined(__AVX512F__) || defined(__AVX2__)
+#if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
@@ -95,6 +96,44 @@ inline double fma_peak_gflops(int threads, long iters = 20'000'000) {
   for (auto& t : pool) t.join();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return 2.0 * 12 * lanes * double(iters) * threads / s * 1e-9;
+}
+
+/// Throughput of the CPU's bf16 dot product VDPBF16PS (AVX512_BF16: 16 lanes × 2 bf16 products
+/// summed into f32, 64 flops an instruction) on `threads` threads, each `iters` × 12 independent
+/// instructions, in GFLOP/s; 0 where the CPU lacks AVX512_BF16 (checked at run time, so a build
+/// for another CPU still runs). Beside fma_peak_gflops it says whether bf16 dot products beat
+/// widening to f32 and FMA-ing there: on this project's Intel machines without exposed AMX they
+/// run at half the FMA rate (bench/README.md).
+#if defined(__x86_64__)
+__attribute__((target("avx512f,avx512bf16"))) inline float bf16_dot_body(long iters) {
+  __m512 acc[12];
+  alignas(64) std::uint16_t one[32], small[32];
+  for (int k = 0; k < 32; ++k) one[k] = 0x3f80, small[k] = 0x3a83;  // bf16 1 and 1e-3
+  const __m512bh a = (__m512bh)_mm512_load_si512(one), b = (__m512bh)_mm512_load_si512(small);
+  for (int k = 0; k < 12; ++k) acc[k] = _mm512_set1_ps(float(k));
+  for (long i = 0; i < iters; ++i)
+    for (int k = 0; k < 12; ++k) acc[k] = _mm512_dpbf16_ps(acc[k], a, b);
+  for (int k = 1; k < 12; ++k) acc[0] = _mm512_add_ps(acc[0], acc[k]);
+  return _mm512_reduce_add_ps(acc[0]);
+}
+inline bool have_avx512_bf16() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bf16");
+}
+#else
+inline float bf16_dot_body(long) { return 0; }
+inline bool have_avx512_bf16() { return false; }
+#endif
+inline double bf16_dot_peak_gflops(int threads, long iters = 20'000'000) {
+  if (!have_avx512_bf16()) return 0;
+  std::vector<float> sinks(threads);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back([&, t] { sinks[t] = bf16_dot_body(iters); });
+  sinks[0] = bf16_dot_body(iters);
+  for (auto& t : pool) t.join();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return 64.0 * 12 * double(iters) * threads / s * 1e-9;
 }
 
 /// `s` as a JSON string literal: quotes and backslashes escaped, control characters as spaces.

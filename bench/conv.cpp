@@ -44,6 +44,9 @@ struct Options {
   int sharded_h = 64;  // H of the sharded runs: half of 128, to keep the default run short
   std::string device = "cpu";  // cuda, cuda:N: conv_gpu.cpp with the options below
   bool reps_set = false;
+  /// --precision bf16|fp16: every cpu row also with activations and their gradients in that
+  /// dtype (f32 weights and weight gradients, as the trainer's mixed precision calls them).
+  core::DType half = core::DType::F32;
   GpuConvOptions gpu;
 };
 
@@ -72,6 +75,7 @@ std::vector<Case> cases() {
 
 struct Row {
   std::string name, impl, pass;
+  std::string dtype;  // of the activations: f32, bf16, f16
   int threads;
   Stats ms;
   double gflops;
@@ -82,18 +86,24 @@ struct Row {
 void fill_random(Tensor& t, unsigned seed) {
   std::mt19937 gen(seed);
   std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  float* p = t.data<float>();
-  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = dist(gen);
+  Tensor f = t.dtype() == core::DType::F32 ? t : Tensor::empty(t.shape());
+  float* p = f.data<float>();
+  for (std::int64_t i = 0; i < f.numel(); ++i) p[i] = dist(gen);
+  if (t.dtype() != core::DType::F32) {  // rounded once to t's dtype
+    compute::cpu::CpuBackend be(1);
+    compute::copy(be, f, t);
+  }
 }
 
-// Activations and gradients of a chain of layers on the cpu backend.
+// Activations and gradients of a chain of layers on the cpu backend, in `dt` (weights, bias and
+// their gradients in f32, as mixed precision keeps them).
 struct TesseraChain {
   std::vector<Layer> ls;
   std::vector<Conv2dParams> ps;
   std::vector<Tensor> act, grad, w, b, dw, db;  // act[i] feeds layer i; act.back() is the output
 
-  explicit TesseraChain(const std::vector<Layer>& layers) : ls(layers) {
-    act.push_back(Tensor::empty({ls[0].n, ls[0].cin, ls[0].h, ls[0].w}));
+  TesseraChain(const std::vector<Layer>& layers, core::DType dt) : ls(layers) {
+    act.push_back(Tensor::empty({ls[0].n, ls[0].cin, ls[0].h, ls[0].w}, dt));
     fill_random(act[0], 1);
     for (std::size_t i = 0; i < ls.size(); ++i) {
       const Layer& l = ls[i];
@@ -107,9 +117,9 @@ struct TesseraChain {
       b.push_back(Tensor::zeros({l.cout}));
       dw.push_back(Tensor::empty(w.back().shape()));
       db.push_back(Tensor::empty({l.cout}));
-      act.push_back(Tensor::empty({l.n, l.cout, l.h, l.w}));
+      act.push_back(Tensor::empty({l.n, l.cout, l.h, l.w}, dt));
     }
-    for (const auto& a : act) grad.push_back(Tensor::empty(a.shape()));
+    for (const auto& a : act) grad.push_back(Tensor::empty(a.shape(), dt));
     fill_random(grad.back(), 2);
   }
   void forward(compute::Backend& be) {
@@ -135,17 +145,19 @@ struct TorchChain {
   at::Tensor x, dy;
   at::MemoryFormat fmt;
 
-  TorchChain(const std::vector<Layer>& layers, bool channels_last)
+  // `st`: the dtype of everything (libtorch's bf16 convolution takes bf16 weights, as under
+  // torch.autocast).
+  TorchChain(const std::vector<Layer>& layers, bool channels_last, at::ScalarType st = at::kFloat)
       : ls(layers),
         fmt(channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous) {
     at::manual_seed(0);
     const Layer& f = ls.front();
     const Layer& e = ls.back();
-    x = at::rand({f.n, f.cin, f.h, f.w}).contiguous(fmt);
-    dy = at::rand({e.n, e.cout, e.h, e.w}).contiguous(fmt);
+    x = at::rand({f.n, f.cin, f.h, f.w}).to(st).contiguous(fmt);
+    dy = at::rand({e.n, e.cout, e.h, e.w}).to(st).contiguous(fmt);
     for (const Layer& l : ls) {
-      w.push_back(at::rand({l.cout, l.cin / l.groups, l.k, l.k}).contiguous(fmt));
-      b.push_back(at::zeros({l.cout}));
+      w.push_back(at::rand({l.cout, l.cin / l.groups, l.k, l.k}).to(st).contiguous(fmt));
+      b.push_back(at::zeros({l.cout}).to(st));
     }
   }
   at::Tensor conv(std::size_t i, const at::Tensor& in) const {
@@ -189,15 +201,20 @@ struct TorchChain {
 void measure(const Options& o, const Case& c, int threads, std::vector<Row>& rows,
              [[maybe_unused]] std::string& peer_problem) {
   struct Impl {
-    std::string name;
+    std::string name, dtype;
     std::function<void()> fwd, fwd_bwd;
     std::string path;
   };
   int blas_threads = -1;
   std::vector<Impl> impls;
   compute::cpu::CpuBackend be(threads);
-  TesseraChain tc(c.chain);
-  impls.push_back({"tessera", [&] { tc.forward(be); }, [&] { tc.forward_backward(be); }, ""});
+  TesseraChain tc(c.chain, core::DType::F32);
+  impls.push_back({"tessera", "f32", [&] { tc.forward(be); }, [&] { tc.forward_backward(be); }, ""});
+  std::unique_ptr<TesseraChain> th;
+  if (o.half != core::DType::F32) {
+    th = std::make_unique<TesseraChain>(c.chain, o.half);
+    impls.push_back({"tessera", std::string(core::dtype_name(o.half)), [&] { th->forward(be); }, [&] { th->forward_backward(be); }, ""});
+  }
 #ifdef TESSERA_BENCH_HAVE_TORCH
   std::vector<std::unique_ptr<TorchChain>> torch;
   if (o.torch) {
@@ -206,12 +223,16 @@ void measure(const Options& o, const Case& c, int threads, std::vector<Row>& row
     at::set_num_threads(threads);
     blas_threads = set_blas_threads(threads);
     if (peer_problem.empty()) peer_problem = blas_peer_problem(probe_blas(), threads);
-    for (bool cl : {false, true}) {
-      torch.push_back(std::make_unique<TorchChain>(c.chain, cl));
-      TorchChain* t = torch.back().get();
-      impls.push_back({cl ? "torch_cl" : "torch_cf", [t] { t->forward(); },
-                       [t] { t->forward_backward(); }, t->paths()});
-    }
+    std::vector<std::pair<std::string, at::ScalarType>> dts = {{"f32", at::kFloat}};
+    if (o.half == core::DType::BF16) dts.emplace_back("bf16", at::kBFloat16);
+    if (o.half == core::DType::F16) dts.emplace_back("f16", at::kHalf);
+    for (const auto& [dn, st] : dts)
+      for (bool cl : {false, true}) {
+        torch.push_back(std::make_unique<TorchChain>(c.chain, cl, st));
+        TorchChain* t = torch.back().get();
+        impls.push_back({cl ? "torch_cl" : "torch_cf", dn, [t] { t->forward(); },
+                         [t] { t->forward_backward(); }, t->paths()});
+      }
   }
 #endif
   for (int pass = 0; pass < 2; ++pass) {
@@ -231,7 +252,7 @@ void measure(const Options& o, const Case& c, int threads, std::vector<Row>& row
     for (std::size_t i = 0; i < impls.size(); ++i) {
       const Stats s = stats_of(ms[i]);
       const bool torch = !impls[i].path.empty();
-      rows.push_back({c.name, impls[i].name, pass == 0 ? "fwd" : "fwd+bwd", threads, s,
+      rows.push_back({c.name, impls[i].name, pass == 0 ? "fwd" : "fwd+bwd", impls[i].dtype, threads, s,
                       flops / (s.median * 1e-3) * 1e-9, impls[i].path, torch ? blas_threads : -1});
     }
   }
@@ -389,9 +410,9 @@ void print_sharded(const std::vector<ShardedRow>& rows, int h) {
 }
 
 const Row* find(const std::vector<Row>& rows, const std::string& name, const std::string& impl,
-                const std::string& pass, int threads) {
+                const std::string& pass, int threads, const std::string& dtype = "f32") {
   for (const Row& r : rows)
-    if (r.name == name && r.impl == impl && r.pass == pass && r.threads == threads) return &r;
+    if (r.name == name && r.impl == impl && r.pass == pass && r.threads == threads && r.dtype == dtype) return &r;
   return nullptr;
 }
 
@@ -428,6 +449,16 @@ Options parse(int argc, char** argv) {
       o.gpu.peer_command.script = argv[++i];
     } else if (a == "--python" && i + 1 < argc) {
       o.gpu.peer_command.python = argv[++i];
+    } else if (a == "--precision" && i + 1 < argc) {
+      const std::string pr = argv[++i];
+      if (pr == "bf16") {
+        o.half = core::DType::BF16;
+      } else if (pr == "fp16" || pr == "f16") {
+        o.half = core::DType::F16;
+      } else if (pr != "fp32") {
+        std::fprintf(stderr, "bench_conv: --precision %s: use fp32, bf16 or fp16\n", pr.c_str());
+        std::exit(2);
+      }
     } else if (a == "--threads" && i + 1 < argc) {
       o.threads.clear();
       for (const char* s = argv[++i]; *s; s += (*s == ','))
@@ -438,7 +469,10 @@ Options parse(int argc, char** argv) {
           "usage: bench_conv [--json] [--reps N] [--threads 1,2] [--layers dw7x7_p3,pw_pair]\n"
           "                  [--no-torch] [--no-sharded] [--ranks 1,2,4] [--sharded-h 64]\n"
           "                  [--device cpu|cuda|cuda:N] [--tf32] [--warmup N] [--copy-mib 1024]\n"
-          "                  [--peer-script FILE] [--python EXE]\n"
+          "                  [--peer-script FILE] [--python EXE] [--precision bf16|fp16]\n"
+          "  --precision bf16|fp16: every cpu row also with 16-bit activations and gradients\n"
+          "      (f32 weights), beside f32, with the time ratio 16-bit / f32 and the CPU's\n"
+          "      measured bf16 dot-product (VDPBF16PS) peak beside its FMA peak\n"
           "  --device cuda: the layers dw7x7_p3, dw7x7_p3_b, pw_96to384, pw_384to96 on the cuda\n"
           "      compute backend (--reps default 20 after --warmup 3), bytes/s as a share of a\n"
           "      device-to-device copy of --copy-mib MiB, beside PyTorch eager's depthwise conv\n"
@@ -466,11 +500,15 @@ int run(int argc, char** argv) {
     cuda_device_index(g.device);  // a clear error for a --device that is neither cpu nor cuda[:N]
     return run_conv_gpu(g);
   }
-  std::vector<std::pair<int, Stats>> peak;
+  std::vector<std::pair<int, Stats>> peak, bf16_peak;
   for (int t : o.threads) {
-    std::vector<double> g;
-    for (int r = 0; r < 5; ++r) g.push_back(fma_peak_gflops(t));
+    std::vector<double> g, h;
+    for (int r = 0; r < 5; ++r) {
+      g.push_back(fma_peak_gflops(t));
+      if (o.half != core::DType::F32 && have_avx512_bf16()) h.push_back(bf16_dot_peak_gflops(t));
+    }
     peak.emplace_back(t, stats_of(g));
+    if (!h.empty()) bf16_peak.emplace_back(t, stats_of(h));
   }
   bool have_torch = false;
   std::string peer_line, peer_json = "null", peer_problem;
@@ -497,8 +535,24 @@ int run(int argc, char** argv) {
     double cf, cl;
   };
   std::vector<Ratio> ratios;
+  // tessera in 16 bits / tessera in f32, and / libtorch in the same 16-bit dtype.
+  struct HalfRatio {
+    std::string name, pass;
+    int threads;
+    double over_f32, over_torch_cf, over_torch_cl;  // < 0: not measured
+  };
+  std::vector<HalfRatio> half_ratios;
+  const std::string half_name(core::dtype_name(o.half));
   for (const Row& r : rows) {
-    if (r.impl != "tessera" || !peer_problem.empty()) continue;  // no ratio against a bad peer
+    if (r.impl != "tessera" || r.dtype == "f32") continue;
+    const Row* f = find(rows, r.name, "tessera", r.pass, r.threads);
+    const Row* cf = peer_problem.empty() ? find(rows, r.name, "torch_cf", r.pass, r.threads, r.dtype) : nullptr;
+    const Row* cl = peer_problem.empty() ? find(rows, r.name, "torch_cl", r.pass, r.threads, r.dtype) : nullptr;
+    half_ratios.push_back({r.name, r.pass, r.threads, f ? r.ms.median / f->ms.median : -1,
+                           cf ? r.ms.median / cf->ms.median : -1, cl ? r.ms.median / cl->ms.median : -1});
+  }
+  for (const Row& r : rows) {
+    if (r.impl != "tessera" || r.dtype != "f32" || !peer_problem.empty()) continue;  // no ratio against a bad peer
     const Row* cf = find(rows, r.name, "torch_cf", r.pass, r.threads);
     const Row* cl = find(rows, r.name, "torch_cl", r.pass, r.threads);
     if (cf && cl)
@@ -510,10 +564,21 @@ int run(int argc, char** argv) {
     std::vector<std::string> pk, rs, ra, sh;
     for (const ShardedRow& r : sharded) sh.push_back(sharded_json(r));
     for (auto& [t, s] : peak) pk.push_back(Json().num("threads", t).stats("gflops_", s).str());
+    std::vector<std::string> bk, hr;
+    for (auto& [t, s] : bf16_peak) bk.push_back(Json().num("threads", t).stats("gflops_", s).str());
+    for (const HalfRatio& r : half_ratios) {
+      Json j;
+      j.str("layer", r.name).str("pass", r.pass).num("threads", r.threads).str("dtype", half_name);
+      if (r.over_f32 > 0) j.num("time_over_f32", r.over_f32);
+      if (r.over_torch_cf > 0) j.num("tessera_over_torch_cf", r.over_torch_cf);
+      if (r.over_torch_cl > 0) j.num("tessera_over_torch_cl", r.over_torch_cl);
+      hr.push_back(j.str());
+    }
     for (const Row& r : rows) {
       Json j;
       j.str("layer", r.name)
           .str("impl", r.impl)
+          .str("dtype", r.dtype)
           .str("pass", r.pass)
           .num("threads", r.threads)
           .stats("ms_", r.ms)
@@ -531,6 +596,8 @@ int run(int argc, char** argv) {
                        .str());
     std::printf("%s\n", Json()
                             .raw("fma_peak", json_array(pk))
+                            .raw("bf16_dot_peak", json_array(bk))
+                            .raw("half_ratios", json_array(hr))
                             .raw("results", json_array(rs))
                             .raw("ratios", json_array(ra))
                             .raw("sharded", json_array(sh))
@@ -556,14 +623,22 @@ int run(int argc, char** argv) {
   std::printf("fp32 FMA peak (GFLOP/s, median [min-max] of 5):");
   for (auto& [t, s] : peak)
     std::printf("  %d thread(s) %.1f [%.1f-%.1f]", t, s.median, s.min, s.max);
-  std::printf("\n\n%-11s %-8s %3s %-9s %10s %21s %8s %6s  %s\n", "layer", "pass", "thr", "impl",
+  if (o.half != core::DType::F32) {
+    if (bf16_peak.empty()) {
+      std::printf("\nbf16 dot-product peak: this CPU has no AVX512_BF16");
+    } else {
+      std::printf("\nbf16 dot-product peak (VDPBF16PS, GFLOP/s, median [min-max] of 5):");
+      for (auto& [t, s] : bf16_peak) std::printf("  %d thread(s) %.1f [%.1f-%.1f]", t, s.median, s.min, s.max);
+    }
+  }
+  std::printf("\n\n%-11s %-8s %3s %-9s %-5s %10s %21s %8s %6s  %s\n", "layer", "pass", "thr", "impl", "dtype",
               "median ms", "[min-max] ms", "GFLOP/s", "%peak", have_torch ? "libtorch path" : "");
   for (const Row& r : rows) {
     double pk = 0;
     for (auto& [t, s] : peak)
       if (t == r.threads) pk = s.median;
-    std::printf("%-11s %-8s %3d %-9s %10.2f   [%8.2f - %8.2f] %8.1f %5.1f%%  %s\n", r.name.c_str(),
-                r.pass.c_str(), r.threads, r.impl.c_str(), r.ms.median, r.ms.min, r.ms.max,
+    std::printf("%-11s %-8s %3d %-9s %-5s %10.2f   [%8.2f - %8.2f] %8.1f %5.1f%%  %s\n", r.name.c_str(),
+                r.pass.c_str(), r.threads, r.impl.c_str(), r.dtype.c_str(), r.ms.median, r.ms.min, r.ms.max,
                 r.gflops, pk > 0 ? 100 * r.gflops / pk : 0.0, r.path.c_str());
   }
   if (!ratios.empty()) {
@@ -572,6 +647,22 @@ int run(int argc, char** argv) {
     for (const Ratio& r : ratios)
       std::printf("%-11s %-8s %3d %9.2f %9.2f\n", r.name.c_str(), r.pass.c_str(), r.threads, r.cf,
                   r.cl);
+  }
+  if (!half_ratios.empty()) {
+    std::printf("\ntime ratio of tessera in %s (< 1: faster) to tessera in f32 and to libtorch in %s\n"
+                "%-11s %-8s %3s %9s %9s %9s\n",
+                half_name.c_str(), half_name.c_str(), "layer", "pass", "thr", "vs f32", "vs NCHW", "vs NHWC");
+    auto cell = [](double v) {  // "-": not measured
+      char b[16];
+      if (v > 0)
+        std::snprintf(b, sizeof b, "%9.2f", v);
+      else
+        std::snprintf(b, sizeof b, "%9s", "-");
+      return std::string(b);
+    };
+    for (const HalfRatio& r : half_ratios)
+      std::printf("%-11s %-8s %3d %s %s %s\n", r.name.c_str(), r.pass.c_str(), r.threads, cell(r.over_f32).c_str(),
+                  cell(r.over_torch_cf).c_str(), cell(r.over_torch_cl).c_str());
   }
   if (!peer_problem.empty())
     std::printf("\nno time ratio against libtorch: %s\n", peer_problem.c_str());

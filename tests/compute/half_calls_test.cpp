@@ -1,6 +1,7 @@
 // The cpu backend's bf16/f16 calls beyond the conformance suite: the f32 workspace they book (the
 // 16-bit tensors widened, f32 Master slots not copied, nothing left booked), in-place use, one
 // rounding of the output, and the same bits for any thread count.
+#include <functional>
 #include <memory>
 
 #include "support/test_utils.hpp"
@@ -69,5 +70,155 @@ TEST_CASE("cpu bf16/f16 calls: in place, and the same bits on 1 and 3 threads",
       REQUIRE(a[i] == b[i]);
       REQUIRE(a[i] == d[i]);
     }
+  }
+}
+
+namespace {
+
+Tensor widened(const Tensor& t, compute::Backend& be) {
+  Tensor f = Tensor::empty(t.shape(), DType::F32, MemCategory::Activation, t.allocator());
+  compute::copy(be, t, f);
+  return f;
+}
+
+void require_same_bits(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.numel() == b.numel());
+  const auto av = test::to_doubles(a), bv = test::to_doubles(b);
+  for (std::size_t i = 0; i < av.size(); ++i) {
+    INFO("element " << i << ": " << av[i] << " vs " << bv[i]);
+    REQUIRE(av[i] == bv[i]);
+  }
+}
+
+}  // namespace
+
+// Pointwise convolutions of 16-bit activations run block by block (conv_pointwise_half.cpp), not
+// through whole-tensor f32 copies. Forward and backward-data must give the bits of the widened
+// call: the same f32 GEMM on the same values, each output rounded once. The weight gradient sums
+// in f32 in another grouping, so it is held to the f64 sum of the exact products within
+// γ_K·Σ|dy·x| (K terms per entry, u = 2^-24; any summation order meets it).
+TEST_CASE("cpu bf16/f16 pointwise convolutions: the bits of the widened f32 call, blocked scratch",
+          "[compute][cpu][half]") {
+  struct Geo {
+    int n, cin, h, w, cout, groups;
+  };
+  for (DType t : {DType::BF16, DType::F16})
+    for (const Geo g : {Geo{2, 12, 9, 37, 20, 1}, Geo{1, 8, 5, 70, 6, 2}, Geo{3, 4, 1, 3, 5, 1}})
+      for (int threads : {1, 3}) {
+        INFO(core::dtype_name(t) << " n" << g.n << " cin" << g.cin << " " << g.h << "x" << g.w << " cout" << g.cout
+                                 << " groups" << g.groups << " threads " << threads);
+        auto alloc = std::make_shared<core::Allocator>("host");
+        compute::cpu::CpuBackend be(threads);
+        compute::Conv2dParams p;
+        p.groups = g.groups;
+        const core::Shape xs{g.n, g.cin, g.h, g.w}, ys{g.n, g.cout, g.h, g.w}, ws{g.cout, g.cin / g.groups, 1, 1};
+        const Tensor x = half_tensor(xs, t, 3, alloc), dy = half_tensor(ys, t, 4, alloc);
+        const Tensor w = half_tensor(ws, DType::F32, 5, alloc), b = half_tensor({g.cout}, DType::F32, 6, alloc);
+        const Tensor x32 = widened(x, be), dy32 = widened(dy, be);
+        compute::cpu::CpuBackend ref(threads);
+        ref.force_conv_algo(compute::cpu::ConvAlgo::Pointwise);
+
+        // Forward: the half call's scratch is per-thread blocks, far below an f32 copy of x and y.
+        Tensor y = Tensor::empty(ys, t, MemCategory::Activation, alloc);
+        alloc->reset_peaks();
+        compute::conv2d_forward(be, p, x, w, &b, y);
+        REQUIRE(alloc->stats().peak_of(MemCategory::Workspace) <=
+                std::size_t((g.cin + g.cout) / g.groups * 256 * threads * 4));
+        REQUIRE(alloc->stats().current_of(MemCategory::Workspace) == 0);
+        Tensor y32 = Tensor::empty(ys, DType::F32, MemCategory::Workspace, alloc);
+        compute::conv2d_forward(ref, p, x32, w, &b, y32);
+        Tensor y_ref = Tensor::empty(ys, t, MemCategory::Workspace, alloc);
+        compute::copy(ref, y32, y_ref);
+        require_same_bits(y, y_ref);
+
+        // Backward data, accumulating into 16-bit values: widened, summed in f32, rounded once.
+        for (bool acc : {false, true}) {
+          INFO("accumulate " << acc);
+          Tensor dx = half_tensor(xs, t, 7, alloc);
+          Tensor dx32 = widened(dx, be);
+          compute::conv2d_backward_data(be, p, dy, w, dx, acc);
+          compute::conv2d_backward_data(ref, p, dy32, w, dx32, acc);
+          Tensor dx_ref = Tensor::empty(xs, t, MemCategory::Workspace, alloc);
+          compute::copy(ref, dx32, dx_ref);
+          require_same_bits(dx, dx_ref);
+        }
+
+        // Weight gradient in f32 against the f64 sums, accumulating onto a start value.
+        Tensor dw = half_tensor(ws, DType::F32, 8, alloc), db = half_tensor({g.cout}, DType::F32, 9, alloc);
+        const auto dw0 = test::to_doubles(dw), db0 = test::to_doubles(db);
+        compute::conv2d_backward_weight(be, p, x, dy, dw, &db, true);
+        const auto xv = test::to_doubles(x), dyv = test::to_doubles(dy);
+        const int cpi = g.cin / g.groups, cpo = g.cout / g.groups, hw = g.h * g.w;
+        const double u = std::ldexp(1.0, -24), k = double(g.n) * hw + 1;
+        const double gamma = k * u / (1 - k * u);
+        std::vector<double> dw_ref(dw0.size()), dw_bound(dw0.size()), db_ref(db0.size()), db_bound(db0.size());
+        for (int o = 0; o < g.cout; ++o) {
+          const int grp = o / cpo;
+          double bs = db0[std::size_t(o)], ba = std::abs(bs);
+          for (int nn = 0; nn < g.n; ++nn)
+            for (int q = 0; q < hw; ++q) {
+              const double d = dyv[std::size_t((nn * g.cout + o) * hw + q)];
+              bs += d, ba += std::abs(d);
+            }
+          db_ref[std::size_t(o)] = bs, db_bound[std::size_t(o)] = gamma * ba;
+          for (int i = 0; i < cpi; ++i) {
+            const std::size_t wi = std::size_t(o * cpi + i);
+            double s = dw0[wi], a = std::abs(s);
+            for (int nn = 0; nn < g.n; ++nn)
+              for (int q = 0; q < hw; ++q) {
+                const double v = dyv[std::size_t((nn * g.cout + o) * hw + q)] *
+                                 xv[std::size_t((nn * g.cin + grp * cpi + i) * hw + q)];
+                s += v, a += std::abs(v);
+              }
+            dw_ref[wi] = s, dw_bound[wi] = gamma * a;
+          }
+        }
+        REQUIRE(test::compare_within(test::to_doubles(dw), dw_ref, dw_bound).ok);
+        REQUIRE(test::compare_within(test::to_doubles(db), db_ref, db_bound).ok);
+      }
+}
+
+// Large elementwise calls go chunk by chunk through cached f32 buffers (half_calls.cpp): the
+// bits of the op on the widened tensors, in place too, and a workspace of a few chunks.
+TEST_CASE("cpu bf16/f16 elementwise calls in chunks: the bits of the widened f32 call",
+          "[compute][cpu][half]") {
+  const std::int64_t n = 3 * 65536 + 123;  // three whole chunks and a tail
+  const core::Shape shape{n};
+  for (DType t : {DType::BF16, DType::F16}) {
+    INFO(core::dtype_name(t));
+    auto alloc = std::make_shared<core::Allocator>("host");
+    compute::cpu::CpuBackend be(2);
+    const Tensor a = half_tensor(shape, t, 11, alloc), c = half_tensor(shape, t, 12, alloc);
+    const Tensor a32 = widened(a, be), c32 = widened(c, be);
+    auto narrowed = [&](const Tensor& f) {
+      Tensor h = Tensor::empty(shape, t, MemCategory::Activation, alloc);
+      compute::copy(be, f, h);
+      return h;
+    };
+    auto check = [&](const char* what, const std::function<void(Tensor&)>& half_op,
+                     const std::function<void(Tensor&)>& f32_op, const Tensor& start) {
+      INFO(what);
+      Tensor y = start.clone();
+      Tensor y32 = widened(start, be);
+      alloc->reset_peaks();
+      half_op(y);
+      REQUIRE(alloc->stats().peak_of(MemCategory::Workspace) <= std::size_t(3 * 65536 * 4));
+      REQUIRE(alloc->stats().current_of(MemCategory::Workspace) == 0);
+      f32_op(y32);
+      require_same_bits(y, narrowed(y32));
+    };
+    using compute::Activation;
+    for (Activation act : {Activation::Gelu, Activation::Relu, Activation::Sigmoid}) {
+      check("activation forward", [&](Tensor& y) { compute::activation_forward(be, act, a, y); },
+            [&](Tensor& y) { compute::activation_forward(be, act, a32, y); }, c);
+      check("activation forward in place", [&](Tensor& y) { compute::activation_forward(be, act, y, y); },
+            [&](Tensor& y) { compute::activation_forward(be, act, y, y); }, a);
+      check("activation backward", [&](Tensor& y) { compute::activation_backward(be, act, a, c, y); },
+            [&](Tensor& y) { compute::activation_backward(be, act, a32, c32, y); }, c);
+    }
+    check("add", [&](Tensor& y) { compute::add(be, a, c, y); }, [&](Tensor& y) { compute::add(be, a32, c32, y); }, c);
+    check("axpy", [&](Tensor& y) { compute::axpy(be, 0.3, a, y); }, [&](Tensor& y) { compute::axpy(be, 0.3, a32, y); },
+          c);
+    check("scale", [&](Tensor& y) { compute::scale(be, -1.7, y); }, [&](Tensor& y) { compute::scale(be, -1.7, y); }, a);
   }
 }

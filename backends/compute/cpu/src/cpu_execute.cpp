@@ -1,5 +1,6 @@
 // CpuBackend::execute: routes each op to the convolution paths or to the other CPU kernels; bf16/f16
-// calls run in f32 through run_widened (half_calls.cpp).
+// calls run in f32: pointwise convolutions block by block (conv_pointwise_half.cpp), the others
+// through run_widened (half_calls.cpp).
 #include "cpu_ops.hpp"
 #include "tessera/compute/cpu.hpp"
 #include "tessera/core/error.hpp"
@@ -13,7 +14,10 @@ void CpuBackend::execute(const OpCall& call) {
   for (const core::Tensor* t : call.out)
     TESSERA_CHECK(t == nullptr || !t->is_meta(), "cpu ", op_name(call.kind), ": output ", t->describe(),
                   " is a meta tensor (no data); meta runs need a recording backend, not cpu");
-  if (is_half_call(call)) return run_widened(call, pool(), [this](const OpCall& c) { execute(c); });
+  if (is_half_call(call)) {
+    if (run_half_pointwise(call, pool(), algo_)) return;
+    return run_widened(call, pool(), [this](const OpCall& c) { execute(c); });
+  }
   switch (call.kind) {
     case OpKind::Conv2dForward:
       conv2d_forward(call.conv, call.input("x"), call.input("w"), call.input_if("bias"), call.output("y"));

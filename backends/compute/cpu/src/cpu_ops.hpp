@@ -5,6 +5,7 @@
 
 #include <functional>
 
+#include "tessera/compute/cpu.hpp"
 #include "tessera/compute/ops.hpp"
 #include "thread_pool.hpp"
 
@@ -23,5 +24,11 @@ bool is_half_call(const OpCall& call);
 /// call accumulates or the op updates its outputs), calls run_f32 on the widened call, and narrows
 /// each 16-bit output back into the caller's tensor (any strides), rounding once.
 void run_widened(const OpCall& call, ThreadPool& pool, const std::function<void(const OpCall&)>& run_f32);
+
+/// Runs a bf16/f16 pointwise (1×1) convolution call with f32 weights directly, widening 16-bit
+/// blocks in per-thread scratch (conv_pointwise_half.cpp); false (nothing done) when the call is
+/// not one (another kind or geometry, a forced algorithm other than Pointwise, 16-bit planes that
+/// are not contiguous, 16-bit weights or weight gradients), and run_widened takes it.
+bool run_half_pointwise(const OpCall& call, ThreadPool& pool, ConvAlgo forced);
 
 }  // namespace tessera::compute::cpu

@@ -1,0 +1,184 @@
+// Pointwise (1×1) convolutions of bf16/f16 activations with f32 weights: the 16-bit operands are
+// widened block by block into per-thread f32 scratch that stays in cache, the GEMM runs in f32
+// (Eigen, as the f32 path) and each output row is rounded once on its way back to 16 bits. The
+// whole-tensor widening of half_calls.cpp would write an f32 copy of every operand first, which
+// for a large image costs more than the GEMM (bench_conv --precision bf16). Forward and
+// backward-data give the bits of the widened path: the same GEMM on the same values.
+#include <optional>
+
+#include "conv_pointwise.hpp"
+#include "convert.hpp"
+#include "cpu_ops.hpp"
+#include "gemm_util.hpp"
+#include "tensor_access.hpp"
+#include "tessera/compute/op_table.hpp"
+#include "tessera/core/half.hpp"
+
+namespace tessera::compute::cpu {
+
+namespace {
+
+using core::DType;
+using core::Tensor;
+
+// Pixels per forward/backward-data task, as the f32 kernels (conv_pointwise.cpp), and columns per
+// step of the weight gradient: a cpi × 512 and a cpo × 512 f32 block fit in L2 for C ≤ 512.
+constexpr int kPixelBlock = 256;
+constexpr int kWeightColumns = 512;
+
+bool planes_contiguous(const Tensor& t) { return t.ndim() == 4 && meets(t, Need::Planes); }
+
+PlaneView<const std::uint16_t> half_view(const Tensor& t) {
+  return {static_cast<const std::uint16_t*>(t.raw_data()), t.stride(0), t.stride(1), t.stride(2)};
+}
+PlaneView<std::uint16_t> half_view(Tensor& t) {
+  return {static_cast<std::uint16_t*>(t.raw_data()), t.stride(0), t.stride(1), t.stride(2)};
+}
+
+// rows × np f32 at dst (ld np) = the 16-bit rows src + r·ld, r < rows.
+void widen_rows(const std::uint16_t* src, std::int64_t ld, int rows, int np, float* dst, DType dt) {
+  for (int r = 0; r < rows; ++r) widen(src + r * ld, dst + std::int64_t(r) * np, np, dt);
+}
+
+void forward(const ConvContext& c, DType dt, PlaneView<const std::uint16_t> x, const float* w,
+             const float* bias, PlaneView<std::uint16_t> y) {
+  const ConvDims& d = c.d;
+  const int g_n = c.p.groups, cpi = d.cin / g_n, cpo = d.cout / g_n, hw = d.h * d.w;
+  const int blocks = ceil_div(hw, kPixelBlock);
+  const std::int64_t per_worker = std::int64_t(cpi + cpo) * kPixelBlock;
+  Tensor scratch = workspace<float>(c, per_worker * c.pool.size());
+  c.pool.run(d.n * blocks, [&](int task, int worker) {
+    const int n = task / blocks, p0 = (task % blocks) * kPixelBlock;
+    const int np = std::min(kPixelBlock, hw - p0);
+    float* xb = scratch.data<float>() + per_worker * worker;
+    float* tmp = xb + std::int64_t(cpi) * kPixelBlock;
+    for (int g = 0; g < g_n; ++g) {
+      widen_rows(x.plane(n, g * cpi) + p0, x.sc, cpi, np, xb, dt);
+      auto wg = cmat(w + std::int64_t(g) * cpo * cpi, cpo, cpi, cpi);
+      mat(tmp, cpo, np, np).noalias() = wg * cmat(xb, cpi, np, np);
+      for (int r = 0; r < cpo; ++r) {
+        float* s = tmp + std::int64_t(r) * np;
+        if (bias)
+          for (int i = 0; i < np; ++i) s[i] += bias[g * cpo + r];
+        narrow(s, y.plane(n, g * cpo + r) + p0, np, dt);
+      }
+    }
+  });
+}
+
+void backward_data(const ConvContext& c, DType dt, PlaneView<const std::uint16_t> dy, const float* w,
+                   PlaneView<std::uint16_t> dx, bool accumulate) {
+  const ConvDims& d = c.d;
+  const int g_n = c.p.groups, cpi = d.cin / g_n, cpo = d.cout / g_n, hw = d.h * d.w;
+  const int blocks = ceil_div(hw, kPixelBlock);
+  const std::int64_t per_worker = std::int64_t(cpo + cpi) * kPixelBlock + kPixelBlock;
+  Tensor scratch = workspace<float>(c, per_worker * c.pool.size());
+  c.pool.run(d.n * blocks, [&](int task, int worker) {
+    const int n = task / blocks, p0 = (task % blocks) * kPixelBlock;
+    const int np = std::min(kPixelBlock, hw - p0);
+    float* dyb = scratch.data<float>() + per_worker * worker;
+    float* tmp = dyb + std::int64_t(cpo) * kPixelBlock;
+    float* old = tmp + std::int64_t(cpi) * kPixelBlock;
+    for (int g = 0; g < g_n; ++g) {
+      widen_rows(dy.plane(n, g * cpo) + p0, dy.sc, cpo, np, dyb, dt);
+      auto wg = cmat(w + std::int64_t(g) * cpo * cpi, cpo, cpi, cpi);
+      mat(tmp, cpi, np, np).noalias() = wg.transpose() * cmat(dyb, cpo, np, np);
+      for (int r = 0; r < cpi; ++r) {
+        float* s = tmp + std::int64_t(r) * np;
+        std::uint16_t* out = dx.plane(n, g * cpi + r) + p0;
+        if (accumulate) {
+          widen(out, old, np, dt);
+          for (int i = 0; i < np; ++i) s[i] = old[i] + s[i];
+        }
+        narrow(s, out, np, dt);
+      }
+    }
+  });
+}
+
+// dW (+)= Σ dY·Xᵀ and db (+)= Σ dY in f32, each thread over its own contiguous range of (sample,
+// pixel) columns in steps of kWeightColumns, the partials added in thread order (deterministic
+// for a given thread count, as the f32 kernel).
+void backward_weight(const ConvContext& c, DType dt, PlaneView<const std::uint16_t> x,
+                     PlaneView<const std::uint16_t> dy, float* dw, float* db, bool accumulate) {
+  const ConvDims& d = c.d;
+  const int g_n = c.p.groups, cpi = d.cin / g_n, cpo = d.cout / g_n;
+  const std::int64_t hw = std::int64_t(d.h) * d.w, total = hw * d.n;
+  const std::int64_t wsize = std::int64_t(d.cout) * cpi, part = wsize + d.cout;
+  const std::int64_t blocks = std::int64_t(cpi + cpo) * kWeightColumns;
+  const int parts = c.pool.size();
+  Tensor scratch = workspace<float>(c, (part + blocks) * parts);
+  c.pool.run(parts, [&](int t, int) {
+    float* pw = scratch.data<float>() + (part + blocks) * t;
+    float* pb = pw + wsize;
+    float* xb = pw + part;
+    float* dyb = xb + std::int64_t(cpi) * kWeightColumns;
+    std::fill(pw, pw + part, 0.0f);
+    const std::int64_t c0 = total * t / parts, c1 = total * (t + 1) / parts;
+    for (std::int64_t col = c0; col < c1;) {
+      const int n = static_cast<int>(col / hw);
+      const std::int64_t p0 = col - n * hw;
+      const int np = int(std::min({hw - p0, c1 - col, std::int64_t(kWeightColumns)}));
+      for (int g = 0; g < g_n; ++g) {
+        widen_rows(x.plane(n, g * cpi) + p0, x.sc, cpi, np, xb, dt);
+        widen_rows(dy.plane(n, g * cpo) + p0, dy.sc, cpo, np, dyb, dt);
+        auto xg = cmat(xb, cpi, np, np);
+        auto dyg = cmat(dyb, cpo, np, np);
+        mat(pw + std::int64_t(g) * cpo * cpi, cpo, cpi, cpi).noalias() += dyg * xg.transpose();
+        Eigen::Map<Eigen::VectorXf>(pb + g * cpo, cpo) += dyg.rowwise().sum();
+      }
+      col += np;
+    }
+  });
+  const float* partial = scratch.data<float>();
+  const std::int64_t stride = part + blocks;
+  reduce_partials(dw, wsize, partial, parts, stride, accumulate);
+  if (db) reduce_partials(db, d.cout, partial + wsize, parts, stride, accumulate);
+}
+
+bool f32_contiguous(const Tensor* t) { return t == nullptr || (t->dtype() == DType::F32 && t->is_contiguous()); }
+
+}  // namespace
+
+bool run_half_pointwise(const OpCall& call, ThreadPool& pool, ConvAlgo forced) {
+  if (!compute::is_conv(call.kind) || (forced != ConvAlgo::Auto && forced != ConvAlgo::Pointwise)) return false;
+  const Conv2dParams& p = call.conv;
+  const bool fwd = call.kind == OpKind::Conv2dForward, bwd_data = call.kind == OpKind::Conv2dBackwardData;
+  // The activation-side tensors (16-bit, contiguous planes) and the weight-side ones (f32, dense).
+  const Tensor& x = fwd ? call.input("x") : bwd_data ? call.output("dx") : call.input("x");
+  const Tensor& y = fwd ? call.output("y") : call.input("dy");
+  const DType dt = x.dtype();
+  if (!core::dtype_is_half(dt) || y.dtype() != dt || !planes_contiguous(x) || !planes_contiguous(y)) return false;
+  const Tensor& w = call.kind == OpKind::Conv2dBackwardWeight ? call.output("dw") : call.input("w");
+  if (w.ndim() != 4) return false;
+  const ConvDims d = dims_of(x, w, y);
+  if (!pointwise_applies(p, d) || std::int64_t(d.n) * d.cin * d.h * d.w * d.cout == 0) return false;
+  const ConvContext ctx{p, d, pool, x.allocator()};
+  switch (call.kind) {
+    case OpKind::Conv2dForward: {
+      const Tensor* bias = call.input_if("bias");
+      if (bias && !bias->defined()) bias = nullptr;
+      if (!f32_contiguous(&w) || !f32_contiguous(bias)) return false;
+      Tensor& yo = call.output("y");
+      forward(ctx, dt, half_view(x), w.data<float>(), bias ? bias->data<float>() : nullptr, half_view(yo));
+      return true;
+    }
+    case OpKind::Conv2dBackwardData: {
+      if (!f32_contiguous(&w)) return false;
+      backward_data(ctx, dt, half_view(y), w.data<float>(), half_view(call.output("dx")), call.accumulate);
+      return true;
+    }
+    case OpKind::Conv2dBackwardWeight: {
+      Tensor* dw = &call.output("dw");
+      Tensor* db = call.output_if("db");
+      if (db && !db->defined()) db = nullptr;
+      if (!f32_contiguous(dw) || !f32_contiguous(db)) return false;
+      backward_weight(ctx, dt, half_view(x), half_view(y), dw->data<float>(), db ? db->data<float>() : nullptr,
+                      call.accumulate);
+      return true;
+    }
+    default: return false;
+  }
+}
+
+}  // namespace tessera::compute::cpu
