@@ -92,7 +92,7 @@ void require_same_bits(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-// Pointwise convolutions of 16-bit activations run block by block (conv_pointwise_half.cpp), not
+// Pointwise convolutions of 16-bit activations run block by block (conv_half.cpp), not
 // through whole-tensor f32 copies. Forward and backward-data must give the bits of the widened
 // call: the same f32 GEMM on the same values, each output rounded once. The weight gradient sums
 // in f32 in another grouping, so it is held to the f64 sum of the exact products within
@@ -182,7 +182,7 @@ TEST_CASE("cpu bf16/f16 pointwise convolutions: the bits of the widened f32 call
 // bits of the op on the widened tensors, in place too, and a workspace of a few chunks.
 TEST_CASE("cpu bf16/f16 elementwise calls in chunks: the bits of the widened f32 call",
           "[compute][cpu][half]") {
-  const std::int64_t n = 3 * 65536 + 123;  // three whole chunks and a tail
+  const std::int64_t n = 3 * 65536 + 123;  // whole chunks (2^15 elements) and a tail
   const core::Shape shape{n};
   for (DType t : {DType::BF16, DType::F16}) {
     INFO(core::dtype_name(t));
@@ -202,7 +202,7 @@ TEST_CASE("cpu bf16/f16 elementwise calls in chunks: the bits of the widened f32
       Tensor y32 = widened(start, be);
       alloc->reset_peaks();
       half_op(y);
-      REQUIRE(alloc->stats().peak_of(MemCategory::Workspace) <= std::size_t(3 * 65536 * 4));
+      REQUIRE(alloc->stats().peak_of(MemCategory::Workspace) <= std::size_t(2 * 3 * 32768 * 4));  // per worker and tensor
       REQUIRE(alloc->stats().current_of(MemCategory::Workspace) == 0);
       f32_op(y32);
       require_same_bits(y, narrowed(y32));
@@ -221,4 +221,66 @@ TEST_CASE("cpu bf16/f16 elementwise calls in chunks: the bits of the widened f32
           c);
     check("scale", [&](Tensor& y) { compute::scale(be, -1.7, y); }, [&](Tensor& y) { compute::scale(be, -1.7, y); }, a);
   }
+}
+
+// Depthwise convolutions of 16-bit activations run the f32 row kernels on 16-bit storage
+// (conv_half.cpp): every output, the weight gradient included, has the bits of the f32 call on the
+// widened tensors, for strides, dilations, uneven padding of the rows and W-narrowed views (the
+// halo windows of a sharded convolution).
+TEST_CASE("cpu bf16/f16 depthwise convolutions: the bits of the widened f32 call",
+          "[compute][cpu][half]") {
+  struct Geo {
+    int k, stride, pad, dilation, h, w;
+  };
+  for (DType t : {DType::BF16, DType::F16})
+    for (const Geo g : {Geo{7, 1, 3, 1, 11, 45}, Geo{3, 2, 1, 1, 9, 20}, Geo{3, 1, 2, 2, 6, 17}, Geo{5, 1, 0, 1, 7, 9}})
+      for (bool view : {false, true}) {
+        INFO(core::dtype_name(t) << " k" << g.k << " stride " << g.stride << " pad " << g.pad << " dilation "
+                                 << g.dilation << " " << g.h << "x" << g.w << (view ? " (W-narrowed views)" : ""));
+        auto alloc = std::make_shared<core::Allocator>("host");
+        compute::cpu::CpuBackend be(2), ref(2);
+        ref.force_conv_algo(compute::cpu::ConvAlgo::Depthwise);
+        compute::Conv2dParams p;
+        p.kernel_h = p.kernel_w = g.k;
+        p.stride_h = p.stride_w = g.stride;
+        p.pad_h = p.pad_w = g.pad;
+        p.dilation_h = p.dilation_w = g.dilation;
+        p.groups = 6;
+        const int ho = (g.h + 2 * g.pad - g.dilation * (g.k - 1) - 1) / g.stride + 1;
+        const int wo = (g.w + 2 * g.pad - g.dilation * (g.k - 1) - 1) / g.stride + 1;
+        const core::Shape xs{2, 6, g.h, g.w}, ys{2, 6, ho, wo}, ws{6, 1, g.k, g.k};
+        // A view holds the middle W columns of a tensor 5 columns wider (strides of the parent).
+        auto act = [&](const core::Shape& s, std::uint64_t seed) {
+          if (!view) return half_tensor(s, t, seed, alloc);
+          const Tensor parent = half_tensor({s[0], s[1], s[2], s[3] + 5}, t, seed, alloc);
+          return parent.narrow(3, 2, s[3]);
+        };
+        const Tensor x = act(xs, 21), dy = act(ys, 22);
+        const Tensor w = half_tensor(ws, DType::F32, 23, alloc), b = half_tensor({6}, DType::F32, 24, alloc);
+        const Tensor x32 = widened(x, be), dy32 = widened(dy, be);
+
+        Tensor y = act(ys, 25), y32 = widened(y, be);
+        compute::conv2d_forward(be, p, x, w, &b, y);
+        compute::conv2d_forward(ref, p, x32, w, &b, y32);
+        Tensor y_ref = Tensor::empty(ys, t, MemCategory::Activation, alloc);
+        compute::copy(ref, y32, y_ref);
+        require_same_bits(y, y_ref);
+
+        for (bool acc : {false, true}) {
+          INFO("accumulate " << acc);
+          Tensor dx = act(xs, 26), dx32 = widened(dx, be);
+          compute::conv2d_backward_data(be, p, dy, w, dx, acc);
+          compute::conv2d_backward_data(ref, p, dy32, w, dx32, acc);
+          Tensor dx_ref = Tensor::empty(xs, t, MemCategory::Activation, alloc);
+          compute::copy(ref, dx32, dx_ref);
+          require_same_bits(dx, dx_ref);
+
+          Tensor dw = half_tensor(ws, DType::F32, 27, alloc), db = half_tensor({6}, DType::F32, 28, alloc);
+          Tensor dw32 = dw.clone(), db32 = db.clone();
+          compute::conv2d_backward_weight(be, p, x, dy, dw, &db, acc);
+          compute::conv2d_backward_weight(ref, p, x32, dy32, dw32, &db32, acc);
+          require_same_bits(dw, dw32);
+          require_same_bits(db, db32);
+        }
+      }
 }

@@ -32,7 +32,29 @@ struct ConvContext {
   ConvDims d;
   ThreadPool& pool;
   core::AllocatorPtr allocator;
+  /// The activations' dtype where the kernel's storage type is std::uint16_t (BF16 or F16).
+  core::DType half = core::DType::BF16;
 };
+
+/// The type a kernel computes in for activations stored as S: S itself for float and double,
+/// float for 16-bit storage (std::uint16_t holding bf16 or f16 bits; ConvContext::half says which).
+template <class S>
+struct ComputeOf {
+  using type = S;
+};
+template <>
+struct ComputeOf<std::uint16_t> {
+  using type = float;
+};
+template <class S>
+using compute_t = typename ComputeOf<S>::type;
+
+/// dst[0, n) = src[0, n) in the compute type: a copy, or widened from 16 bits (exact).
+template <class S>
+void load_row(const S* src, compute_t<S>* dst, std::int64_t n, core::DType half);
+/// dst[0, n) = src[0, n) in the storage type: a copy, or rounded once to 16 bits.
+template <class S>
+void store_row(const compute_t<S>* src, S* dst, std::int64_t n, core::DType half);
 
 /// A contiguous 1-d workspace of `count` elements of T, booked as Workspace.
 template <class T>

@@ -1,5 +1,6 @@
 // Depthwise convolution, forward and backward-data: shifted-row sums over zero-padded row buffers.
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "conv_depthwise.hpp"
@@ -54,9 +55,11 @@ int fit_rows(int row_len, int min_rows) {
 }
 }  // namespace
 
-template <class T>
-void depthwise_forward(const ConvContext& c, PlaneView<const T> x, const T* w, const T* bias,
-                       PlaneView<T> y) {
+template <class S>
+void depthwise_forward(const ConvContext& c, PlaneView<const S> x, const compute_t<S>* w,
+                       const compute_t<S>* bias, PlaneView<S> y) {
+  using T = compute_t<S>;
+  constexpr bool kWiden = !std::is_same_v<S, T>;  // 16-bit rows: widened in, narrowed out
   const Conv2dParams& p = c.p;
   const ConvDims& d = c.d;
   const detail::PhaseRows pr = detail::phase_rows(p, d.wo, simd::kLanes<T>);
@@ -64,7 +67,9 @@ void depthwise_forward(const ConvContext& c, PlaneView<const T> x, const T* w, c
   const int fit = (fit_rows(pr.row_len(), halo) - halo) / p.stride_h + 1;
   const int rows = split_rows(fit, d.ho, d.n * d.cout, c.pool.size());
   const int buf_rows = std::min(d.h, (rows - 1) * p.stride_h + (p.kernel_h - 1) * p.dilation_h + 1);
-  const std::int64_t per_worker = std::int64_t(buf_rows) * pr.row_len();
+  // 16-bit storage: one widened input row and one f32 output row besides the buffered rows.
+  const std::int64_t io_len = kWiden ? d.w + d.wo : 0;
+  const std::int64_t per_worker = std::int64_t(buf_rows) * pr.row_len() + io_len;
   core::Tensor scratch = workspace<T>(c, per_worker * c.pool.size());
   const int taps = p.kernel_h * p.kernel_w;
   std::vector<const T*> srcs(std::size_t(taps) * c.pool.size());
@@ -79,9 +84,17 @@ void depthwise_forward(const ConvContext& c, PlaneView<const T> x, const T* w, c
     const int ih_hi =
         std::min(d.h, (oh1 - 1) * p.stride_h - p.pad_h + (p.kernel_h - 1) * p.dilation_h + 1);
     T* buf = scratch.data<T>() + per_worker * worker;
-    for (int ih = ih_lo; ih < ih_hi; ++ih)
-      detail::fill_phase_row(pr, x.row(n, ch, ih), d.w,
-                             buf + std::int64_t(ih - ih_lo) * pr.row_len());
+    T* in_row = buf + std::int64_t(buf_rows) * pr.row_len();
+    T* out_row = in_row + d.w;
+    for (int ih = ih_lo; ih < ih_hi; ++ih) {
+      T* dst = buf + std::int64_t(ih - ih_lo) * pr.row_len();
+      if constexpr (kWiden) {
+        load_row(x.row(n, ch, ih), in_row, d.w, c.half);
+        detail::fill_phase_row(pr, static_cast<const T*>(in_row), d.w, dst);
+      } else {
+        detail::fill_phase_row(pr, x.row(n, ch, ih), d.w, dst);
+      }
+    }
     const T* src_w = w + std::int64_t(ch) * taps;
     const T** src = srcs.data() + std::size_t(taps) * worker;
     T* coef = coefs.data() + std::size_t(taps) * worker;
@@ -97,14 +110,21 @@ void depthwise_forward(const ConvContext& c, PlaneView<const T> x, const T* w, c
           coef[nt] = src_w[i * p.kernel_w + j];
         }
       }
-      tap_sum_row<T>(y.row(n, ch, oh), d.wo, src, coef, nt, b, nullptr);
+      if constexpr (kWiden) {
+        tap_sum_row<T>(out_row, d.wo, src, coef, nt, b, nullptr);
+        store_row(static_cast<const T*>(out_row), y.row(n, ch, oh), d.wo, c.half);
+      } else {
+        tap_sum_row<T>(y.row(n, ch, oh), d.wo, src, coef, nt, b, nullptr);
+      }
     }
   });
 }
 
-template <class T>
-void depthwise_backward_data(const ConvContext& c, PlaneView<const T> dy, const T* w,
-                             PlaneView<T> dx, bool accumulate) {
+template <class S>
+void depthwise_backward_data(const ConvContext& c, PlaneView<const S> dy, const compute_t<S>* w,
+                             PlaneView<S> dx, bool accumulate) {
+  using T = compute_t<S>;
+  constexpr bool kWiden = !std::is_same_v<S, T>;  // 16-bit rows: widened in, narrowed out
   const Conv2dParams& p = c.p;
   const ConvDims& d = c.d;
   constexpr int L = simd::kLanes<T>;
@@ -118,7 +138,8 @@ void depthwise_backward_data(const ConvContext& c, PlaneView<const T> dy, const 
   const int fit = (fit_rows(row_len, 2) - 1) * p.stride_h - reach + 1;
   const int rows = split_rows(fit, d.h, d.n * d.cin, c.pool.size());
   const int buf_rows = std::min(d.ho, ceil_div(rows - 1 + reach, p.stride_h) + 1);
-  const std::int64_t per_worker = std::int64_t(buf_rows) * row_len + (sw > 1 ? qmax + L : 0);
+  // 16-bit storage: one f32 dx row, written whole and narrowed once.
+  const std::int64_t per_worker = std::int64_t(buf_rows) * row_len + (sw > 1 ? qmax + L : 0) + (kWiden ? d.w : 0);
   core::Tensor scratch = workspace<T>(c, per_worker * c.pool.size());
   const int taps = p.kernel_h * p.kernel_w;
   std::vector<const T*> srcs(std::size_t(taps) * c.pool.size());
@@ -134,18 +155,25 @@ void depthwise_backward_data(const ConvContext& c, PlaneView<const T> dy, const 
     const int oh_hi = std::min(d.ho, floor_div(ih1 - 1 + p.pad_h, p.stride_h) + 1);
     T* buf = scratch.data<T>() + per_worker * worker;
     T* tmp = buf + std::int64_t(buf_rows) * row_len;
+    T* dx_row = tmp + (sw > 1 ? qmax + L : 0);
     for (int oh = oh_lo; oh < oh_hi; ++oh) {
       T* dst = buf + std::int64_t(oh - oh_lo) * row_len;
       const int n_in = std::min(d.wo, row_len - lpad);
       std::fill(dst, dst + lpad, T(0));
-      std::copy(dy.row(n, ch, oh), dy.row(n, ch, oh) + n_in, dst + lpad);
+      load_row(dy.row(n, ch, oh), dst + lpad, n_in, c.half);
       std::fill(dst + lpad + n_in, dst + row_len, T(0));
     }
     const T* src_w = w + std::int64_t(ch) * taps;
     const T** src = srcs.data() + std::size_t(taps) * worker;
     T* coef = coefs.data() + std::size_t(taps) * worker;
     for (int ih = ih0; ih < ih1; ++ih) {
-      T* out = dx.row(n, ch, ih);
+      T* out;
+      if constexpr (kWiden) {
+        out = dx_row;
+        if (accumulate) load_row(static_cast<const S*>(dx.row(n, ch, ih)), dx_row, d.w, c.half);
+      } else {
+        out = dx.row(n, ch, ih);
+      }
       for (int r = 0; r < sw; ++r) {  // dx columns q·sw + r
         const int qn = ceil_div(d.w - r, sw);
         if (qn <= 0) continue;
@@ -173,17 +201,19 @@ void depthwise_backward_data(const ConvContext& c, PlaneView<const T> dy, const 
             for (int q = 0; q < qn; ++q) out[q * sw + r] = tmp[q];
         }
       }
+      if constexpr (kWiden) store_row(static_cast<const T*>(dx_row), dx.row(n, ch, ih), d.w, c.half);
     }
   });
 }
 
-#define TESSERA_INSTANTIATE(T)                                                                   \
-  template void depthwise_forward<T>(const ConvContext&, PlaneView<const T>, const T*, const T*, \
-                                     PlaneView<T>);                                              \
-  template void depthwise_backward_data<T>(const ConvContext&, PlaneView<const T>, const T*,     \
-                                           PlaneView<T>, bool);
+#define TESSERA_INSTANTIATE(S)                                                                 \
+  template void depthwise_forward<S>(const ConvContext&, PlaneView<const S>, const compute_t<S>*, \
+                                     const compute_t<S>*, PlaneView<S>);                           \
+  template void depthwise_backward_data<S>(const ConvContext&, PlaneView<const S>,                \
+                                           const compute_t<S>*, PlaneView<S>, bool);
 TESSERA_INSTANTIATE(float)
 TESSERA_INSTANTIATE(double)
+TESSERA_INSTANTIATE(std::uint16_t)
 #undef TESSERA_INSTANTIATE
 
 }  // namespace tessera::compute::cpu

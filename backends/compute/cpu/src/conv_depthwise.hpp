@@ -11,21 +11,24 @@ bool depthwise_applies(const Conv2dParams& p, const ConvDims& d);
 /// y (N,C,Ho,Wo) = depthwise conv of x (N,C,H,W) with w (C,1,kh,kw) + bias (may be null).
 /// Tasks are (plane, block of output rows); each copies its input rows zero-padded (and split
 /// into stride phases) into per-worker scratch, then sums kh·kw shifted rows per output row.
-template <class T>
-void depthwise_forward(const ConvContext& c, PlaneView<const T> x, const T* w, const T* bias,
-                       PlaneView<T> y);
+/// S is the activations' storage (float, double, or std::uint16_t for bf16/f16, ConvContext::half):
+/// 16-bit rows are widened as they are buffered and each output row is computed in f32 and rounded
+/// once, which gives the bits of the f32 kernel on widened tensors. Weights are compute_t<S>.
+template <class S>
+void depthwise_forward(const ConvContext& c, PlaneView<const S> x, const compute_t<S>* w,
+                       const compute_t<S>* bias, PlaneView<S> y);
 
 /// dx (N,C,H,W) (+)= adjoint in x: per dx row, a gather over the dy rows and taps that reach it
 /// (one gather per stride phase of W), so every dx element is written by one task.
-template <class T>
-void depthwise_backward_data(const ConvContext& c, PlaneView<const T> dy, const T* w,
-                             PlaneView<T> dx, bool accumulate);
+template <class S>
+void depthwise_backward_data(const ConvContext& c, PlaneView<const S> dy, const compute_t<S>* w,
+                             PlaneView<S> dx, bool accumulate);
 
 /// dw (C,1,kh,kw) (+)= Σ x·dy and db (C) (+)= Σ dy (db may be null); dw and db contiguous.
 /// One task per channel sums over n and rows in a fixed order (deterministic for any threads).
-template <class T>
-void depthwise_backward_weight(const ConvContext& c, PlaneView<const T> x, PlaneView<const T> dy,
-                               T* dw, T* db, bool accumulate);
+template <class S>
+void depthwise_backward_weight(const ConvContext& c, PlaneView<const S> x, PlaneView<const S> dy,
+                               compute_t<S>* dw, compute_t<S>* db, bool accumulate);
 
 namespace detail {
 

@@ -1,5 +1,6 @@
 // Depthwise convolution, weight gradient: per channel, row dot products with vector accumulators.
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "conv_depthwise.hpp"
@@ -62,9 +63,11 @@ void row_dots_n(int jb, const T* d, int nvec, const T* const* xs, simd::Vec<T>* 
 
 }  // namespace
 
-template <class T>
-void depthwise_backward_weight(const ConvContext& c, PlaneView<const T> x, PlaneView<const T> dy,
-                               T* dw, T* db, bool accumulate) {
+template <class S>
+void depthwise_backward_weight(const ConvContext& c, PlaneView<const S> x, PlaneView<const S> dy,
+                               compute_t<S>* dw, compute_t<S>* db, bool accumulate) {
+  using T = compute_t<S>;
+  constexpr bool kWiden = !std::is_same_v<S, T>;  // 16-bit rows: widened as they are buffered
   using V = simd::Vec<T>;
   constexpr int L = simd::kLanes<T>;
   const Conv2dParams& p = c.p;
@@ -78,7 +81,7 @@ void depthwise_backward_weight(const ConvContext& c, PlaneView<const T> x, Plane
           (std::max<std::int64_t>(kRowBudgetElems / pr.row_len(), halo) - halo) / p.stride_h + 1),
       1, std::max(d.ho, 1));
   const int buf_rows = std::min(d.h, (rows - 1) * p.stride_h + halo);
-  const std::int64_t per_worker = std::int64_t(buf_rows) * pr.row_len() + dy_len;
+  const std::int64_t per_worker = std::int64_t(buf_rows) * pr.row_len() + dy_len + (kWiden ? d.w : 0);
   core::Tensor scratch = workspace<T>(c, per_worker * c.pool.size());
   const int taps = p.kernel_h * p.kernel_w;
   std::vector<V> accs(std::size_t(taps + 1) * c.pool.size());
@@ -94,12 +97,19 @@ void depthwise_backward_weight(const ConvContext& c, PlaneView<const T> x, Plane
         const int oh1 = std::min(d.ho, oh0 + rows);
         const int ih_lo = std::max(0, oh0 * p.stride_h - p.pad_h);
         const int ih_hi = std::min(d.h, (oh1 - 1) * p.stride_h - p.pad_h + halo);
-        for (int ih = ih_lo; ih < ih_hi; ++ih)
-          detail::fill_phase_row(pr, x.row(n, ch, ih), d.w,
-                                 xbuf + std::int64_t(ih - ih_lo) * pr.row_len());
+        for (int ih = ih_lo; ih < ih_hi; ++ih) {
+          T* dst = xbuf + std::int64_t(ih - ih_lo) * pr.row_len();
+          if constexpr (kWiden) {
+            T* in_row = dybuf + dy_len;
+            load_row(x.row(n, ch, ih), in_row, d.w, c.half);
+            detail::fill_phase_row(pr, static_cast<const T*>(in_row), d.w, dst);
+          } else {
+            detail::fill_phase_row(pr, x.row(n, ch, ih), d.w, dst);
+          }
+        }
         for (int oh = oh0; oh < oh1; ++oh) {
           T* dr = dybuf;
-          std::copy(dy.row(n, ch, oh), dy.row(n, ch, oh) + d.wo, dr);
+          load_row(dy.row(n, ch, oh), dr, d.wo, c.half);
           std::fill(dr + d.wo, dr + dy_len, T(0));
           V sum{};
           for (int v = 0; v < nvec; ++v) sum += simd::load(dr + v * L);
@@ -124,6 +134,8 @@ void depthwise_backward_weight(const ConvContext& c, PlaneView<const T> x, Plane
 
 template void depthwise_backward_weight<float>(const ConvContext&, PlaneView<const float>,
                                                PlaneView<const float>, float*, float*, bool);
+template void depthwise_backward_weight<std::uint16_t>(const ConvContext&, PlaneView<const std::uint16_t>,
+                                                       PlaneView<const std::uint16_t>, float*, float*, bool);
 template void depthwise_backward_weight<double>(const ConvContext&, PlaneView<const double>,
                                                 PlaneView<const double>, double*, double*, bool);
 

@@ -7,11 +7,13 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #if defined(__AVX2__) || defined(__F16C__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
+#include "conv_common.hpp"
 #include "ops_common.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/half.hpp"
@@ -158,6 +160,27 @@ void narrow(const float* src, std::uint16_t* dst, std::int64_t n, DType dt) {
   check_half("narrow", dt);
   dt == DType::BF16 ? narrow_bf16(src, dst, n) : narrow_f16(src, dst, n);
 }
+
+template <class S>
+void load_row(const S* src, compute_t<S>* dst, std::int64_t n, DType half) {
+  if constexpr (std::is_same_v<S, std::uint16_t>)
+    widen(src, dst, n, half);
+  else
+    std::copy(src, src + n, dst);
+}
+template <class S>
+void store_row(const compute_t<S>* src, S* dst, std::int64_t n, DType half) {
+  if constexpr (std::is_same_v<S, std::uint16_t>)
+    narrow(src, dst, n, half);
+  else
+    std::copy(src, src + n, dst);
+}
+template void load_row<float>(const float*, float*, std::int64_t, DType);
+template void load_row<double>(const double*, double*, std::int64_t, DType);
+template void load_row<std::uint16_t>(const std::uint16_t*, float*, std::int64_t, DType);
+template void store_row<float>(const float*, float*, std::int64_t, DType);
+template void store_row<double>(const double*, double*, std::int64_t, DType);
+template void store_row<std::uint16_t>(const float*, std::uint16_t*, std::int64_t, DType);
 
 void widen_scalar(const std::uint16_t* src, float* dst, std::int64_t n, DType dt) {
   check_half("widen_scalar", dt);

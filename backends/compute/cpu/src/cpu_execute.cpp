@@ -1,5 +1,5 @@
 // CpuBackend::execute: routes each op to the convolution paths or to the other CPU kernels; bf16/f16
-// calls run in f32: pointwise convolutions block by block (conv_pointwise_half.cpp), the others
+// calls run in f32: depthwise and pointwise convolutions row or block by block (conv_half.cpp), the others
 // through run_widened (half_calls.cpp).
 #include "cpu_ops.hpp"
 #include "tessera/compute/cpu.hpp"
@@ -15,7 +15,7 @@ void CpuBackend::execute(const OpCall& call) {
     TESSERA_CHECK(t == nullptr || !t->is_meta(), "cpu ", op_name(call.kind), ": output ", t->describe(),
                   " is a meta tensor (no data); meta runs need a recording backend, not cpu");
   if (is_half_call(call)) {
-    if (run_half_pointwise(call, pool(), algo_)) return;
+    if (run_half_conv(call, pool(), algo_)) return;
     return run_widened(call, pool(), [this](const OpCall& c) { execute(c); });
   }
   switch (call.kind) {

@@ -25,10 +25,11 @@ bool is_half_call(const OpCall& call);
 /// each 16-bit output back into the caller's tensor (any strides), rounding once.
 void run_widened(const OpCall& call, ThreadPool& pool, const std::function<void(const OpCall&)>& run_f32);
 
-/// Runs a bf16/f16 pointwise (1×1) convolution call with f32 weights directly, widening 16-bit
-/// blocks in per-thread scratch (conv_pointwise_half.cpp); false (nothing done) when the call is
-/// not one (another kind or geometry, a forced algorithm other than Pointwise, 16-bit planes that
-/// are not contiguous, 16-bit weights or weight gradients), and run_widened takes it.
-bool run_half_pointwise(const OpCall& call, ThreadPool& pool, ConvAlgo forced);
+/// Runs a bf16/f16 depthwise or pointwise (1×1) convolution call with f32 weights directly,
+/// widening 16-bit rows or blocks in per-thread scratch (conv_half.cpp); false (nothing done) when
+/// the call is not one (another geometry, a forced algorithm that is not the one that applies,
+/// 16-bit tensors without unit W stride or, for pointwise, contiguous planes, 16-bit weights or
+/// weight gradients), and run_widened takes it.
+bool run_half_conv(const OpCall& call, ThreadPool& pool, ConvAlgo forced);
 
 }  // namespace tessera::compute::cpu

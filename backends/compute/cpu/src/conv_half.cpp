@@ -1,11 +1,16 @@
-// Pointwise (1×1) convolutions of bf16/f16 activations with f32 weights: the 16-bit operands are
-// widened block by block into per-thread f32 scratch that stays in cache, the GEMM runs in f32
-// (Eigen, as the f32 path) and each output row is rounded once on its way back to 16 bits. The
-// whole-tensor widening of half_calls.cpp would write an f32 copy of every operand first, which
-// for a large image costs more than the GEMM (bench_conv --precision bf16). Forward and
-// backward-data give the bits of the widened path: the same GEMM on the same values.
+// Convolutions of bf16/f16 activations with f32 weights that convert inside the kernel instead of
+// through whole-tensor f32 copies (half_calls.cpp), which for a large image cost more than the
+// convolution itself (bench_conv --precision bf16):
+// - depthwise: the f32 kernels of conv_depthwise*.cpp on 16-bit storage (S = std::uint16_t), which
+//   widen rows as they buffer them and round each output row once;
+// - pointwise (1×1), here: the 16-bit operands are widened block by block into per-thread f32
+//   scratch that stays in cache, the GEMM runs in f32 (Eigen, as the f32 path) and each output
+//   row is rounded once on its way back.
+// Both give the bits of the widened path (the same f32 arithmetic on the same values), except the
+// pointwise weight gradient, which sums its columns in blocks (within the f32 sum's bound).
 #include <optional>
 
+#include "conv_depthwise.hpp"
 #include "conv_pointwise.hpp"
 #include "convert.hpp"
 #include "cpu_ops.hpp"
@@ -138,22 +143,65 @@ void backward_weight(const ConvContext& c, DType dt, PlaneView<const std::uint16
 
 bool f32_contiguous(const Tensor* t) { return t == nullptr || (t->dtype() == DType::F32 && t->is_contiguous()); }
 
+bool unit_w(const Tensor& t) { return meets(t, Need::UnitW); }
+
+// A depthwise call on the 16-bit activations x (x or dx) and y (y or dy), unit W stride each.
+bool run_depthwise(const OpCall& call, const ConvContext& ctx, const Tensor& x, const Tensor& y) {
+  if (!unit_w(x) || !unit_w(y)) return false;
+  switch (call.kind) {
+    case OpKind::Conv2dForward: {
+      const Tensor& w = call.input("w");
+      const Tensor* bias = call.input_if("bias");
+      if (bias && !bias->defined()) bias = nullptr;
+      if (!f32_contiguous(&w) || !f32_contiguous(bias)) return false;
+      depthwise_forward<std::uint16_t>(ctx, half_view(x), w.data<float>(), bias ? bias->data<float>() : nullptr,
+                                       half_view(call.output("y")));
+      return true;
+    }
+    case OpKind::Conv2dBackwardData: {
+      const Tensor& w = call.input("w");
+      if (!f32_contiguous(&w)) return false;
+      depthwise_backward_data<std::uint16_t>(ctx, half_view(y), w.data<float>(), half_view(call.output("dx")),
+                                             call.accumulate);
+      return true;
+    }
+    case OpKind::Conv2dBackwardWeight: {
+      Tensor* dw = &call.output("dw");
+      Tensor* db = call.output_if("db");
+      if (db && !db->defined()) db = nullptr;
+      if (!f32_contiguous(dw) || !f32_contiguous(db)) return false;
+      depthwise_backward_weight<std::uint16_t>(ctx, half_view(x), half_view(y), dw->data<float>(),
+                                               db ? db->data<float>() : nullptr, call.accumulate);
+      return true;
+    }
+    default: return false;
+  }
+}
+
 }  // namespace
 
-bool run_half_pointwise(const OpCall& call, ThreadPool& pool, ConvAlgo forced) {
-  if (!compute::is_conv(call.kind) || (forced != ConvAlgo::Auto && forced != ConvAlgo::Pointwise)) return false;
+bool run_half_conv(const OpCall& call, ThreadPool& pool, ConvAlgo forced) {
+  if (!compute::is_conv(call.kind) || forced == ConvAlgo::Generic || forced == ConvAlgo::Im2col) return false;
   const Conv2dParams& p = call.conv;
   const bool fwd = call.kind == OpKind::Conv2dForward, bwd_data = call.kind == OpKind::Conv2dBackwardData;
   // The activation-side tensors (16-bit, contiguous planes) and the weight-side ones (f32, dense).
   const Tensor& x = fwd ? call.input("x") : bwd_data ? call.output("dx") : call.input("x");
   const Tensor& y = fwd ? call.output("y") : call.input("dy");
   const DType dt = x.dtype();
-  if (!core::dtype_is_half(dt) || y.dtype() != dt || !planes_contiguous(x) || !planes_contiguous(y)) return false;
+  if (!core::dtype_is_half(dt) || y.dtype() != dt || x.ndim() != 4 || y.ndim() != 4) return false;
   const Tensor& w = call.kind == OpKind::Conv2dBackwardWeight ? call.output("dw") : call.input("w");
   if (w.ndim() != 4) return false;
   const ConvDims d = dims_of(x, w, y);
-  if (!pointwise_applies(p, d) || std::int64_t(d.n) * d.cin * d.h * d.w * d.cout == 0) return false;
-  const ConvContext ctx{p, d, pool, x.allocator()};
+  if (std::int64_t(d.n) * d.cin * d.h * d.w * d.cout * d.ho * d.wo == 0) return false;
+  const ConvContext ctx{p, d, pool, x.allocator(), dt};
+  const bool depthwise = depthwise_applies(p, d) && forced != ConvAlgo::Pointwise;
+  if (depthwise) {
+    if (forced != ConvAlgo::Auto && forced != ConvAlgo::Depthwise) return false;
+    return run_depthwise(call, ctx, x, y);
+  }
+  if ((forced != ConvAlgo::Auto && forced != ConvAlgo::Pointwise) || !pointwise_applies(p, d) ||
+      !planes_contiguous(x) || !planes_contiguous(y))
+    return false;
   switch (call.kind) {
     case OpKind::Conv2dForward: {
       const Tensor* bias = call.input_if("bias");
