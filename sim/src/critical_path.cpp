@@ -58,6 +58,9 @@ std::vector<CriticalStep> Engine::critical_path(std::vector<int>& flows) const {
     Picos t = -1;
     for (int d : op.deps)
       if (s.done[d] > t) std::tie(best, t) = std::make_pair(std::make_pair(a, d), s.done[d]);
+    if (!s.after.empty())  // what CommProgress::InCalls adds
+      for (int d : s.after[std::size_t(k)])
+        if (s.done[d] > t) std::tie(best, t) = std::make_pair(std::make_pair(a, d), s.done[d]);
     const int p = pos[a][k];
     if (p > 0) {
       const int prev = s.queue[stream_of(op)][p - 1];

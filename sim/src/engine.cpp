@@ -42,7 +42,51 @@ Picos kernel_time_ps(const ProgramOp& op, const DeviceSpec& d, const EngineOptio
   return static_cast<Picos>(std::ceil(t * static_cast<double>(kPicosPerSecond) - 1e-6));
 }
 
+std::string_view comm_progress_name(CommProgress p) noexcept {
+  switch (p) {
+    case CommProgress::Auto: return "auto";
+    case CommProgress::Overlaps: return "overlaps";
+    case CommProgress::InCalls: return "in-calls";
+  }
+  return "?";
+}
+
+CommProgress parse_comm_progress(std::string_view name) {
+  for (CommProgress p : {CommProgress::Auto, CommProgress::Overlaps, CommProgress::InCalls})
+    if (name == comm_progress_name(p)) return p;
+  throw InvalidArgument(detail::cat("sim: communication progress '", name,
+                                    "' is not one of auto, overlaps (the data moves while the ranks compute: NCCL), "
+                                    "in-calls (only inside the backend's calls: local, ucx)"));
+}
+
 namespace detail_engine {
+
+void Engine::add_in_call_progress(RankState& s) {
+  const Program& p = s.replay->program;
+  s.after.assign(p.size(), {});
+  int last_compute = -1;
+  std::vector<bool> waited(p.size(), false);
+  for (std::size_t j = 0; j < p.size(); ++j) {
+    if (p[j].kind != ProgramOp::Kind::Compute) {
+      // A collective runs whole inside its post: the next kernel waits for it.
+      if (p[j].kind == ProgramOp::Kind::Collective)
+        for (std::size_t k = j + 1; k < p.size(); ++k)
+          if (p[k].kind == ProgramOp::Kind::Compute) {
+            s.after[k].push_back(static_cast<int>(j));
+            break;
+          }
+      continue;
+    }
+    // Kernel j is the first to wait for a halo exchange d: the host waited for d after issuing
+    // kernel last_compute, so d's transfers start once that kernel is done.
+    for (int d : p[j].deps)
+      if (p[std::size_t(d)].kind == ProgramOp::Kind::P2P && !waited[std::size_t(d)]) {
+        waited[std::size_t(d)] = true;
+        if (last_compute > d) s.after[std::size_t(d)].push_back(last_compute);
+      }
+    last_compute = static_cast<int>(j);
+  }
+}
 
 Engine::Engine(const std::vector<RankReplay>& ranks, const Topology& topo, const DeviceCatalog& catalog,
                const EngineOptions& options, std::vector<int> mirror)
@@ -72,6 +116,9 @@ Engine::Engine(const std::vector<RankReplay>& ranks, const Topology& topo, const
     s.done.assign(p.size(), -1);
     s.start.assign(p.size(), -1);
     s.pending.assign(p.size(), 0);
+    const bool in_calls = opt_.comm_progress == CommProgress::InCalls ||
+                          (opt_.comm_progress == CommProgress::Auto && s.spec->kind == "cpu");
+    if (in_calls) add_in_call_progress(s);
     for (std::size_t i = 0; i < p.size(); ++i) {
       const int stream = p[i].kind == ProgramOp::Kind::Compute ? kCompute
                          : p[i].kind == ProgramOp::Kind::P2P   ? kHalo
@@ -82,9 +129,12 @@ Engine::Engine(const std::vector<RankReplay>& ranks, const Topology& topo, const
   coll_edge_bytes_.assign(topo.num_edges(), 0.0);
 }
 
-bool Engine::deps_done(const RankState& s, const ProgramOp& op) const {
+bool Engine::deps_done(const RankState& s, const ProgramOp& op, int index) const {
   for (int d : op.deps)
     if (s.done[d] < 0) return false;
+  if (!s.after.empty())
+    for (int d : s.after[std::size_t(index)])
+      if (s.done[d] < 0) return false;
   return true;
 }
 
@@ -95,7 +145,7 @@ bool Engine::try_start(int r, int stream) {
   if (s.busy[stream] || s.next[stream] >= s.queue[stream].size()) return false;
   const int i = s.queue[stream][s.next[stream]];
   const ProgramOp& op = s.replay->program[i];
-  if (!deps_done(s, op)) return false;
+  if (!deps_done(s, op, i)) return false;
   s.busy[stream] = true;
   s.start[i] = now_;
   if (stream == kCompute) {

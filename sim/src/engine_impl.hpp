@@ -23,6 +23,10 @@ struct RankState {
   const DeviceSpec* spec = nullptr;
   std::vector<Picos> start, done;  ///< per op; -1 until it started / finished
   std::vector<int> pending;        ///< p2p ops: transfers still in flight
+  /// Per op, ops it waits for besides its program dependencies: what CommProgress::InCalls
+  /// adds (a halo exchange waits for the kernels issued before the host waits for it; the kernel
+  /// after a collective waits for the collective). Empty for Overlaps.
+  std::vector<std::vector<int>> after;
   std::array<std::vector<int>, kNumStreams> queue;  ///< op indices per stream, issue order
   std::array<std::size_t, kNumStreams> next{};
   std::array<bool, kNumStreams> busy{};
@@ -57,7 +61,9 @@ class Engine {
   SimResult result();
 
  private:
-  bool deps_done(const RankState& s, const ProgramOp& op) const;
+  bool deps_done(const RankState& s, const ProgramOp& op, int index) const;
+  /// Fills RankState::after for a rank whose communication moves only inside calls.
+  static void add_in_call_progress(RankState& s);
   bool try_start(int rank, int stream);
   void post_p2p(int rank, int op);
   void arrive_collective(int rank, int op);

@@ -142,6 +142,77 @@ TEST_CASE("a halo exchange takes latency plus bytes over bandwidth", "[sim][engi
   REQUIRE(res.links[0].utilisation == Approx(bytes / (bw * (res.iteration_ps / 1e12))).epsilon(1e-9));
 }
 
+// CommProgress: with Overlaps a posted collective or halo exchange runs on its own stream while
+// the rank computes; with InCalls (local, ucx) a collective runs whole inside its post, so the
+// next kernel waits for it, and a halo exchange moves when the host waits for it, after the kernels
+// issued before the wait. Auto follows the device's kind: a100 overlaps, cpu-host does not.
+TEST_CASE("communication progress: overlapping backends hide transfers, in-call ones do not",
+          "[sim][engine]") {
+  const sim::Topology topo = simtest::star(2, 100e9, 2'000'000);
+  const sim::DeviceCatalog cat;
+  const sim::DeviceSpec& dev = cat.get("a100-80gb");
+  const ProgramOp a = kernel(0, 1 << 24, {}), b = kernel(0, std::int64_t(1) << 33, {0});
+  const Picos ta = sim::kernel_time_ps(a, dev, {}), tb = sim::kernel_time_ps(b, dev, {});
+  auto with = [](sim::CommProgress p) {
+    sim::EngineOptions o;
+    o.comm_progress = p;
+    return o;
+  };
+  SECTION("an unwaited all-reduce") {
+    const std::int64_t bytes = 64 << 20;
+    const Picos t_coll = sim::simulate_collective(topo, sim::CollectiveOp::AllReduce, sim::Algorithm::Auto,
+                                                  topo.devices(), bytes).time_ps;
+    REQUIRE(tb > t_coll);
+    const ProgramOp b_after = kernel(0, std::int64_t(1) << 33, {0});  // depends on a only
+    std::vector<sim::RankReplay> ranks;
+    for (int r = 0; r < 2; ++r) ranks.push_back(rank_with(r, {a, all_reduce(bytes, {0, 1}, {0}), b_after}));
+    REQUIRE(sim::simulate_iteration(ranks, topo, cat, with(sim::CommProgress::Overlaps)).iteration_ps == ta + tb);
+    REQUIRE(sim::simulate_iteration(ranks, topo, cat, with(sim::CommProgress::Auto)).iteration_ps == ta + tb);
+    REQUIRE(sim::simulate_iteration(ranks, topo, cat, with(sim::CommProgress::InCalls)).iteration_ps ==
+            ta + t_coll + tb);
+  }
+  SECTION("a halo exchange posted before a kernel and waited for after it") {
+    const std::int64_t bytes = 10'000'000;
+    const Picos t_x = 2'000'000 + static_cast<Picos>(std::ceil(bytes / 100e9 * 1e12));
+    REQUIRE(tb > t_x);
+    std::vector<sim::RankReplay> ranks;
+    for (int r = 0; r < 2; ++r) {
+      ProgramOp x;
+      x.kind = ProgramOp::Kind::P2P;
+      x.name = "batch_p2p";
+      x.transfers = {{false, 1 - r, bytes}, {true, 1 - r, bytes}};
+      x.bytes = 2 * bytes;
+      x.deps = {0};
+      const ProgramOp c = kernel(0, 1 << 24, {2, 1});  // waits for b and the exchange
+      ranks.push_back(rank_with(r, {a, x, b, c}));
+    }
+    const Picos tc = sim::kernel_time_ps(ranks[0].program[3], dev, {});
+    const sim::SimResult over = sim::simulate_iteration(ranks, topo, cat, with(sim::CommProgress::Overlaps));
+    REQUIRE(std::llabs(over.iteration_ps - (ta + tb + tc)) <= 1);
+    const sim::SimResult calls = sim::simulate_iteration(ranks, topo, cat, with(sim::CommProgress::InCalls));
+    REQUIRE(std::llabs(calls.iteration_ps - (ta + tb + t_x + tc)) <= 1);
+    // The critical path runs through the exchange, which started when the host waited.
+    bool through_halo = false;
+    for (const sim::CriticalStep& st : calls.critical_path) through_halo |= st.stream == "halo";
+    REQUIRE(through_halo);
+  }
+  SECTION("Auto on a cpu device moves inside calls") {
+    const sim::Topology host = sim::Topology::preset("cpu-host:2", cat);
+    const sim::DeviceSpec& cpu = cat.get("cpu-host");
+    const Picos ca = sim::kernel_time_ps(a, cpu, {}), cb = sim::kernel_time_ps(b, cpu, {});
+    const std::int64_t bytes = 64 << 20;
+    const Picos t_coll = sim::simulate_collective(host, sim::CollectiveOp::AllReduce, sim::Algorithm::Auto,
+                                                  host.devices(), bytes).time_ps;
+    std::vector<sim::RankReplay> ranks;
+    for (int r = 0; r < 2; ++r) ranks.push_back(rank_with(r, {a, all_reduce(bytes, {0, 1}, {0}), b}));
+    REQUIRE(sim::simulate_iteration(ranks, host, cat, with(sim::CommProgress::Auto)).iteration_ps == ca + t_coll + cb);
+    REQUIRE(sim::simulate_iteration(ranks, host, cat, with(sim::CommProgress::Overlaps)).iteration_ps ==
+            ca + std::max(t_coll, cb));
+  }
+  REQUIRE(sim::parse_comm_progress("in-calls") == sim::CommProgress::InCalls);
+  REQUIRE_THROWS_WITH(sim::parse_comm_progress("never"), Catch::Contains("auto, overlaps"));
+}
+
 TEST_CASE("mismatched programs are reported, not hung", "[sim][engine]") {
   const sim::Topology topo = simtest::star(2, 100e9, 1000);
   const sim::DeviceCatalog cat;

@@ -143,6 +143,7 @@ SimSetup resolve_sim(const RunSpec& spec) {
   if (!spec.device.empty()) s.catalog.get(spec.device);  // an unknown name fails here, naming the devices
   s.engine.device = spec.device;
   s.engine.tf32 = spec.tf32;
+  s.engine.comm_progress = sim::parse_comm_progress(spec.comm_progress);
   const int have = static_cast<int>(s.topology.devices().size());
   TESSERA_CHECK(s.mesh.size() <= have, "mesh ", s.mesh.to_string(), " has ", s.mesh.size(),
                 " ranks but topology '", s.topology.name, "' has ", have, " devices",

@@ -12,6 +12,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/core/file_io.hpp"
 #include "tessera/core/mesh.hpp"
+#include "tessera/sim/engine.hpp"
 #include "tessera/nn/trainer.hpp"
 #include "tessera/run/resolve.hpp"
 
@@ -147,6 +148,17 @@ const std::vector<Field>& fields() {
        "Let fp32 convolutions and matrix products use TF32 tensor cores (training on cuda; a simulation times "
        "them at the TF32 peak)",
        [](RunSpec&) { return std::string(); }},
+      {"comm_progress", &RunSpec::comm_progress,
+       "Simulation: when communication moves. auto: as the backend the device trains with (GPUs: NCCL, while "
+       "the ranks compute; CPUs: local or ucx, only inside their calls), overlaps, or in-calls",
+       [](RunSpec& s) {
+         try {
+           sim::parse_comm_progress(s.comm_progress);
+         } catch (const InvalidArgument&) {
+           return std::string("expected auto, overlaps or in-calls");
+         }
+         return std::string();
+       }},
       {"trace", &RunSpec::trace, "Write the Chrome-trace timeline (Perfetto) here", [](RunSpec&) { return std::string(); }},
       {"metrics", &RunSpec::metrics, "Write one JSON object per step here (JSON lines)", [](RunSpec&) { return std::string(); }},
       {"save", &RunSpec::save, "Write a checkpoint here at the end", [](RunSpec&) { return std::string(); }},
@@ -358,7 +370,7 @@ const std::vector<std::string>& RunSpec::simulation_fields() {
   static const std::vector<std::string> names = {"model",    "input",      "batch",    "mesh",   "shard",
                                                  "checkpointing", "optimizer", "task", "classes", "dtype", "precision", "grad_reduce_dtype",
                                                  "overlap",  "bucket_mib", "topology", "device", "calibration",
-                                                 "tf32"};
+                                                 "tf32", "comm_progress"};
   return names;
 }
 

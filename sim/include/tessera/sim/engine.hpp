@@ -3,8 +3,10 @@
 // program, kernel times from a roofline over the device catalog, transfers over the topology.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -34,6 +36,24 @@ struct WaitCosts {
   double collective_s = 0;  ///< per collective waited for
 };
 
+/// When a rank's communication moves (comm::Capabilities::overlaps_compute).
+enum class CommProgress : std::uint8_t {
+  /// As the backend a device of this kind trains with: a GPU's (NCCL) overlaps, a CPU's (local,
+  /// ucx) moves inside its calls.
+  Auto,
+  /// While the rank computes: a transfer or collective runs on its own stream from its post.
+  Overlaps,
+  /// Only inside the backend's calls: a collective runs whole inside its post (the next kernel
+  /// waits for it), and a halo exchange moves when the host waits for it (its transfers start
+  /// once the kernels issued before the wait are done).
+  InCalls,
+};
+
+/// "auto", "overlaps", "in-calls".
+std::string_view comm_progress_name(CommProgress p) noexcept;
+/// Parses comm_progress_name's names; throws InvalidArgument naming them.
+CommProgress parse_comm_progress(std::string_view name);
+
 /// How kernels and transfers are timed.
 struct EngineOptions {
   /// Device model of every rank (catalog key); empty = the device each topology node names.
@@ -57,6 +77,8 @@ struct EngineOptions {
   bool launch_overhead = true;  ///< add the device's per-kernel launch overhead
   bool trace = true;            ///< fill SimResult::trace (the planner and bench_sim need no trace)
   Algorithm collective_algorithm = Algorithm::Auto;
+  /// When communication moves; Auto decides per device (DeviceSpec::kind).
+  CommProgress comm_progress = CommProgress::Auto;
 };
 
 /// One device's figures over the iteration.

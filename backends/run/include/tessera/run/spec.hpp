@@ -46,6 +46,7 @@ struct RunSpec {
   std::string device;                ///< training: cpu (empty), cuda, cuda:N; simulation: device model (empty: the topology's)
   std::string calibration;           ///< simulation: a `tessera calibrate` file; empty: built-in figures
   bool tf32 = false;                 ///< TF32 tensor cores for fp32 convolutions and matmuls (cuda; simulation: their peak)
+  std::string comm_progress = "auto";  ///< simulation: auto, overlaps or in-calls (sim::CommProgress)
   std::string trace;                 ///< write the Chrome trace here (empty: none)
   std::string metrics, save, resume; ///< training: metrics JSON lines, checkpoint out, checkpoint in
 
