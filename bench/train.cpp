@@ -19,6 +19,11 @@
 // total-peak ratios to the fp32 run beside it. --overlap both runs every configuration with P > 1
 // also with overlap off (halo exchange and bucket all-reduces waited for before compute goes on)
 // and prints its step-time ratio to overlap on.
+// Every run is traced (core::TracingComm and TracingCompute over each rank's backends; they cost
+// well under 1% of a step here), and its trace gives, per rank and step, the halo exchanges and
+// the bytes they send, the collectives and their bytes, the time the rank waited in Work::wait,
+// and the time communication events spent under compute events (comm_under_compute: 0 for a
+// backend whose data moves only inside its calls, which the honest trace shows as such).
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -36,6 +41,7 @@
 #include "tessera/comm/local.hpp"
 #include "tessera/comm/mesh_comm.hpp"
 #include "tessera/compute/cpu.hpp"
+#include "tessera/core/tracing.hpp"
 #include "tessera/nn/trainer.hpp"
 #include "train_gpu.hpp"
 
@@ -74,6 +80,53 @@ struct Options {
   GpuTrainOptions gpu;
 };
 
+constexpr double kMiB = 1024.0 * 1024.0;
+
+/// Communication of one step as its trace shows it, averaged over ranks (comm_figures).
+struct CommFigures {
+  double halo_exchanges = 0, halo_mib = 0;  // batch_p2p calls, MiB sent
+  double collectives = 0, collective_mib = 0;
+  double wait_ms = 0;           // inside Work::wait
+  double under_compute_ms = 0;  // communication events' time under compute events
+};
+
+// Per rank: the union of its compute events' spans, then each comm/halo event's overlap with it.
+CommFigures comm_figures(const std::vector<core::TraceEvent>& events, int ranks, int steps) {
+  CommFigures f;
+  for (int r = 0; r < ranks; ++r) {
+    std::vector<std::pair<double, double>> compute;
+    std::vector<double> batches;
+    for (const core::TraceEvent& e : events) {
+      if (e.pid != r || e.ph != 'X') continue;
+      if (e.cat == "compute") compute.emplace_back(e.ts_us, e.ts_us + e.dur_us);
+      if (e.cat == "halo" && e.name == "send") {
+        f.halo_mib += double(e.bytes) / kMiB;
+        batches.push_back(e.ts_us);  // the sends of one batch share its post time
+      }
+      if (e.cat == "comm") ++f.collectives, f.collective_mib += double(std::max<std::int64_t>(e.bytes, 0)) / kMiB;
+      if (e.cat == "wait") f.wait_ms += e.dur_us * 1e-3;
+    }
+    std::sort(batches.begin(), batches.end());
+    f.halo_exchanges += double(std::unique(batches.begin(), batches.end()) - batches.begin());
+    std::sort(compute.begin(), compute.end());
+    std::vector<std::pair<double, double>> merged;
+    for (const auto& iv : compute)
+      if (!merged.empty() && iv.first <= merged.back().second)
+        merged.back().second = std::max(merged.back().second, iv.second);
+      else
+        merged.push_back(iv);
+    for (const core::TraceEvent& e : events) {
+      if (e.pid != r || e.ph != 'X' || (e.cat != "comm" && e.cat != "halo")) continue;
+      const double a = e.ts_us, b = e.ts_us + e.dur_us;
+      for (const auto& [c0, c1] : merged) f.under_compute_ms += std::max(0.0, std::min(b, c1) - std::max(a, c0)) * 1e-3;
+    }
+  }
+  const double n = double(ranks) * steps;
+  for (double* v : {&f.halo_exchanges, &f.halo_mib, &f.collectives, &f.collective_mib, &f.wait_ms, &f.under_compute_ms})
+    *v /= n;
+  return f;
+}
+
 struct Run {
   int ranks, threads;
   std::string checkpointing, precision;
@@ -81,9 +134,8 @@ struct Run {
   Stats ms;                               // step time, slowest rank
   std::vector<double> peak_mib, act_mib;  // per rank
   std::array<double, core::kNumMemCategories> category_mib{};  // peak per category, max over ranks
+  CommFigures comm;                       // per rank and step, averaged over ranks
 };
-
-constexpr double kMiB = 1024.0 * 1024.0;
 
 nn::TrainOptions train_options(const Options& o, const std::string& checkpointing, const std::string& precision,
                                bool overlap) {
@@ -111,7 +163,8 @@ Run measure(const Options& o, int P, const std::string& checkpointing, const std
   d.num_classes = o.classes;
   const std::shared_ptr<const data::Dataset> ds = data::make_synthetic(d);
   const core::DeviceMesh mesh = core::DeviceMesh::parse("sp=" + std::to_string(P));
-  Run r{P, std::max(1, 2 / P), checkpointing, precision, overlap, {}, std::vector<double>(P), std::vector<double>(P), {}};
+  Run r{P, std::max(1, 2 / P), checkpointing, precision, overlap, {}, std::vector<double>(P), std::vector<double>(P), {}, {}};
+  core::TraceRecorder recorder;
   std::mutex mu;
   std::vector<std::vector<double>> step_s(t.steps, std::vector<double>(P));  // [step][rank]
 
@@ -119,10 +172,13 @@ Run measure(const Options& o, int P, const std::string& checkpointing, const std
       P,
       [&](comm::Backend& world) {
         const int rank = world.rank();
-        comm::MeshComm mc(mesh, world);
+        const core::TraceTarget target{&recorder, rank, mesh.coords_of(rank), nullptr, nullptr};
+        core::TracingComm traced_world(world, target);
+        comm::MeshComm mc(mesh, traced_world);
         auto alloc = std::make_shared<core::Allocator>("rank " + std::to_string(rank));
         compute::cpu::CpuBackend cpu(r.threads);
-        nn::Trainer trainer(t, &mc, cpu, alloc, ds);
+        core::TracingCompute traced_cpu(cpu, target);
+        nn::Trainer trainer(t, &mc, traced_cpu, alloc, ds);
         while (trainer.next_step() < t.steps) {
           world.barrier();  // every rank starts the step together
           const nn::StepStats s = trainer.step();
@@ -140,6 +196,7 @@ Run measure(const Options& o, int P, const std::string& checkpointing, const std
   for (std::size_t i = 1; i < step_s.size(); ++i)  // step 0 is the warm-up
     ms.push_back(1e3 * *std::max_element(step_s[i].begin(), step_s[i].end()));
   r.ms = stats_of(ms);
+  r.comm = comm_figures(recorder.events(), P, t.steps);
   return r;
 }
 
@@ -489,7 +546,15 @@ int run(int argc, char** argv) {
           .num("images_per_s", o.batch / (r.ms.median * 1e-3))
           .num("peak_total_mib_max", max_of(r.peak_mib))
           .num("peak_activation_mib_max", max_of(r.act_mib))
-          .raw("memory", json_array(per_rank));
+          .raw("memory", json_array(per_rank))
+          .raw("comm_per_step", Json()
+                                    .num("halo_exchanges", r.comm.halo_exchanges)
+                                    .num("halo_mib_sent", r.comm.halo_mib)
+                                    .num("collectives", r.comm.collectives)
+                                    .num("collective_mib", r.comm.collective_mib)
+                                    .num("wait_ms", r.comm.wait_ms)
+                                    .num("comm_under_compute_ms", r.comm.under_compute_ms)
+                                    .str());
       if (give_ratio && r.ranks == 1 && r.precision == "fp32") j.num("tessera_over_torch", ratio(r));
       if (const Run* f = fp32_of(r); f && r.precision != "fp32")
         j.num("step_time_over_fp32", r.ms.median / f->ms.median)
@@ -528,6 +593,15 @@ int run(int argc, char** argv) {
                   r.category_mib[c]);
     std::printf("\n");
   }
+  std::printf("\ncommunication per step, mean over ranks, from the trace (wait: inside Work::wait; under\n"
+              "compute: communication events' time under compute events)\n%-6s %5s %5s %4s %9s %9s %9s %9s %9s %13s\n",
+              "ckpt", "ranks", "prec", "ovl", "halo ex", "halo MiB", "colls", "coll MiB", "wait ms", "under comp ms");
+  for (const Run& r : runs)
+    if (r.ranks > 1)
+      std::printf("%-6s %5d %5s %4s %9.1f %9.2f %9.1f %9.2f %9.2f %13.2f\n", r.checkpointing.c_str(), r.ranks,
+                  r.precision.c_str(), r.overlap ? "on" : "off", r.comm.halo_exchanges, r.comm.halo_mib, r.comm.collectives,
+                  r.comm.collective_mib, r.comm.wait_ms, r.comm.under_compute_ms);
+  std::printf("\n");
   for (const Run& r : runs)
     if (const Run* f = fp32_of(r); f && r.precision != "fp32")
       std::printf("%s / fp32 (P=%d, checkpointing %s): step time %.2fx, activation peak %.3fx, total peak %.3fx\n",
