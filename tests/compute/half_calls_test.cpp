@@ -260,7 +260,10 @@ TEST_CASE("cpu bf16/f16 depthwise convolutions: the bits of the widened f32 call
         const Tensor x32 = widened(x, be), dy32 = widened(dy, be);
 
         Tensor y = act(ys, 25), y32 = widened(y, be);
+        alloc->reset_peaks();
         compute::conv2d_forward(be, p, x, w, &b, y);
+        // Row scratch only: less than the f32 copies of x and y that the widened call books.
+        REQUIRE(alloc->stats().peak_of(MemCategory::Workspace) < std::size_t((x.numel() + y.numel()) * 4));
         compute::conv2d_forward(ref, p, x32, w, &b, y32);
         Tensor y_ref = Tensor::empty(ys, t, MemCategory::Activation, alloc);
         compute::copy(ref, y32, y_ref);

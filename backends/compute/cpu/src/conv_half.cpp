@@ -143,39 +143,30 @@ void backward_weight(const ConvContext& c, DType dt, PlaneView<const std::uint16
 
 bool f32_contiguous(const Tensor* t) { return t == nullptr || (t->dtype() == DType::F32 && t->is_contiguous()); }
 
-bool unit_w(const Tensor& t) { return meets(t, Need::UnitW); }
-
-// A depthwise call on the 16-bit activations x (x or dx) and y (y or dy), unit W stride each.
-bool run_depthwise(const OpCall& call, const ConvContext& ctx, const Tensor& x, const Tensor& y) {
-  if (!unit_w(x) || !unit_w(y)) return false;
-  switch (call.kind) {
-    case OpKind::Conv2dForward: {
-      const Tensor& w = call.input("w");
-      const Tensor* bias = call.input_if("bias");
-      if (bias && !bias->defined()) bias = nullptr;
-      if (!f32_contiguous(&w) || !f32_contiguous(bias)) return false;
-      depthwise_forward<std::uint16_t>(ctx, half_view(x), w.data<float>(), bias ? bias->data<float>() : nullptr,
-                                       half_view(call.output("y")));
-      return true;
-    }
-    case OpKind::Conv2dBackwardData: {
-      const Tensor& w = call.input("w");
-      if (!f32_contiguous(&w)) return false;
-      depthwise_backward_data<std::uint16_t>(ctx, half_view(y), w.data<float>(), half_view(call.output("dx")),
-                                             call.accumulate);
-      return true;
-    }
-    case OpKind::Conv2dBackwardWeight: {
-      Tensor* dw = &call.output("dw");
-      Tensor* db = call.output_if("db");
-      if (db && !db->defined()) db = nullptr;
-      if (!f32_contiguous(dw) || !f32_contiguous(db)) return false;
-      depthwise_backward_weight<std::uint16_t>(ctx, half_view(x), half_view(y), dw->data<float>(),
-                                               db ? db->data<float>() : nullptr, call.accumulate);
-      return true;
-    }
-    default: return false;
+// The f32 weight-side operands of a call: w and bias (forward), w (backward-data), dw and db
+// (backward-weight); false when one of them is not dense f32 (run_widened takes such calls).
+struct Masters {
+  const float* w = nullptr;
+  const float* bias = nullptr;
+  float* dw = nullptr;
+  float* db = nullptr;
+};
+bool masters_of(const OpCall& call, Masters& m) {
+  auto defined = [](auto* t) { return t && t->defined() ? t : nullptr; };
+  if (call.kind == OpKind::Conv2dBackwardWeight) {
+    Tensor* dw = &call.output("dw");
+    Tensor* db = defined(call.output_if("db"));
+    if (!f32_contiguous(dw) || !f32_contiguous(db)) return false;
+    m.dw = dw->data<float>();
+    m.db = db ? db->data<float>() : nullptr;
+    return true;
   }
+  const Tensor& w = call.input("w");
+  const Tensor* bias = call.kind == OpKind::Conv2dForward ? defined(call.input_if("bias")) : nullptr;
+  if (!f32_contiguous(&w) || !f32_contiguous(bias)) return false;
+  m.w = w.data<float>();
+  m.bias = bias ? bias->data<float>() : nullptr;
+  return true;
 }
 
 }  // namespace
@@ -184,7 +175,7 @@ bool run_half_conv(const OpCall& call, ThreadPool& pool, ConvAlgo forced) {
   if (!compute::is_conv(call.kind) || forced == ConvAlgo::Generic || forced == ConvAlgo::Im2col) return false;
   const Conv2dParams& p = call.conv;
   const bool fwd = call.kind == OpKind::Conv2dForward, bwd_data = call.kind == OpKind::Conv2dBackwardData;
-  // The activation-side tensors (16-bit, contiguous planes) and the weight-side ones (f32, dense).
+  // The activation-side tensors (16-bit): x or dx, and y or dy.
   const Tensor& x = fwd ? call.input("x") : bwd_data ? call.output("dx") : call.input("x");
   const Tensor& y = fwd ? call.output("y") : call.input("dy");
   const DType dt = x.dtype();
@@ -194,37 +185,38 @@ bool run_half_conv(const OpCall& call, ThreadPool& pool, ConvAlgo forced) {
   const ConvDims d = dims_of(x, w, y);
   if (std::int64_t(d.n) * d.cin * d.h * d.w * d.cout * d.ho * d.wo == 0) return false;
   const ConvContext ctx{p, d, pool, x.allocator(), dt};
+  // Depthwise needs rows with unit W stride, pointwise contiguous planes (its GEMM operands).
   const bool depthwise = depthwise_applies(p, d) && forced != ConvAlgo::Pointwise;
-  if (depthwise) {
-    if (forced != ConvAlgo::Auto && forced != ConvAlgo::Depthwise) return false;
-    return run_depthwise(call, ctx, x, y);
-  }
-  if ((forced != ConvAlgo::Auto && forced != ConvAlgo::Pointwise) || !pointwise_applies(p, d) ||
-      !planes_contiguous(x) || !planes_contiguous(y))
+  if (depthwise ? (forced != ConvAlgo::Auto && forced != ConvAlgo::Depthwise) || !meets(x, Need::UnitW) ||
+                      !meets(y, Need::UnitW)
+                : (forced != ConvAlgo::Auto && forced != ConvAlgo::Pointwise) || !pointwise_applies(p, d) ||
+                      !planes_contiguous(x) || !planes_contiguous(y))
     return false;
+  Masters m;
+  if (!masters_of(call, m)) return false;
   switch (call.kind) {
     case OpKind::Conv2dForward: {
-      const Tensor* bias = call.input_if("bias");
-      if (bias && !bias->defined()) bias = nullptr;
-      if (!f32_contiguous(&w) || !f32_contiguous(bias)) return false;
-      Tensor& yo = call.output("y");
-      forward(ctx, dt, half_view(x), w.data<float>(), bias ? bias->data<float>() : nullptr, half_view(yo));
+      PlaneView<std::uint16_t> out = half_view(call.output("y"));
+      if (depthwise)
+        depthwise_forward<std::uint16_t>(ctx, half_view(x), m.w, m.bias, out);
+      else
+        forward(ctx, dt, half_view(x), m.w, m.bias, out);
       return true;
     }
     case OpKind::Conv2dBackwardData: {
-      if (!f32_contiguous(&w)) return false;
-      backward_data(ctx, dt, half_view(y), w.data<float>(), half_view(call.output("dx")), call.accumulate);
+      PlaneView<std::uint16_t> out = half_view(call.output("dx"));
+      if (depthwise)
+        depthwise_backward_data<std::uint16_t>(ctx, half_view(y), m.w, out, call.accumulate);
+      else
+        backward_data(ctx, dt, half_view(y), m.w, out, call.accumulate);
       return true;
     }
-    case OpKind::Conv2dBackwardWeight: {
-      Tensor* dw = &call.output("dw");
-      Tensor* db = call.output_if("db");
-      if (db && !db->defined()) db = nullptr;
-      if (!f32_contiguous(dw) || !f32_contiguous(db)) return false;
-      backward_weight(ctx, dt, half_view(x), half_view(y), dw->data<float>(), db ? db->data<float>() : nullptr,
-                      call.accumulate);
+    case OpKind::Conv2dBackwardWeight:
+      if (depthwise)
+        depthwise_backward_weight<std::uint16_t>(ctx, half_view(x), half_view(y), m.dw, m.db, call.accumulate);
+      else
+        backward_weight(ctx, dt, half_view(x), half_view(y), m.dw, m.db, call.accumulate);
       return true;
-    }
     default: return false;
   }
 }
