@@ -64,27 +64,16 @@ namespace detail_engine {
 void Engine::add_in_call_progress(RankState& s) {
   const Program& p = s.replay->program;
   s.after.assign(p.size(), {});
-  int last_compute = -1;
-  std::vector<bool> waited(p.size(), false);
+  // A collective runs whole inside its post: the next kernel waits for it. A halo batch keeps
+  // its program timing: its sends leave in the post (local copies them into the receiver's
+  // mailbox, ucx sends them eagerly), so the data is on its way while the ranks compute.
   for (std::size_t j = 0; j < p.size(); ++j) {
-    if (p[j].kind != ProgramOp::Kind::Compute) {
-      // A collective runs whole inside its post: the next kernel waits for it.
-      if (p[j].kind == ProgramOp::Kind::Collective)
-        for (std::size_t k = j + 1; k < p.size(); ++k)
-          if (p[k].kind == ProgramOp::Kind::Compute) {
-            s.after[k].push_back(static_cast<int>(j));
-            break;
-          }
-      continue;
-    }
-    // Kernel j is the first to wait for a halo exchange d: the host waited for d after issuing
-    // kernel last_compute, so d's transfers start once that kernel is done.
-    for (int d : p[j].deps)
-      if (p[std::size_t(d)].kind == ProgramOp::Kind::P2P && !waited[std::size_t(d)]) {
-        waited[std::size_t(d)] = true;
-        if (last_compute > d) s.after[std::size_t(d)].push_back(last_compute);
+    if (p[j].kind != ProgramOp::Kind::Collective) continue;
+    for (std::size_t k = j + 1; k < p.size(); ++k)
+      if (p[k].kind == ProgramOp::Kind::Compute) {
+        s.after[k].push_back(static_cast<int>(j));
+        break;
       }
-    last_compute = static_cast<int>(j);
   }
 }
 
@@ -116,9 +105,7 @@ Engine::Engine(const std::vector<RankReplay>& ranks, const Topology& topo, const
     s.done.assign(p.size(), -1);
     s.start.assign(p.size(), -1);
     s.pending.assign(p.size(), 0);
-    const bool in_calls = opt_.comm_progress == CommProgress::InCalls ||
-                          (opt_.comm_progress == CommProgress::Auto && s.spec->kind == "cpu");
-    if (in_calls) add_in_call_progress(s);
+    if (opt_.comm_progress == CommProgress::InCalls) add_in_call_progress(s);
     for (std::size_t i = 0; i < p.size(); ++i) {
       const int stream = p[i].kind == ProgramOp::Kind::Compute ? kCompute
                          : p[i].kind == ProgramOp::Kind::P2P   ? kHalo

@@ -24,8 +24,7 @@ struct RankState {
   std::vector<Picos> start, done;  ///< per op; -1 until it started / finished
   std::vector<int> pending;        ///< p2p ops: transfers still in flight
   /// Per op, ops it waits for besides its program dependencies: what CommProgress::InCalls
-  /// adds (a halo exchange waits for the kernels issued before the host waits for it; the kernel
-  /// after a collective waits for the collective). Empty for Overlaps.
+  /// adds (the kernel after a collective waits for the collective). Empty for Overlaps.
   std::vector<std::vector<int>> after;
   std::array<std::vector<int>, kNumStreams> queue;  ///< op indices per stream, issue order
   std::array<std::size_t, kNumStreams> next{};

@@ -149,8 +149,8 @@ const std::vector<Field>& fields() {
        "them at the TF32 peak)",
        [](RunSpec&) { return std::string(); }},
       {"comm_progress", &RunSpec::comm_progress,
-       "Simulation: when communication moves. auto: as the backend the device trains with (GPUs: NCCL, while "
-       "the ranks compute; CPUs: local or ucx, only inside their calls), overlaps, or in-calls",
+       "Simulation: when communication moves. overlaps: while the ranks compute (NCCL); in-calls: a collective "
+       "blocks its post (local, ucx); auto: overlaps",
        [](RunSpec& s) {
          try {
            sim::parse_comm_progress(s.comm_progress);

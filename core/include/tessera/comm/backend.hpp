@@ -59,8 +59,8 @@ struct Capabilities {
   /// without the caller inside a call of this backend (nccl: on its CUDA stream). False: the data
   /// moves only inside the backend's calls (local, ucx: a collective runs whole inside its post;
   /// a batch's sends leave in the post and its receives land in is_completed() or wait()).
-  /// TracingComm draws the operation's span from it; the simulator models both kinds
-  /// (sim::CommProgress: by default a GPU's backend overlaps, a CPU's moves inside its calls).
+  /// TracingComm draws the operation's span from it; the simulator can model both kinds
+  /// (sim::CommProgress, --comm-progress).
   bool overlaps_compute = false;
 };
 

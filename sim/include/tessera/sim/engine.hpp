@@ -38,14 +38,13 @@ struct WaitCosts {
 
 /// When a rank's communication moves (comm::Capabilities::overlaps_compute).
 enum class CommProgress : std::uint8_t {
-  /// As the backend a device of this kind trains with: a GPU's (NCCL) overlaps, a CPU's (local,
-  /// ucx) moves inside its calls.
+  /// Overlaps, for every device for now: on the calibrated cpu-host checks InCalls predicted no
+  /// better (docs/simulator.md, "When communication moves").
   Auto,
   /// While the rank computes: a transfer or collective runs on its own stream from its post.
   Overlaps,
-  /// Only inside the backend's calls: a collective runs whole inside its post (the next kernel
-  /// waits for it), and a halo exchange moves when the host waits for it (its transfers start
-  /// once the kernels issued before the wait are done).
+  /// Only inside the backend's calls: a collective runs whole inside its post, so the next kernel
+  /// waits for it. A halo exchange is timed as with Overlaps, since its sends leave in the post.
   InCalls,
 };
 
@@ -77,7 +76,7 @@ struct EngineOptions {
   bool launch_overhead = true;  ///< add the device's per-kernel launch overhead
   bool trace = true;            ///< fill SimResult::trace (the planner and bench_sim need no trace)
   Algorithm collective_algorithm = Algorithm::Auto;
-  /// When communication moves; Auto decides per device (DeviceSpec::kind).
+  /// When communication moves.
   CommProgress comm_progress = CommProgress::Auto;
 };
 
