@@ -8,8 +8,6 @@
 //   row is rounded once on its way back.
 // Both give the bits of the widened path (the same f32 arithmetic on the same values), except the
 // pointwise weight gradient, which sums its columns in blocks (within the f32 sum's bound).
-#include <optional>
-
 #include "conv_depthwise.hpp"
 #include "conv_pointwise.hpp"
 #include "convert.hpp"
@@ -26,9 +24,9 @@ namespace {
 using core::DType;
 using core::Tensor;
 
-// Pixels per forward/backward-data task, as the f32 kernels (conv_pointwise.cpp), and columns per
-// step of the weight gradient: a cpi × 512 and a cpo × 512 f32 block fit in L2 for C ≤ 512.
-constexpr int kPixelBlock = 256;
+// Pixels per forward/backward-data task, the f32 kernels' (the same GEMMs), and columns per step
+// of the weight gradient: a cpi × 512 and a cpo × 512 f32 block fit in L2 for C ≤ 512.
+constexpr int kPixelBlock = kPointwisePixelBlock;
 constexpr int kWeightColumns = 512;
 
 bool planes_contiguous(const Tensor& t) { return t.ndim() == 4 && meets(t, Need::Planes); }

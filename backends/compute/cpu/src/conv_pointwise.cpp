@@ -6,10 +6,7 @@
 namespace tessera::compute::cpu {
 
 namespace {
-// Pixels per forward/backward-data task. The GEMM writes a contiguous per-worker block that is then
-// copied out row by row: the planes of a large image are a power of two apart, and a GEMM writing
-// straight into them would map all its rows onto the same cache sets.
-constexpr int kPixelBlock = 256;
+constexpr int kPixelBlock = kPointwisePixelBlock;
 }  // namespace
 
 bool pointwise_applies(const Conv2dParams& p, const ConvDims& d) {

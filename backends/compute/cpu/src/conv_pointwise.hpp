@@ -9,6 +9,12 @@ namespace tessera::compute::cpu {
 /// of the input (any groups, any dilation).
 bool pointwise_applies(const Conv2dParams& p, const ConvDims& d);
 
+/// Pixels per forward/backward-data task. The GEMM writes a contiguous per-worker block that is
+/// then copied out row by row: the planes of a large image are a power of two apart, and a GEMM
+/// writing straight into them would map all its rows onto the same cache sets. The 16-bit path
+/// (conv_half.cpp) uses the same blocks, so its GEMMs are the f32 path's, bit for bit.
+inline constexpr int kPointwisePixelBlock = 256;
+
 /// Per sample and group: Y[Cout/g, HW] = W[Cout/g, Cin/g] · X[Cin/g, HW] (+ bias). Views must
 /// have contiguous planes (sh == W); tasks are (sample, block of pixels), each a single-threaded
 /// Eigen GEMM.
