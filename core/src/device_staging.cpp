@@ -80,6 +80,9 @@ class StagedWork final : public Work {
     if (done_) return;
     finish();
   }
+  std::optional<Moved> moved() const override {
+    return done_ && inner_ ? inner_->moved() : std::nullopt;
+  }
 
  private:
   void finish() {

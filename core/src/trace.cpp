@@ -9,6 +9,10 @@ namespace tessera::core {
 
 TraceRecorder::TraceRecorder() : epoch_(std::chrono::steady_clock::now()) {}
 
+double TraceRecorder::us_at(std::chrono::steady_clock::time_point t) const {
+  return std::chrono::duration<double, std::micro>(t - epoch_).count();
+}
+
 double TraceRecorder::now_us() const {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - epoch_).count();
 }

@@ -103,8 +103,16 @@ class TracedWork final : public comm::Work {
   }
 
  private:
+  // t1: when completion was first seen. A backend that knows when the data moved (Work::moved)
+  // gives the bounds instead: the span is the transfer, not the post-to-observation interval.
   void record(double t1) noexcept {
+    std::optional<comm::Moved> moved;
+    if (inner_ && !events_.empty()) moved = inner_->moved();
     for (auto& e : events_) {
+      if (moved) {
+        e.ts_us = target_.recorder->us_at(moved->start);
+        t1 = target_.recorder->us_at(moved->end);
+      }
       e.dur_us = t1 - e.ts_us;
       layer_ = e.layer;
       if (std::find(lanes_.begin(), lanes_.end(), e.tid) == lanes_.end()) lanes_.push_back(e.tid);

@@ -202,6 +202,10 @@ void check_p2p_timeout(const ConformanceTarget& target);
 void check_rank_failure(const ConformanceTarget& target, int size);
 void check_mismatched_collectives(const ConformanceTarget& target, int size);
 void check_invalid_arguments(const ConformanceTarget& target, int size);
+// Progress while the caller computes (conformance_async_test.cpp; backends that claim
+// Capabilities::overlaps_compute).
+void check_overlapped_all_reduce(const ConformanceTarget& target, int size);
+void check_overlapped_p2p(const ConformanceTarget& target, int size);
 
 // bf16/f16 (conformance_half_test.cpp).
 /// Rank `rank`'s bf16/f16 input (dtype dt), elements [offset, offset + count) for `seed`: a
@@ -263,6 +267,12 @@ void check_f16_overflow(const ConformanceTarget& target, int size);
                              "mismatched collectives throw InternalError instead of hanging",      \
                              target, backend, tags)                                                \
   TESSERA_CONFORMANCE_SIZES_(invalid_arguments, "wrong counts throw InvalidArgument", target,      \
+                             backend, tags)                                                        \
+  TESSERA_CONFORMANCE_SIZES_(overlapped_all_reduce,                                               \
+                             "a posted all_reduce completes while the caller computes", target,    \
+                             backend, tags)                                                        \
+  TESSERA_CONFORMANCE_SIZES_(overlapped_p2p,                                                       \
+                             "a posted batch_p2p completes while the caller computes", target,     \
                              backend, tags)                                                        \
   TESSERA_CONFORMANCE_SIZES_(half_copies, "bf16/f16 p2p, broadcast, all_gather move the bits",     \
                              target, backend, tags)                                                \

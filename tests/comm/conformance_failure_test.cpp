@@ -122,21 +122,21 @@ void check_mismatched_collectives(const ConformanceTarget& target, int size) {
                   [](comm::Backend& b) {
                     std::vector<float> one(1), all(static_cast<std::size_t>(b.size()));
                     if (b.rank() == 0)
-                      b.all_gather(view(one), view(all));
+                      b.all_gather(view(one), view(all))->wait();
                     else
-                      b.all_reduce(view(one), comm::ReduceOp::Sum);
+                      b.all_reduce(view(one), comm::ReduceOp::Sum)->wait();
                   },
                   {"all_gather", "all_reduce", "rank 0"});
   expect_internal("all_reduce of 7 on rank 0 vs 8 elsewhere",
                   [](comm::Backend& b) {
                     std::vector<float> buf(b.rank() == 0 ? 7 : 8);
-                    b.all_reduce(view(buf), comm::ReduceOp::Sum);
+                    b.all_reduce(view(buf), comm::ReduceOp::Sum)->wait();
                   },
                   {"all_reduce", "7", "8"});
   expect_internal("broadcast roots disagree",
                   [](comm::Backend& b) {
                     std::vector<double> buf(2);
-                    b.broadcast(view(buf), b.rank() == 0 ? 0 : 1);
+                    b.broadcast(view(buf), b.rank() == 0 ? 0 : 1)->wait();
                   },
                   {"broadcast", "root 0", "root 1"});
 }

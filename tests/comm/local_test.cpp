@@ -278,7 +278,7 @@ TEST_CASE("World::abort releases waiting ranks and fails later calls", "[comm][l
       auto b = world.backend(r);
       std::vector<double> x(3);
       try {
-        b->all_reduce(view(x), comm::ReduceOp::Sum);  // rank 2 never comes
+        b->all_reduce(view(x), comm::ReduceOp::Sum)->wait();  // rank 2 never comes
       } catch (const BackendError& e) {
         errs[static_cast<std::size_t>(r)] = e.what();
       }
@@ -313,7 +313,7 @@ TEST_CASE("a rank arriving after a timeout fails fast and touches no freed buffe
           std::vector<float> x(64, 1.0f);
           const auto t0 = Clock::now();
           try {
-            b.all_reduce(view(x), comm::ReduceOp::Sum);
+            b.all_reduce(view(x), comm::ReduceOp::Sum)->wait();
           } catch (const TimeoutError& e) {
             std::lock_guard lock(mu);
             late_msg = e.what();
@@ -324,7 +324,7 @@ TEST_CASE("a rank arriving after a timeout fails fast and touches no freed buffe
         {
           std::vector<float> x(64, 1.0f);  // freed right after the timeout (ASan checks it)
           try {
-            b.all_reduce(view(x), comm::ReduceOp::Sum);
+            b.all_reduce(view(x), comm::ReduceOp::Sum)->wait();
           } catch (const TimeoutError&) {
           }
         }

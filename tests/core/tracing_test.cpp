@@ -1,7 +1,8 @@
-// TracingComm's events tell when data moved (core/tracing.hpp): for a backend whose data moves only
-// inside its calls (local) an operation's event is its post call, and the time wait() blocks is a
-// separate "wait" event; for a backend that progresses while the caller computes
-// (Capabilities::overlaps_compute) the event runs until its completion was first seen.
+// TracingComm's events tell when data moved (core/tracing.hpp): where the backend reports it
+// (Work::moved: local's collectives, moved by the last rank to post, and its batches, whose
+// messages arrive at their senders' posts) the event spans exactly that; for a backend that
+// progresses while the caller computes and does not report it, the event runs from the post until
+// its completion was first seen. The time wait() blocks is a separate "wait" event.
 #include <atomic>
 #include <thread>
 
@@ -57,18 +58,25 @@ class ReleasedComm final : public comm::Backend {
   comm::WorkPtr work() { return std::make_unique<Released>(released); }
 };
 
-TEST_CASE("tracing: a collective of a backend without overlap is drawn over its post call, with no wait",
+TEST_CASE("tracing: a local collective is drawn over the last rank's post where its data moved",
           "[core][trace]") {
   core::TraceRecorder rec;
-  std::vector<double> posted(2);
+  double late_post = 0, late_post_end = 0, early_wait = 0;
   comm::local::run(
       2,
       [&](comm::Backend& b) {
         core::TracingComm traced(b, core::TraceTarget{&rec, b.rank()});
         std::vector<float> v(1024, 1.0f);
+        if (b.rank() == 1) {  // the last to post: the data moves in this post
+          std::this_thread::sleep_for(20ms);
+          late_post = rec.now_us();
+        }
         comm::WorkPtr w = traced.all_reduce({v.data(), v.size(), core::DType::F32}, comm::ReduceOp::Sum);
-        posted[std::size_t(b.rank())] = rec.now_us();
-        std::this_thread::sleep_for(20ms);  // "compute" before the wait
+        if (b.rank() == 1) late_post_end = rec.now_us();
+        if (b.rank() == 0) {
+          std::this_thread::sleep_for(60ms);  // "compute" while rank 1 arrives and moves the data
+          early_wait = rec.now_us();
+        }
         w->wait();
         REQUIRE(v[0] == 2.0f);
       },
@@ -78,9 +86,11 @@ TEST_CASE("tracing: a collective of a backend without overlap is drawn over its 
     REQUIRE(comm_events.size() == 1);
     const core::TraceEvent& e = comm_events[0];
     CHECK(e.name == "all_reduce");
-    // The data moved inside the post: the event ends before the 20 ms of compute began.
-    CHECK(e.ts_us + e.dur_us <= posted[std::size_t(r)]);
-    // The all-reduce was complete when the rank called wait(): nothing was waited for.
+    // Rank 0 posted 20 ms earlier, but its event is the transfer, inside rank 1's post.
+    CHECK(e.ts_us >= late_post);
+    CHECK(e.ts_us + e.dur_us <= late_post_end);
+    CHECK(e.ts_us + e.dur_us <= early_wait);
+    // Both found the all-reduce complete when they called wait(): nothing was waited for.
     CHECK(of_cat(rec, r, "wait").empty());
   }
 }
@@ -116,7 +126,9 @@ TEST_CASE("tracing: a batch whose receive is late shows the blocking as a wait e
   REQUIRE(halo.size() == 2);
   for (const core::TraceEvent& e : halo) {
     CHECK(e.tid == core::kLaneHaloBase + 1);
-    CHECK(e.ts_us + e.dur_us <= rank0_post_end);  // the post: the send left, the receive was posted
+    // From the post (the send left, the receive was posted) until the peer's message was in.
+    CHECK(e.ts_us <= rank0_post_end);
+    CHECK(e.ts_us + e.dur_us >= rank1_post);
   }
   const auto waits = of_cat(rec, 0, "wait");
   REQUIRE(waits.size() == 1);  // one per lane of the batch

@@ -57,8 +57,9 @@ struct StoreBridge {
 class PluginWork final : public Work, public Recycled<PluginWork> {
  public:
   // `keep` holds the library, so the table and its name outlive the work.
-  PluginWork(std::shared_ptr<void> keep, const tessera_comm_plugin_v1_t* t, void* ctx, void* req)
-      : keep_(std::move(keep)), t_(t), ctx_(ctx), req_(req) {}
+  PluginWork(std::shared_ptr<void> keep, const tessera_comm_plugin_v1_t* t,
+             tessera_comm_plugin_v1_moved_fn moved, void* ctx, void* req)
+      : keep_(std::move(keep)), t_(t), moved_(moved), ctx_(ctx), req_(req) {}
   ~PluginWork() override { t_->free_request(ctx_, req_); }
   bool is_completed() override {
     if (done_) return true;
@@ -78,10 +79,20 @@ class PluginWork final : public Work, public Recycled<PluginWork> {
     if (st != TESSERA_OK) plugin::throw_status(st, t_->name, err.message);
     done_ = true;
   }
+  std::optional<Moved> moved() const override {
+    std::int64_t a = 0, b = 0;
+    if (!done_ || !moved_ || moved_(req_, &a, &b) != 1) return std::nullopt;
+    using D = std::chrono::steady_clock::duration;
+    return Moved{std::chrono::steady_clock::time_point(
+                     std::chrono::duration_cast<D>(std::chrono::nanoseconds(a))),
+                 std::chrono::steady_clock::time_point(
+                     std::chrono::duration_cast<D>(std::chrono::nanoseconds(b)))};
+  }
 
  private:
   std::shared_ptr<void> keep_;
   const tessera_comm_plugin_v1_t* t_;
+  tessera_comm_plugin_v1_moved_fn moved_;  // optional
   void* ctx_;
   void* req_;
   bool done_ = false;
@@ -167,9 +178,10 @@ void to_c(const std::vector<P2POp>& ops, std::vector<tessera_p2p_op_t>& out) {
 class PluginBackend final : public Backend {
  public:
   PluginBackend(std::shared_ptr<void> lib, std::shared_ptr<StoreBridge> bridge, const tessera_comm_plugin_v1_t* t,
-                const tessera_comm_plugin_v1_plans_t* plans, Capabilities caps, void* ctx,
-                std::chrono::milliseconds timeout)
-      : lib_(std::move(lib)), bridge_(std::move(bridge)), t_(t), plans_(plans), caps_(caps), ctx_(ctx), timeout_(timeout),
+                const tessera_comm_plugin_v1_plans_t* plans, tessera_comm_plugin_v1_moved_fn moved,
+                Capabilities caps, void* ctx, std::chrono::milliseconds timeout)
+      : lib_(std::move(lib)), bridge_(std::move(bridge)), t_(t), plans_(plans), moved_(moved), caps_(caps), ctx_(ctx),
+        timeout_(timeout),
         name_(t->name), rank_(t->rank(ctx)), size_(t->size(ctx)) {}
   ~PluginBackend() override { t_->destroy(ctx_); }
 
@@ -232,7 +244,7 @@ class PluginBackend final : public Backend {
     const auto st = t_->split(ctx_, ranks.data(), ranks.size(), &sub, &err);
     if (st != TESSERA_OK) plugin::throw_status(st, name_, err.message);
     if (!sub) return nullptr;
-    return std::make_unique<PluginBackend>(lib_, bridge_, t_, plans_, caps_, sub, timeout_);
+    return std::make_unique<PluginBackend>(lib_, bridge_, t_, plans_, moved_, caps_, sub, timeout_);
   }
 
  private:
@@ -243,13 +255,14 @@ class PluginBackend final : public Backend {
     void* req = nullptr;
     const auto st = f(&req, &err);
     if (st != TESSERA_OK) plugin::throw_status(st, name_, err.message);
-    return std::make_unique<PluginWork>(lib_, t_, ctx_, req);
+    return std::make_unique<PluginWork>(lib_, t_, moved_, ctx_, req);
   }
 
   std::shared_ptr<void> lib_;
   std::shared_ptr<StoreBridge> bridge_;
   const tessera_comm_plugin_v1_t* t_;
   const tessera_comm_plugin_v1_plans_t* plans_;  // optional
+  tessera_comm_plugin_v1_moved_fn moved_;        // optional
   Capabilities caps_;
   void* ctx_;
   std::chrono::milliseconds timeout_;
@@ -261,7 +274,8 @@ class PluginBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_plugin_backend(std::shared_ptr<void> lib, const tessera_comm_plugin_v1_t* table,
-                                             const tessera_comm_plugin_v1_plans_t* plans, Capabilities caps,
+                                             const tessera_comm_plugin_v1_plans_t* plans,
+                                             tessera_comm_plugin_v1_moved_fn moved, Capabilities caps,
                                              const BackendOptions& options) {
   TESSERA_CHECK(options.rendezvous && options.rendezvous->store(), "comm backend '", table->name,
                 "' needs a rendezvous with a key-value store (env://, e.g. through tessera launch); got ",
@@ -278,7 +292,8 @@ std::unique_ptr<Backend> make_plugin_backend(std::shared_ptr<void> lib, const te
     err.message[0] = '\0';
   const auto st = table->create(&init, &ctx, &err);
   if (st != TESSERA_OK) plugin::throw_status(st, table->name, err.message);
-  return std::make_unique<PluginBackend>(std::move(lib), std::move(bridge), table, plans, caps, ctx, options.timeout);
+  return std::make_unique<PluginBackend>(std::move(lib), std::move(bridge), table, plans, moved, caps, ctx,
+                                         options.timeout);
 }
 
 }  // namespace tessera::comm

@@ -100,6 +100,8 @@ PluginStatus load_plugin(const std::string& path, Registry* registry) {
   if (auto* overlaps = reinterpret_cast<tessera_comm_plugin_v1_overlaps_fn>(
           ::dlsym(handle, TESSERA_COMM_PLUGIN_V1_OVERLAPS_SYMBOL)))
     st.caps.overlaps_compute = overlaps() != 0;
+  auto* moved = reinterpret_cast<tessera_comm_plugin_v1_moved_fn>(
+      ::dlsym(handle, TESSERA_COMM_PLUGIN_V1_MOVED_SYMBOL));
   const Capabilities caps = st.caps;
   if (registry) {
     if (registry->contains(st.name)) {
@@ -107,8 +109,8 @@ PluginStatus load_plugin(const std::string& path, Registry* registry) {
       return st;
     }
     registry->add(st.name,
-                  [lib, table, plans, caps](const BackendOptions& o) {
-                    return make_plugin_backend(lib, table, plans, caps, o);
+                  [lib, table, plans, moved, caps](const BackendOptions& o) {
+                    return make_plugin_backend(lib, table, plans, moved, caps, o);
                   },
                   st.caps);
   }

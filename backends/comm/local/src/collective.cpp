@@ -99,11 +99,14 @@ void leave(Group& g, std::uint64_t seq, Slot& slot) {
 
 }  // namespace
 
-void run_collective(World::State& world, Group& g, int rank, std::uint64_t seq,
-                    const CollectiveCall& call, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+namespace {
+
+/// Under the group's lock: deposits this rank's call into slot `seq`; the last arrival checks
+/// the calls and moves the data (under the lock, which keeps a waiter from timing out and leaving
+/// with its buffers halfway through). Throws on abort, a failed group or a mismatch.
+void deposit(World::State& world, Group& g, int rank, std::uint64_t seq, const CollectiveCall& call,
+             std::unique_lock<std::mutex>& lock) {
   const std::string_view op = kind_name(call.kind);
-  std::unique_lock lock(g.mu);
   if (world.aborted.load()) throw world.aborted_error(g.who(rank), op);
   if (g.failure != FailureKind::None)
     throw_failure(g.failure,
@@ -130,58 +133,174 @@ void run_collective(World::State& world, Group& g, int rank, std::uint64_t seq,
   slot.calls[static_cast<std::size_t>(rank)] = call;
   slot.present[static_cast<std::size_t>(rank)] = 1;
   if (slot.first < 0) slot.first = rank;
+  if (++slot.arrived < g.size()) return;
 
-  if (++slot.arrived == g.size()) {
-    // Last to arrive: every other rank is blocked below, so reading and writing their buffers is
-    // safe. The work runs under the group's mutex, which keeps a waiter from timing out (and
-    // leaving with its buffers) halfway through.
-    if (call.kind == CollectiveKind::Split) {
-      std::string problem = check_split(g, slot.calls);
-      if (!problem.empty()) {
-        fail_group(g, FailureKind::InvalidSplit, problem);
-        lock.unlock();
-        g.coll_cv.notify_all();
-        throw InvalidArgument("local backend: " + problem);
-      }
-    }
-    try {
-      perform_collective(slot.calls);
-    } catch (const std::exception& e) {  // out of memory or a broken invariant: release everyone
-      fail_group(g, FailureKind::Mismatch,
-                 detail::cat(describe(call), " (call #", seq, ") failed on ", g.who(rank), ": ",
-                             e.what()));
+  // Last to arrive: the others have posted and do not touch their buffers before completion.
+  if (call.kind == CollectiveKind::Split) {
+    std::string problem = check_split(g, slot.calls);
+    if (!problem.empty()) {
+      fail_group(g, FailureKind::InvalidSplit, problem);
       lock.unlock();
       g.coll_cv.notify_all();
-      throw;
+      throw InvalidArgument("local backend: " + problem);
     }
-    slot.done = true;
-    leave(g, seq, slot);
+  }
+  slot.moved_from = std::chrono::steady_clock::now();
+  try {
+    perform_collective(slot.calls);
+  } catch (const std::exception& e) {  // out of memory or a broken invariant: release everyone
+    fail_group(g, FailureKind::Mismatch,
+               detail::cat(describe(call), " (call #", seq, ") failed on ", g.who(rank), ": ",
+                           e.what()));
     lock.unlock();
     g.coll_cv.notify_all();
-    return;
+    throw;
   }
+  slot.moved_to = std::chrono::steady_clock::now();
+  slot.done = true;
+}
 
-  g.coll_cv.wait_until(lock, deadline, [&] {
-    return slot.done || g.failure != FailureKind::None || world.aborted.load();
-  });
+/// Under the group's lock, for a rank that deposited into slot `seq`: true once the slot is done
+/// (the rank leaves it, `moved` gets its transfer times); false while it is open. Throws when the
+/// world was aborted or the group failed.
+bool settle(World::State& world, Group& g, int rank, std::uint64_t seq, std::string_view op,
+            Moved* moved) {
+  auto it = g.slots.find(seq);
+  if (it == g.slots.end())
+    throw InternalError(detail::cat("local backend: ", g.who(rank), ": ", op, " (call #", seq,
+                                    ") lost its rendezvous slot"));
+  Slot& slot = it->second;
   if (slot.done) {
+    if (moved) *moved = {slot.moved_from, slot.moved_to};
     leave(g, seq, slot);
-    return;
+    return true;
   }
   // Leaving without the result. Abort is final and a failed group stays failed, and a timeout
-  // marks the group failed below, so no late arrival can perform this slot with our buffers gone.
-  if (world.aborted.load()) throw world.aborted_error(g.who(rank), op);  // aborts are final
+  // marks the group failed, so no late arrival can perform this slot with our buffers gone.
+  if (world.aborted.load()) throw world.aborted_error(g.who(rank), op);
   if (g.failure != FailureKind::None)
     throw_failure(g.failure, detail::cat(g.who(rank), ": ", op, " (call #", seq, ") on ", g.label(),
                                          " failed: ", g.failure_reason));
+  return false;
+}
+
+/// The timeout of a rank that waited for slot `seq` in vain: marks the group failed (so no late
+/// arrival performs it with this rank's buffers gone) and throws.
+[[noreturn]] void time_out(Group& g, int rank, std::uint64_t seq, const std::string& what,
+                           std::chrono::milliseconds timeout, std::unique_lock<std::mutex>& lock) {
+  const Slot& slot = g.slots.at(seq);
   std::string reason =
-      detail::cat(g.who(rank), " timed out after ", timeout.count(), " ms in ", describe(call),
-                  " (call #", seq, ") on ", g.label(), "; not arrived: ", missing_ranks(g, slot),
+      detail::cat(g.who(rank), " timed out after ", timeout.count(), " ms in ", what, " (call #",
+                  seq, ") on ", g.label(), "; not arrived: ", missing_ranks(g, slot),
                   " (a rank skipped this collective, called another one, or is stuck)");
   fail_group(g, FailureKind::Timeout, reason);
   lock.unlock();
   g.coll_cv.notify_all();
   throw TimeoutError("local", reason);
+}
+
+/// The Work of a posted collective: complete once the last rank has arrived and moved the data.
+class CollectiveWork final : public Work {
+ public:
+  CollectiveWork(std::shared_ptr<World::State> world, std::shared_ptr<Group> group, int rank,
+                 std::uint64_t seq, const CollectiveCall& call, std::chrono::milliseconds timeout)
+      : world_(std::move(world)),
+        group_(std::move(group)),
+        rank_(rank),
+        seq_(seq),
+        kind_(call.kind),
+        what_(describe(call)),
+        timeout_(timeout),
+        deadline_(std::chrono::steady_clock::now() + timeout) {}
+
+  ~CollectiveWork() override {
+    // The last arrival writes into this rank's buffers: never leave before the data moved.
+    if (!finished_) try {
+        wait();
+      } catch (...) {  // reported to whoever waits on the group next
+      }
+  }
+
+  bool is_completed() override {
+    if (finished_) return true;
+    std::lock_guard lock(group_->mu);
+    try {
+      finished_ = settle(*world_, *group_, rank_, seq_, kind_name(kind_), &moved_);
+    } catch (...) {
+      error_ = std::current_exception();
+      finished_ = true;
+    }
+    return finished_;
+  }
+
+  void wait() override {
+    if (!finished_) {
+      std::unique_lock lock(group_->mu);
+      try {
+        for (;;) {
+          if (settle(*world_, *group_, rank_, seq_, kind_name(kind_), &moved_)) break;
+          const bool timed_out =
+              group_->coll_cv.wait_until(lock, deadline_) == std::cv_status::timeout;
+          if (settle(*world_, *group_, rank_, seq_, kind_name(kind_), &moved_)) break;
+          if (timed_out) time_out(*group_, rank_, seq_, what_, timeout_, lock);
+        }
+      } catch (...) {
+        error_ = std::current_exception();
+      }
+      finished_ = true;
+    }
+    if (error_) std::rethrow_exception(error_);
+  }
+
+  std::optional<Moved> moved() const override {
+    if (!finished_ || error_) return std::nullopt;
+    return moved_;
+  }
+
+ private:
+  std::shared_ptr<World::State> world_;
+  std::shared_ptr<Group> group_;
+  int rank_;
+  std::uint64_t seq_;
+  CollectiveKind kind_;
+  std::string what_;
+  std::chrono::milliseconds timeout_;
+  std::chrono::steady_clock::time_point deadline_;
+  bool finished_ = false;
+  std::exception_ptr error_;
+  Moved moved_;
+};
+
+}  // namespace
+
+WorkPtr post_collective(std::shared_ptr<World::State> world, std::shared_ptr<Group> group, int rank,
+                        std::uint64_t seq, const CollectiveCall& call,
+                        std::chrono::milliseconds timeout) {
+  {
+    std::unique_lock lock(group->mu);
+    deposit(*world, *group, rank, seq, call, lock);
+  }
+  group->coll_cv.notify_all();  // the last arrival releases the others
+  return std::make_unique<CollectiveWork>(std::move(world), std::move(group), rank, seq, call,
+                                          timeout);
+}
+
+void run_collective(World::State& world, Group& g, int rank, std::uint64_t seq,
+                    const CollectiveCall& call, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const std::string_view op = kind_name(call.kind);
+  std::unique_lock lock(g.mu);
+  deposit(world, g, rank, seq, call, lock);
+  if (settle(world, g, rank, seq, op, nullptr)) {
+    lock.unlock();
+    g.coll_cv.notify_all();
+    return;
+  }
+  for (;;) {
+    const bool timed_out = g.coll_cv.wait_until(lock, deadline) == std::cv_status::timeout;
+    if (settle(world, g, rank, seq, op, nullptr)) return;
+    if (timed_out) time_out(g, rank, seq, describe(call), timeout, lock);
+  }
 }
 
 }  // namespace tessera::comm::local

@@ -21,8 +21,7 @@ class LocalBackend final : public Backend {
 
   WorkPtr all_reduce(BufferView buf, ReduceOp op) override {
     check_buffer("all_reduce", "buf", buf);  // every dtype reduces (bf16/f16 in f32: reduce.cpp)
-    collective(call(CollectiveKind::AllReduce, buf.count, buf.dtype, buf.data, buf.data, op));
-    return std::make_unique<CompletedWork>();
+    return post(call(CollectiveKind::AllReduce, buf.count, buf.dtype, buf.data, buf.data, op));
   }
 
   WorkPtr all_gather(BufferView send, BufferView recv) override {
@@ -32,8 +31,7 @@ class LocalBackend final : public Backend {
                   ") must equal size() * send.count (", size(), " * ", send.count, " = ",
                   send.count * static_cast<std::size_t>(size()),
                   "); size the receive buffer to hold one block per rank");
-    collective(call(CollectiveKind::AllGather, send.count, send.dtype, send.data, recv.data));
-    return std::make_unique<CompletedWork>();
+    return post(call(CollectiveKind::AllGather, send.count, send.dtype, send.data, recv.data));
   }
 
   WorkPtr reduce_scatter(BufferView send, BufferView recv, ReduceOp op) override {
@@ -43,9 +41,8 @@ class LocalBackend final : public Backend {
                   ") must equal size() * recv.count (", size(), " * ", recv.count, " = ",
                   recv.count * static_cast<std::size_t>(size()),
                   "); the send buffer holds one block of recv.count elements per rank");
-    collective(
+    return post(
         call(CollectiveKind::ReduceScatter, recv.count, recv.dtype, send.data, recv.data, op));
-    return std::make_unique<CompletedWork>();
   }
 
   WorkPtr broadcast(BufferView buf, int root) override {
@@ -54,8 +51,7 @@ class LocalBackend final : public Backend {
                   root, " is outside the group of ", size(), " ranks; use 0 <= root < ", size());
     CollectiveCall c = call(CollectiveKind::Broadcast, buf.count, buf.dtype, buf.data, buf.data);
     c.root = root;
-    collective(c);
-    return std::make_unique<CompletedWork>();
+    return post(c);
   }
 
   WorkPtr all_to_all(BufferView send, BufferView recv) override {
@@ -68,8 +64,7 @@ class LocalBackend final : public Backend {
     TESSERA_CHECK(send.count == 0 || send.data != recv.data, "local backend: all_to_all on ", who(),
                   ": send and recv are the same buffer; in-place all_to_all is not "
                   "supported, use a separate receive buffer");
-    collective(call(CollectiveKind::AllToAll, send.count / n, send.dtype, send.data, recv.data));
-    return std::make_unique<CompletedWork>();
+    return post(call(CollectiveKind::AllToAll, send.count / n, send.dtype, send.data, recv.data));
   }
 
   void barrier() override { collective(call(CollectiveKind::Barrier)); }
@@ -125,6 +120,12 @@ class LocalBackend final : public Backend {
     return c;
   }
 
+  /// A collective that moves data: posted, completed by the last rank to post it.
+  WorkPtr post(const CollectiveCall& call) {
+    return post_collective(world_, group_, rank_, next_seq_++, call, timeout_);
+  }
+
+  /// Barrier and split: they block until every rank arrived.
   void collective(const CollectiveCall& call) {
     run_collective(*world_, *group_, rank_, next_seq_++, call, timeout_);
   }
@@ -181,6 +182,9 @@ Capabilities capabilities() noexcept {
   caps.all_to_all = true;
   caps.split = true;
   caps.multi_process = false;
+  // A collective's data moves when its last rank posts it, whatever the others are doing; a
+  // batch's sends are copied at the post and its receives copied out when complete.
+  caps.overlaps_compute = true;
   return caps;
 }
 

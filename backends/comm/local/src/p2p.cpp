@@ -1,5 +1,6 @@
 // Point-to-point for the local backend: sends copy eagerly into the receiver's mailbox (so a batch
 // never deadlocks); receives are matched at post time and completed in Work::wait().
+#include <algorithm>
 #include <cstring>
 #include <set>
 
@@ -27,7 +28,9 @@ class BatchWork final : public Work {
         rank_(rank),
         recvs_(std::move(recvs)),
         timeout_(timeout),
-        deadline_(std::chrono::steady_clock::now() + timeout),
+        posted_(std::chrono::steady_clock::now()),
+        deadline_(posted_ + timeout),
+        arrived_(posted_),
         remaining_(recvs_.size()),
         finished_(recvs_.empty()) {}
 
@@ -66,6 +69,14 @@ class BatchWork final : public Work {
       copy_out(ready);
     }
     if (error_) std::rethrow_exception(error_);
+  }
+
+  /// From the post until the last received message was in this rank's mailbox (the sends were
+  /// copied at the post, each message at its sender's post); the copy into the receive buffers
+  /// happens when completion is seen.
+  std::optional<Moved> moved() const override {
+    if (!finished_ || error_) return std::nullopt;
+    return Moved{posted_, arrived_};
   }
 
  private:
@@ -108,6 +119,7 @@ class BatchWork final : public Work {
         return;
       }
       r.done = true;
+      arrived_ = std::max(arrived_, msg.sent);
       ready.push_back({r.buf.data, std::move(msg)});
       if (--remaining_ == 0) finished_ = true;
     }
@@ -137,7 +149,8 @@ class BatchWork final : public Work {
   int rank_;
   std::vector<PendingRecv> recvs_;
   std::chrono::milliseconds timeout_;
-  std::chrono::steady_clock::time_point deadline_;
+  std::chrono::steady_clock::time_point posted_, deadline_;
+  std::chrono::steady_clock::time_point arrived_;  ///< latest arrival of a received message
   std::size_t remaining_;
   bool finished_;
   std::exception_ptr error_;
@@ -152,6 +165,7 @@ WorkPtr post_batch(std::shared_ptr<World::State> world, std::shared_ptr<Group> g
   for (const P2POp& op : ops) {
     if (op.kind != P2POp::Kind::Send) continue;
     Message m;
+    m.sent = std::chrono::steady_clock::now();
     m.count = op.buf.count;
     m.dtype = op.buf.dtype;
     m.bytes.resize(op.buf.bytes());

@@ -67,6 +67,7 @@ struct Slot {
   int left = 0;
   int first = -1;  ///< group rank of the first arrival (the call others are compared with)
   bool done = false;
+  std::chrono::steady_clock::time_point moved_from, moved_to;  ///< when the last arrival moved the data
 };
 
 /// Why a group became unusable (its ranks' sequence numbers no longer line up). Later calls on
@@ -76,6 +77,7 @@ enum class FailureKind : std::uint8_t { None, Timeout, Mismatch, InvalidSplit };
 
 /// A sent message, copied eagerly at send time.
 struct Message {
+  std::chrono::steady_clock::time_point sent;  ///< when the send was posted (its copy taken)
   std::vector<std::byte> bytes;
   std::size_t count = 0;
   core::DType dtype = core::DType::F32;
@@ -139,6 +141,14 @@ struct World::State {
   std::vector<char> claimed;  ///< by world rank: World::backend was called
   std::shared_ptr<Group> world_group;
 };
+
+/// Posts one collective for group rank `rank`: deposits `call` into slot `seq`; the last arrival
+/// moves every rank's data inside this call. The returned Work completes once that happened
+/// (is_completed, or wait until `timeout` from now); until then the rank must leave its buffers
+/// alone. Throws what run_collective throws at the post (abort, failed group, mismatch).
+WorkPtr post_collective(std::shared_ptr<World::State> world, std::shared_ptr<Group> group, int rank,
+                        std::uint64_t seq, const CollectiveCall& call,
+                        std::chrono::milliseconds timeout);
 
 /// Runs one collective for group rank `rank`: deposits `call` into slot `seq`, and either performs
 /// the operation (last arrival) or waits for it until `timeout` from now. Throws TimeoutError,

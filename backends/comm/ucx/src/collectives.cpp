@@ -48,13 +48,12 @@ BufferView UcxBackend::widened(const void* data, std::size_t count, core::DType 
   return {wide_.data(), count, core::DType::F32, MemorySpace::Host};
 }
 
-WorkPtr UcxBackend::all_reduce(BufferView buf, ReduceOp op) {
-  check_host(buf, "all_reduce");
+void UcxBackend::all_reduce_now(BufferView buf, ReduceOp op) {
   const Header h = header(CollOp::AllReduce, buf.dtype, op, buf.count);
   const int n = size();
   const bool half = core::dtype_is_half(buf.dtype);
   // One rank: its buffer is the result (Avg included); no elements: nothing to do.
-  if (n == 1 || buf.count == 0) return std::make_unique<CompletedWork>();
+  if (n == 1 || buf.count == 0) return;
   const bool pow2 = n >= 4 && (n & (n - 1)) == 0;
   if (buf.bytes() > kDirectBytes || (pow2 && buf.bytes() > kHalvingBytes)) {
     // bf16/f16: the reduce steps accumulate in an f32 copy, the gather steps move 16 bits.
@@ -63,7 +62,7 @@ WorkPtr UcxBackend::all_reduce(BufferView buf, ReduceOp op) {
       all_reduce_halving(acc, buf, op, h);
     else
       all_reduce_ring(acc, buf, op, h);
-    return std::make_unique<CompletedWork>();
+    return;
   }
   std::vector<Send> sends;
   std::vector<Recv> recvs;
@@ -81,12 +80,11 @@ WorkPtr UcxBackend::all_reduce(BufferView buf, ReduceOp op) {
   };
   if (half) {
     reduce_half_in_order(buf.data, n, data_of, buf.count, buf.dtype, op);
-    return std::make_unique<CompletedWork>();
+    return;
   }
   std::memcpy(buf.data, data_of(0), buf.bytes());
   for (int r = 1; r < n; ++r) reduce_into(buf.data, data_of(r), buf.count, buf.dtype, op);
   if (op == ReduceOp::Avg) finish_avg(buf.data, buf.count, buf.dtype, n);
-  return std::make_unique<CompletedWork>();
 }
 
 void UcxBackend::exchange_reduce(const Header& h, int to, const void* send, std::size_t send_count, int from,
@@ -174,18 +172,22 @@ void UcxBackend::all_reduce_halving(BufferView acc, BufferView out, ReduceOp op,
   }
 }
 
-WorkPtr UcxBackend::all_gather(BufferView send, BufferView recv) {
+void UcxBackend::check_all_gather(BufferView send, BufferView recv) const {
   check_host(send, "all_gather");
   check_host(recv, "all_gather");
   const int n = size();
   TESSERA_CHECK(recv.count == send.count * static_cast<std::size_t>(n) && recv.dtype == send.dtype, "ucx: ", where(),
                 ": all_gather: recv has ", recv.count, " elements, expected ", send.count * static_cast<std::size_t>(n),
                 " (size ", n, " x send count ", send.count, ") of the send's dtype");
+}
+
+void UcxBackend::all_gather_now(BufferView send, BufferView recv) {
+  const int n = size();
   const Header h = header(CollOp::AllGather, send.dtype, ReduceOp::Sum, send.count);
   const std::size_t bytes = send.bytes();
   char* mine = at(recv.data, static_cast<std::size_t>(rank_) * bytes);
   if (bytes && mine != send.data) std::memmove(mine, send.data, bytes);
-  if (n == 1 || bytes == 0) return std::make_unique<CompletedWork>();
+  if (n == 1 || bytes == 0) return;
   if (bytes * static_cast<std::size_t>(n) <= kDirectBytes * 4) {
     std::vector<Send> sends;
     std::vector<Recv> recvs;
@@ -195,7 +197,7 @@ WorkPtr UcxBackend::all_gather(BufferView send, BufferView recv) {
         recvs.push_back({p, bytes, 0, at(recv.data, static_cast<std::size_t>(p) * bytes)});
       }
     exchange(h, sends, recvs);
-    return std::make_unique<CompletedWork>();
+    return;
   }
   const int next = (rank_ + 1) % n, prev = (rank_ + n - 1) % n;
   for (int s = 0; s < n - 1; ++s) {
@@ -204,23 +206,26 @@ WorkPtr UcxBackend::all_gather(BufferView send, BufferView recv) {
     exchange(h, {{next, at(recv.data, static_cast<std::size_t>(sb) * bytes), bytes, static_cast<std::uint32_t>(s)}},
              recvs);
   }
-  return std::make_unique<CompletedWork>();
 }
 
-WorkPtr UcxBackend::reduce_scatter(BufferView send, BufferView recv, ReduceOp op) {
+void UcxBackend::check_reduce_scatter(BufferView send, BufferView recv) const {
   check_host(send, "reduce_scatter");
   check_host(recv, "reduce_scatter");
   const int n = size();
   TESSERA_CHECK(send.count == recv.count * static_cast<std::size_t>(n) && recv.dtype == send.dtype, "ucx: ", where(),
                 ": reduce_scatter: send has ", send.count, " elements, expected ",
                 recv.count * static_cast<std::size_t>(n), " (size ", n, " x recv count ", recv.count, ")");
+}
+
+void UcxBackend::reduce_scatter_now(BufferView send, BufferView recv, ReduceOp op) {
+  const int n = size();
   const Header h = header(CollOp::ReduceScatter, send.dtype, op, recv.count);
   const bool half = core::dtype_is_half(send.dtype);
   const std::size_t bytes = recv.bytes();
   const char* my_block = at(send.data, static_cast<std::size_t>(rank_) * bytes);
   if (n == 1 || bytes == 0) {
     if (bytes && recv.data != my_block) std::memmove(recv.data, my_block, bytes);
-    return std::make_unique<CompletedWork>();  // Avg of one rank: itself
+    return;  // Avg of one rank: itself
   }
   if (bytes <= kDirectBytes) {
     std::vector<Send> sends;
@@ -237,12 +242,12 @@ WorkPtr UcxBackend::reduce_scatter(BufferView send, BufferView recv, ReduceOp op
     };
     if (half) {
       reduce_half_in_order(recv.data, n, data_of, recv.count, recv.dtype, op);
-      return std::make_unique<CompletedWork>();
+      return;
     }
     std::memcpy(recv.data, data_of(0), bytes);
     for (int r = 1; r < n; ++r) reduce_into(recv.data, data_of(r), recv.count, recv.dtype, op);
     if (op == ReduceOp::Avg) finish_avg(recv.data, recv.count, recv.dtype, n);
-    return std::make_unique<CompletedWork>();
+    return;
   }
   // Ring on a working copy (bf16/f16: widened to f32, the partial sums travel in f32): block b
   // travels and accumulates; this rank ends with block rank_, which it finishes (Avg, rounding).
@@ -274,16 +279,18 @@ WorkPtr UcxBackend::reduce_scatter(BufferView send, BufferView recv, ReduceOp op
     std::memcpy(recv.data, at(work.data, mine * core::dtype_size(work.dtype)), bytes);
     if (op == ReduceOp::Avg) finish_avg(recv.data, recv.count, recv.dtype, n);
   }
-  return std::make_unique<CompletedWork>();
 }
 
-WorkPtr UcxBackend::broadcast(BufferView buf, int root) {
+void UcxBackend::check_broadcast(BufferView buf, int root) const {
   check_host(buf, "broadcast");
   TESSERA_CHECK(root >= 0 && root < size(), "ucx: ", where(), ": broadcast root ", root, " outside this group of ",
                 size(), " ranks");
+}
+
+void UcxBackend::broadcast_now(BufferView buf, int root) {
   const Header h = header(CollOp::Broadcast, buf.dtype, ReduceOp::Sum, buf.count, root);
   const int n = size();
-  if (n == 1) return std::make_unique<CompletedWork>();
+  if (n == 1) return;
   // Every rank hears from every other (the root with the data, the others with their header
   // only), so ranks that disagree on the root all find out.
   std::vector<Send> sends;
@@ -294,10 +301,9 @@ WorkPtr UcxBackend::broadcast(BufferView buf, int root) {
       recvs.push_back({p, p == root ? buf.bytes() : 0, 0, p == root ? buf.data : nullptr});
     }
   exchange(h, sends, recvs);
-  return std::make_unique<CompletedWork>();
 }
 
-WorkPtr UcxBackend::all_to_all(BufferView send, BufferView recv) {
+void UcxBackend::check_all_to_all(BufferView send, BufferView recv) const {
   check_host(send, "all_to_all");
   check_host(recv, "all_to_all");
   const int n = size();
@@ -305,11 +311,15 @@ WorkPtr UcxBackend::all_to_all(BufferView send, BufferView recv) {
                 "ucx: ", where(), ": all_to_all: send has ", send.count, " and recv ", recv.count,
                 " elements; both must be equal and a multiple of the group size ", n);
   TESSERA_CHECK(send.data != recv.data || send.count == 0, "ucx: ", where(), ": all_to_all cannot run in place");
+}
+
+void UcxBackend::all_to_all_now(BufferView send, BufferView recv) {
+  const int n = size();
   const Header h = header(CollOp::AllToAll, send.dtype, ReduceOp::Sum, send.count);
   const std::size_t bytes = send.bytes() / static_cast<std::size_t>(n);
   if (bytes) std::memcpy(at(recv.data, static_cast<std::size_t>(rank_) * bytes),
                          at(send.data, static_cast<std::size_t>(rank_) * bytes), bytes);
-  if (n == 1) return std::make_unique<CompletedWork>();
+  if (n == 1) return;
   std::vector<Send> sends;
   std::vector<Recv> recvs;
   for (int p = 0; p < n; ++p)
@@ -318,10 +328,9 @@ WorkPtr UcxBackend::all_to_all(BufferView send, BufferView recv) {
       recvs.push_back({p, bytes, 0, at(recv.data, static_cast<std::size_t>(p) * bytes)});
     }
   exchange(h, sends, recvs);
-  return std::make_unique<CompletedWork>();
 }
 
-void UcxBackend::barrier() {
+void UcxBackend::barrier_now() {
   const Header h = header(CollOp::Barrier, core::DType::I32, ReduceOp::Sum, 0);
   if (size() == 1) return;
   std::vector<Send> sends;

@@ -2,11 +2,14 @@
 // handling, posted receives, and the yield-then-block wait loop.
 #include "context.hpp"
 
+#include <pthread.h>
 #include <sched.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -113,6 +116,14 @@ Context::Context(std::shared_ptr<Rendezvous> rdzv, int rank, int size,
     ev.events = EPOLLIN;
     ev.data.fd = efd_;
     ::epoll_ctl(epfd_, EPOLL_CTL_ADD, efd_, &ev);
+    wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC | EFD_SEMAPHORE);
+    if (wake_fd_ < 0)
+      throw BackendError("ucx", errno, detail::cat("rank ", rank, ": eventfd: ", std::strerror(errno)));
+    ev.data.fd = wake_fd_;
+    ::epoll_ctl(epfd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+    helper_epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
+    ev.data.fd = efd_;
+    ::epoll_ctl(helper_epfd_, EPOLL_CTL_ADD, efd_, &ev);
     abort_fd_ = store_.abort_fd();
     if (abort_fd_ >= 0) {
       ev.data.fd = abort_fd_;
@@ -188,6 +199,12 @@ Context::Context(std::shared_ptr<Rendezvous> rdzv, int rank, int size,
 Context::~Context() { shutdown(); }
 
 void Context::shutdown() noexcept {
+  {
+    std::lock_guard lock(helper_mu_);
+    helper_stop_ = true;
+  }
+  helper_cv_.notify_all();
+  if (helper_.joinable()) helper_.join();
   std::lock_guard lock(mu_);
   const bool force = failed_ || !abort_.empty();
   std::vector<void*> closing;
@@ -210,6 +227,9 @@ void Context::shutdown() noexcept {
     ucp_request_free(r);
   }
   if (epfd_ >= 0) ::close(epfd_);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+  if (helper_epfd_ >= 0) ::close(helper_epfd_);
+  wake_fd_ = helper_epfd_ = -1;
   if (worker_) ucp_worker_destroy(worker_);
   if (context_) ucp_cleanup(context_);
   worker_ = nullptr;
@@ -302,15 +322,69 @@ void Context::update_locked(Op& op) {
 // checked after every progress call: when a message completes them, no further (empty) call is
 // made (that call was ~0.03 us of a 64 B exchange's critical path).
 bool Context::test(std::span<Op* const> ops) {
-  std::lock_guard lock(mu_);
-  for (;;) {
-    const unsigned events = ucp_worker_progress(worker_);
-    bool all = true;
-    for (Op* op : ops) {
-      update_locked(*op);
-      if (op->state == Op::State::Queued || op->state == Op::State::Active) all = false;
+  bool progressed = false, all = true;
+  {
+    std::lock_guard lock(mu_);
+    for (;;) {
+      const unsigned events = ucp_worker_progress(worker_);
+      progressed |= events != 0;
+      all = true;
+      for (Op* op : ops) {
+        update_locked(*op);
+        if (op->state == Op::State::Queued || op->state == Op::State::Active) all = false;
+      }
+      if (all || events == 0) break;
     }
-    if (all || events == 0) return all;
+  }
+  // The events may have completed another thread's operations (a group's collective thread and
+  // its caller share this worker) while it sleeps in wait_from: wake it to look.
+  if (progressed) wake_sleepers();
+  return all;
+}
+
+void Context::wake_sleepers() noexcept {
+  const int n = sleepers_.load(std::memory_order_seq_cst);
+  if (n <= 0) return;
+  const auto tokens = static_cast<std::uint64_t>(n);
+  [[maybe_unused]] const ssize_t w = ::write(wake_fd_, &tokens, sizeof tokens);
+}
+
+void Context::hold_progress() {
+  std::lock_guard lock(helper_mu_);
+  if (holds_++ == 0) {
+    if (!helper_.joinable()) {
+      helper_ = std::thread([this] { progress_loop(); });
+      pthread_setname_np(helper_.native_handle(), "tessera-ucx-prg");
+    }
+    helper_cv_.notify_all();
+  }
+}
+
+void Context::release_progress() noexcept {
+  std::lock_guard lock(helper_mu_);
+  --holds_;
+}
+
+// Progresses until the worker is idle, then sleeps on its fd (at most 1 ms, to see the holds
+// end); the caller's own waits keep their deadlines and error handling.
+void Context::progress_loop() noexcept {
+  std::unique_lock hl(helper_mu_);
+  for (;;) {
+    helper_cv_.wait(hl, [&] { return helper_stop_ || holds_ > 0; });
+    if (helper_stop_) return;
+    hl.unlock();
+    bool progressed = false, armed = false;
+    {
+      std::lock_guard lock(mu_);
+      while (ucp_worker_progress(worker_) != 0) progressed = true;
+      armed = ucp_worker_arm(worker_) == UCS_OK;
+    }
+    if (progressed) wake_sleepers();
+    if (armed) {
+      epoll_event ev[1];
+      ::epoll_wait(helper_epfd_, ev, 1, 1);
+    }
+    hl.lock();
   }
 }
 
@@ -377,13 +451,31 @@ std::string Context::wait_from(std::span<Op* const> ops, Clock::time_point start
       if (yield_when_polling_) sched_yield();
       continue;
     }
+    // Counted as a sleeper before the last look at the ops: another thread that completes them
+    // after that look (under the lock) sees the count and writes the wake fd.
+    sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    bool done = false;
     {
       std::lock_guard lock(mu_);
-      if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) continue;  // events came in: progress again
+      if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) {  // events came in: progress again
+        sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+        continue;
+      }
+      done = true;
+      for (Op* op : ops) {
+        update_locked(*op);
+        if (op->state == Op::State::Queued || op->state == Op::State::Active) done = false;
+      }
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
-    epoll_event evs[2];
-    ::epoll_wait(epfd_, evs, 2, static_cast<int>(std::min<long long>(left + 1, 100)));
+    if (!done) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
+      epoll_event evs[3];
+      ::epoll_wait(epfd_, evs, 3, static_cast<int>(std::min<long long>(left + 1, 100)));
+      std::uint64_t token = 0;  // one of the tokens written for the sleepers, if any
+      [[maybe_unused]] const ssize_t n = ::read(wake_fd_, &token, sizeof token);
+    }
+    sleepers_.fetch_sub(1, std::memory_order_seq_cst);
   }
 }
 

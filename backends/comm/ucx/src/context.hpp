@@ -8,12 +8,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tessera/comm/backend.hpp"
@@ -110,9 +112,18 @@ class Context {
   std::string abort_reason();
   /// Failure of the endpoint to a world rank, or "".
   std::string peer_error(int world_rank);
+  /// While held (by a posted batch with a rendezvous-sized message, which moves only while both
+  /// sides progress the worker), a helper thread progresses the worker, so the batch moves while
+  /// its caller computes. Every hold is released once (release_progress is noexcept).
+  void hold_progress();
+  void release_progress() noexcept;
 
  private:
   void shutdown() noexcept;
+  void progress_loop() noexcept;
+  /// After progress that made events: wakes the threads asleep in wait_from (their operations
+  /// may be among those completed).
+  void wake_sleepers() noexcept;
   std::string wait_from(std::span<Op* const> ops, Clock::time_point start,
                         Clock::time_point deadline);
   void update_locked(Op& op);
@@ -137,6 +148,15 @@ class Context {
   int epfd_ = -1;
   int efd_ = -1;
   int abort_fd_ = -1;
+  int wake_fd_ = -1;              ///< semaphore eventfd: a token per sleeper to wake
+  std::atomic<int> sleepers_{0};  ///< threads blocked in wait_from's epoll_wait
+  // The progress helper (hold_progress): its own epoll set (the worker's fd only), its thread.
+  int helper_epfd_ = -1;
+  std::mutex helper_mu_;
+  std::condition_variable helper_cv_;
+  int holds_ = 0;
+  bool helper_stop_ = false;
+  std::thread helper_;
   std::string abort_;
   bool failed_ = false;
 

@@ -1,6 +1,7 @@
 // UcxBackend::batch_p2p and prepare_p2p: one P2PWork per batch of tagged sends and receives,
 // posted as one group (so neighbours exchanging both ways cannot deadlock), kept and restarted
 // by prepare_p2p, with the deadline and the error messages of every wait.
+#include <algorithm>
 #include <array>
 #include <new>
 #include <span>
@@ -46,6 +47,7 @@ class P2PWork final : public P2PPlan, public Recycled<P2PWork> {
   }
   ~P2PWork() override {
     if (!done_) ctx_->cancel(ptrs_);
+    unhold();
     if (n_ <= kInline)
       for (std::size_t i = 0; i < n_; ++i) ops_[i].~Op();
   }
@@ -60,6 +62,8 @@ class P2PWork final : public P2PPlan, public Recycled<P2PWork> {
     for (std::size_t i = 0; i < n_; ++i)
       if (ops_[i].is_send) ptrs_[k++] = &ops_[i];
   }
+  /// A message above the eager limit: the batch moves only while both sides progress.
+  void set_rendezvous(bool r) { rendezvous_ = r; }
   void start() override {
     if (running_)
       throw InvalidArgument(detail::cat("ucx: ", where_text(rank_, world_rank_, is_world_),
@@ -70,6 +74,10 @@ class P2PWork final : public P2PPlan, public Recycled<P2PWork> {
     running_ = true;
     done_ = false;
     ctx_->post(ptrs_);
+    if (rendezvous_ && progress_mode() == Progress::Thread && !ctx_->test(ptrs_)) {
+      ctx_->hold_progress();  // moves while the caller computes
+      holding_ = true;
+    }
   }
   bool is_completed() override {
     if (done_) return true;
@@ -87,6 +95,7 @@ class P2PWork final : public P2PPlan, public Recycled<P2PWork> {
       if (op->state != Op::State::Done) waiting += (waiting.empty() ? "" : ", ") + op->describe();
     ctx_->cancel(ptrs_);
     done_ = true;
+    unhold();
     const std::string where = where_text(rank_, world_rank_, is_world_);
     if (why.rfind("timeout", 0) == 0)
       throw TimeoutError("ucx", detail::cat(where, ": batch_p2p timed out after ", timeout_.count(),
@@ -99,8 +108,14 @@ class P2PWork final : public P2PPlan, public Recycled<P2PWork> {
   }
 
  private:
+  void unhold() noexcept {
+    if (holding_) ctx_->release_progress();
+    holding_ = false;
+  }
+
   void finish() {
     done_ = true;
+    unhold();
     for (std::size_t i = 0; i < n_; ++i) {
       const Op& op = ops_[i];
       if (op.state != Op::State::Failed) continue;
@@ -131,6 +146,8 @@ class P2PWork final : public P2PPlan, public Recycled<P2PWork> {
   std::span<Op*> ptrs_;  // receives first, then sends
   bool done_ = true;      // nothing in flight (before the first start, or completed)
   bool running_ = false;  // started and not yet waited for
+  bool rendezvous_ = false;
+  bool holding_ = false;  // holds the context's progress helper while in flight
   std::uint64_t runs_ = 0;
 };
 
@@ -165,6 +182,8 @@ P2PPlanPtr UcxBackend::make_p2p(const std::vector<P2POp>& ops) {
     }
   }
   work->order();
+  work->set_rendezvous(std::any_of(ops.begin(), ops.end(),
+                                   [](const P2POp& o) { return o.buf.bytes() > kEagerBytes; }));
   return work;
 }
 

@@ -21,6 +21,7 @@ std::unique_ptr<Backend> create(const BackendOptions& options) {
                     options.rank < options.size,
                 "comm backend 'ucx': rank ", options.rank, " of ", options.size,
                 " is out of range");
+  check_progress_env();
   auto ctx =
       std::make_shared<Context>(options.rendezvous, options.rank, options.size, options.timeout);
   std::vector<int> members(static_cast<std::size_t>(options.size));
@@ -58,4 +59,17 @@ extern "C" __attribute__((visibility("default"))) const tessera_comm_plugin_v1_p
 tessera_comm_plugin_v1_plans(void) {
   static const tessera_comm_plugin_v1_plans_t plans = tessera::comm::plugin::make_plans_table();
   return &plans;
+}
+
+// Optional (plugin_v1.h): with TESSERA_UCX_PROGRESS=thread (the default) a group's collectives
+// run on its own thread and a rendezvous-sized batch is progressed there, while the caller
+// computes.
+extern "C" __attribute__((visibility("default"))) int tessera_comm_plugin_v1_overlaps(void) {
+  return tessera::comm::ucx::capabilities().overlaps_compute ? 1 : 0;
+}
+
+// Optional (plugin_v1.h): when a collective's data moved (the run of its task on the thread).
+extern "C" __attribute__((visibility("default"))) int tessera_comm_plugin_v1_moved(
+    void* req, std::int64_t* start_ns, std::int64_t* end_ns) {
+  return tessera::comm::plugin::request_moved(req, start_ns, end_ns);
 }

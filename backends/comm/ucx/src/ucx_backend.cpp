@@ -54,10 +54,13 @@ UcxBackend::UcxBackend(std::shared_ptr<Context> ctx, std::vector<int> members, i
     : ctx_(std::move(ctx)), members_(std::move(members)), comm_id_(comm_id), timeout_(timeout) {
   rank_ = static_cast<int>(std::find(members_.begin(), members_.end(), ctx_->rank()) -
                            members_.begin());
+  if (progress_mode() == Progress::Thread) thread_ = std::make_unique<CollectiveThread>();
 }
 
 Capabilities capabilities() {
-  return {/*cuda_memory=*/false, /*all_to_all=*/true, /*split=*/true, /*multi_process=*/true};
+  Capabilities c{/*cuda_memory=*/false, /*all_to_all=*/true, /*split=*/true, /*multi_process=*/true};
+  c.overlaps_compute = progress_mode() == Progress::Thread;
+  return c;
 }
 Capabilities UcxBackend::capabilities() const noexcept { return ucx::capabilities(); }
 
@@ -270,7 +273,7 @@ void UcxBackend::exchange(const Header& h, const std::vector<Send>& sends,
 
 // --- split ------------------------------------------------------------------------------------
 
-std::unique_ptr<Backend> UcxBackend::split(const std::vector<int>& ranks) {
+std::unique_ptr<Backend> UcxBackend::split_now(const std::vector<int>& ranks) {
   std::set<int> seen;
   for (int r : ranks) {
     TESSERA_CHECK(r >= 0 && r < size(), "ucx: ", where(), ": split lists rank ", r,

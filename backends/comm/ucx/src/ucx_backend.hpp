@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "collective_thread.hpp"
 #include "context.hpp"
 #include "tessera/comm/backend.hpp"
 
@@ -104,10 +105,29 @@ class UcxBackend final : public Backend {
   void exchange(const Header& h, const std::vector<Send>& sends, std::vector<Recv>& recvs);
   Header header(CollOp op, core::DType dtype, ReduceOp rop, std::size_t count, int root = -1);
   std::string where() const;  ///< "rank 1" or "rank 1 (world rank 3)"
+  /// Runs `task` as this group's next collective: on the group's thread (Progress::Thread), or
+  /// here, now; small ones (`small`) here when nothing is queued. batch_p2p uses it too, to
+  /// have a rendezvous-sized batch progressed while the caller computes.
+  WorkPtr run_collective(std::function<void()> task, bool small);
+  /// Whether collectives run on a thread (Progress::Thread).
+  bool threaded() const noexcept { return thread_ != nullptr; }
 
  private:
   std::uint64_t tag(bool collective, std::uint32_t x, int src_world) const;
   void check_host(const BufferView& b, const char* op) const;
+  // The collectives' argument checks (at the post, on the caller's thread) and their bodies (on
+  // the group's thread, in post order).
+  void check_all_gather(BufferView send, BufferView recv) const;
+  void check_reduce_scatter(BufferView send, BufferView recv) const;
+  void check_broadcast(BufferView buf, int root) const;
+  void check_all_to_all(BufferView send, BufferView recv) const;
+  void all_reduce_now(BufferView buf, ReduceOp op);
+  void all_gather_now(BufferView send, BufferView recv);
+  void reduce_scatter_now(BufferView send, BufferView recv, ReduceOp op);
+  void broadcast_now(BufferView buf, int root);
+  void all_to_all_now(BufferView send, BufferView recv);
+  void barrier_now();
+  std::unique_ptr<Backend> split_now(const std::vector<int>& ranks);
   /// batch_p2p's operations checked and built, not started (batch_p2p and prepare_p2p).
   P2PPlanPtr make_p2p(const std::vector<P2POp>& ops);
   [[noreturn]] void fail_wait(const std::string& why, const std::string& what,
@@ -144,7 +164,22 @@ class UcxBackend final : public Backend {
   std::vector<std::unique_ptr<char[]>> rx_, tx_;
   char* rx_buffer(std::size_t i);
   char* tx_buffer(std::size_t i);
+  // Last: joined (running what is queued) before the members its tasks use are destroyed.
+  std::unique_ptr<CollectiveThread> thread_;
 };
+
+/// How a group's collectives progress, from TESSERA_UCX_PROGRESS (read once per process):
+/// "thread" (the default) — on the group's CollectiveThread, while the caller computes; "calls"
+/// — whole inside the post, as before (Capabilities::overlaps_compute false).
+enum class Progress : std::uint8_t { Thread, Calls };
+Progress progress_mode() noexcept;
+/// Throws InvalidArgument when TESSERA_UCX_PROGRESS is set to something else (the factory calls
+/// it; progress_mode() then falls back to the default).
+void check_progress_env();
+
+/// Messages above this size go by rendezvous (context.cpp sets UCX_RNDV_THRESH to one byte
+/// more): they move only while both sides progress the worker.
+inline constexpr std::size_t kEagerBytes = 256 * 1024;
 
 /// The factory behind the plugin: options.rendezvous must offer a store.
 std::unique_ptr<Backend> create(const BackendOptions& options);

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -64,6 +65,12 @@ struct Capabilities {
   bool overlaps_compute = false;
 };
 
+/// When an operation's data moved, as its backend observed it (steady clock): from the start of
+/// the transfer to its completion.
+struct Moved {
+  std::chrono::steady_clock::time_point start, end;
+};
+
 /// Completion handle of an operation (c10d style).
 class Work {
  public:
@@ -74,6 +81,10 @@ class Work {
   /// deadline) naming the operation, this rank and the peer. Calling it again after success is a
   /// no-op.
   virtual void wait() = 0;
+  /// Once completed successfully: when the data moved, where the backend knows it (the local
+  /// backend's collectives: while the last rank to post moved every rank's data); else nullopt,
+  /// and a tracer takes the post and the first observed completion as the bounds.
+  virtual std::optional<Moved> moved() const { return std::nullopt; }
 };
 using WorkPtr = std::unique_ptr<Work>;
 

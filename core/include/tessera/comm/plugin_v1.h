@@ -158,6 +158,14 @@ typedef const tessera_comm_plugin_v1_plans_t* (*tessera_comm_plugin_v1_plans_fn)
 typedef int (*tessera_comm_plugin_v1_overlaps_fn)(void);
 #define TESSERA_COMM_PLUGIN_V1_OVERLAPS_SYMBOL "tessera_comm_plugin_v1_overlaps"
 
+/* Optional fifth symbol: when a completed request's data moved, as the plugin observed it
+ * (Work::moved): writes the start and the end in nanoseconds of CLOCK_MONOTONIC (std::
+ * chrono::steady_clock) and returns 1, or returns 0 when it does not know (the request failed,
+ * is not complete, or the plugin does not track it). Never blocks. Without the symbol the host
+ * takes the post and the first observed completion as the bounds. */
+typedef int (*tessera_comm_plugin_v1_moved_fn)(void* req, int64_t* start_ns, int64_t* end_ns);
+#define TESSERA_COMM_PLUGIN_V1_MOVED_SYMBOL "tessera_comm_plugin_v1_moved"
+
 #ifdef __cplusplus
 }
 #endif

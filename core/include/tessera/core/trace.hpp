@@ -50,6 +50,8 @@ class TraceRecorder {
   TraceRecorder();
   /// Microseconds since this recorder was created.
   double now_us() const;
+  /// A steady-clock instant in the recorder's microseconds (now_us() for now).
+  double us_at(std::chrono::steady_clock::time_point t) const;
   void add(TraceEvent e);
   std::vector<TraceEvent> events() const;
   /// Names a rank's process track ("rank 3 (1,1)").

@@ -43,14 +43,17 @@ class TracingCompute final : public compute::Backend {
 /// batch becomes an event on the lane of its peer, sends and receives joined by flow arrows.
 /// Sub-groups from split() are traced too, with peers reported as world ranks.
 ///
-/// An event spans the time the operation's data moved, as the backend lets it be observed
-/// (Capabilities::overlaps_compute): for a backend whose data moves only inside its calls (local,
-/// ucx) the post call — a collective runs whole there, a batch's sends leave there; for one that
-/// progresses while the caller computes (nccl) from the post until its completion was first seen
-/// (is_completed() or the end of wait()). Time a rank spends blocked in wait() on an operation not
-/// yet complete is a separate event of category "wait" (name "wait", op the operation's) on the
-/// operation's lane(s): for local and ucx that is where a batch's receives land. So no event
-/// claims that data moved under a kernel when it did not.
+/// An event spans the time the operation's data moved, as the backend lets it be observed. Where
+/// the backend reports it (comm::Work::moved: local's collectives, moved inside the post of the
+/// last rank to arrive; local's batches, from the post until the last message was in; ucx's
+/// collectives, the run of their task on the group's thread) the event is exactly that span.
+/// Otherwise it depends on Capabilities::overlaps_compute: for a backend whose data moves only
+/// inside its calls, the post call; for one that progresses while the caller computes (nccl, ucx's
+/// batches), from the post until its completion was first seen (is_completed() or the end of
+/// wait()). Time a rank spends blocked in wait() on an operation not yet complete is a separate
+/// event of category "wait" (name "wait", op the operation's) on the operation's lane(s). So no
+/// event claims that data moved under a kernel when it did not, and "wait" shows what did not
+/// overlap.
 class TracingComm final : public comm::Backend {
  public:
   TracingComm(std::unique_ptr<comm::Backend> owned, TraceTarget target, std::vector<int> world_ranks = {});

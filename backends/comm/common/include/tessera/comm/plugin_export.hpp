@@ -266,4 +266,14 @@ tessera_comm_plugin_v1_t make_table(const char* name, const char* description, C
   return t;
 }
 
+/// The optional transfer-time query (TESSERA_COMM_PLUGIN_V1_MOVED_SYMBOL) over the requests of
+/// make_table: a request is a Work*, and Work::moved says when its data moved.
+inline int request_moved(void* req, std::int64_t* start_ns, std::int64_t* end_ns) noexcept {
+  const std::optional<Moved> m = static_cast<const Work*>(req)->moved();
+  if (!m) return 0;
+  *start_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(m->start.time_since_epoch()).count();
+  *end_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(m->end.time_since_epoch()).count();
+  return 1;
+}
+
 }  // namespace tessera::comm::plugin
