@@ -22,8 +22,9 @@
 // Every run is traced (core::TracingComm and TracingCompute over each rank's backends; they cost
 // well under 1% of a step here), and its trace gives, per rank and step, the halo exchanges and
 // the bytes they send, the collectives and their bytes, the time the rank waited in Work::wait,
-// and the time communication events spent under compute events (comm_under_compute: 0 for a
-// backend whose data moves only inside its calls, which the honest trace shows as such).
+// the time the collectives' data moved (Work::moved: local moves it in the last rank's post) and
+// how much of that, and of the halo events, lay under the rank's compute events (0 with
+// TESSERA_LOCAL_PROGRESS=calls, where every rank waits in its post).
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -86,8 +87,10 @@ constexpr double kMiB = 1024.0 * 1024.0;
 struct CommFigures {
   double halo_exchanges = 0, halo_mib = 0;  // batch_p2p calls, MiB sent
   double collectives = 0, collective_mib = 0;
-  double wait_ms = 0;           // inside Work::wait
-  double under_compute_ms = 0;  // communication events' time under compute events
+  double wait_ms = 0;             // inside Work::wait
+  double collective_ms = 0;       // collective events' time (when their data moved)
+  double coll_under_compute_ms = 0;  // of which under this rank's compute events
+  double halo_under_compute_ms = 0;  // halo events' time under compute events
 };
 
 // Per rank: the union of its compute events' spans, then each comm/halo event's overlap with it.
@@ -103,7 +106,11 @@ CommFigures comm_figures(const std::vector<core::TraceEvent>& events, int ranks,
         f.halo_mib += double(e.bytes) / kMiB;
         batches.push_back(e.ts_us);  // the sends of one batch share its post time
       }
-      if (e.cat == "comm") ++f.collectives, f.collective_mib += double(std::max<std::int64_t>(e.bytes, 0)) / kMiB;
+      if (e.cat == "comm") {
+        ++f.collectives;
+        f.collective_mib += double(std::max<std::int64_t>(e.bytes, 0)) / kMiB;
+        f.collective_ms += e.dur_us * 1e-3;
+      }
       if (e.cat == "wait") f.wait_ms += e.dur_us * 1e-3;
     }
     std::sort(batches.begin(), batches.end());
@@ -118,11 +125,13 @@ CommFigures comm_figures(const std::vector<core::TraceEvent>& events, int ranks,
     for (const core::TraceEvent& e : events) {
       if (e.pid != r || e.ph != 'X' || (e.cat != "comm" && e.cat != "halo")) continue;
       const double a = e.ts_us, b = e.ts_us + e.dur_us;
-      for (const auto& [c0, c1] : merged) f.under_compute_ms += std::max(0.0, std::min(b, c1) - std::max(a, c0)) * 1e-3;
+      double& under = e.cat == "comm" ? f.coll_under_compute_ms : f.halo_under_compute_ms;
+      for (const auto& [c0, c1] : merged) under += std::max(0.0, std::min(b, c1) - std::max(a, c0)) * 1e-3;
     }
   }
   const double n = double(ranks) * steps;
-  for (double* v : {&f.halo_exchanges, &f.halo_mib, &f.collectives, &f.collective_mib, &f.wait_ms, &f.under_compute_ms})
+  for (double* v : {&f.halo_exchanges, &f.halo_mib, &f.collectives, &f.collective_mib, &f.wait_ms, &f.collective_ms,
+                    &f.coll_under_compute_ms, &f.halo_under_compute_ms})
     *v /= n;
   return f;
 }
@@ -553,7 +562,9 @@ int run(int argc, char** argv) {
                                     .num("collectives", r.comm.collectives)
                                     .num("collective_mib", r.comm.collective_mib)
                                     .num("wait_ms", r.comm.wait_ms)
-                                    .num("comm_under_compute_ms", r.comm.under_compute_ms)
+                                    .num("collective_ms", r.comm.collective_ms)
+                                    .num("collective_under_compute_ms", r.comm.coll_under_compute_ms)
+                                    .num("halo_under_compute_ms", r.comm.halo_under_compute_ms)
                                     .str());
       if (give_ratio && r.ranks == 1 && r.precision == "fp32") j.num("tessera_over_torch", ratio(r));
       if (const Run* f = fp32_of(r); f && r.precision != "fp32")
@@ -593,14 +604,17 @@ int run(int argc, char** argv) {
                   r.category_mib[c]);
     std::printf("\n");
   }
-  std::printf("\ncommunication per step, mean over ranks, from the trace (wait: inside Work::wait; under\n"
-              "compute: communication events' time under compute events)\n%-6s %5s %5s %4s %9s %9s %9s %9s %9s %13s\n",
-              "ckpt", "ranks", "prec", "ovl", "halo ex", "halo MiB", "colls", "coll MiB", "wait ms", "under comp ms");
+  std::printf("\ncommunication per step, mean over ranks, from the trace (wait: inside Work::wait; coll ms: while\n"
+              "collectives' data moved; hidden: that time, and halo events' time, under this rank's compute events)\n"
+              "%-6s %5s %5s %4s %8s %9s %6s %9s %8s %8s %11s %11s\n",
+              "ckpt", "ranks", "prec", "ovl", "halo ex", "halo MiB", "colls", "coll MiB", "wait ms", "coll ms",
+              "coll hidden", "halo hidden");
   for (const Run& r : runs)
     if (r.ranks > 1)
-      std::printf("%-6s %5d %5s %4s %9.1f %9.2f %9.1f %9.2f %9.2f %13.2f\n", r.checkpointing.c_str(), r.ranks,
-                  r.precision.c_str(), r.overlap ? "on" : "off", r.comm.halo_exchanges, r.comm.halo_mib, r.comm.collectives,
-                  r.comm.collective_mib, r.comm.wait_ms, r.comm.under_compute_ms);
+      std::printf("%-6s %5d %5s %4s %8.1f %9.2f %6.1f %9.2f %8.2f %8.2f %11.2f %11.2f\n", r.checkpointing.c_str(),
+                  r.ranks, r.precision.c_str(), r.overlap ? "on" : "off", r.comm.halo_exchanges, r.comm.halo_mib,
+                  r.comm.collectives, r.comm.collective_mib, r.comm.wait_ms, r.comm.collective_ms,
+                  r.comm.coll_under_compute_ms, r.comm.halo_under_compute_ms);
   std::printf("\n");
   for (const Run& r : runs)
     if (const Run* f = fp32_of(r); f && r.precision != "fp32")

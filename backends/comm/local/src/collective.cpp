@@ -102,8 +102,9 @@ void leave(Group& g, std::uint64_t seq, Slot& slot) {
 namespace {
 
 /// Under the group's lock: deposits this rank's call into slot `seq`; the last arrival checks
-/// the calls and moves the data (under the lock, which keeps a waiter from timing out and leaving
-/// with its buffers halfway through). Throws on abort, a failed group or a mismatch.
+/// the calls and moves the data. It moves it with the lock released (the others post and poll
+/// their other collectives meanwhile); the slot is marked moving, and no waiter times out, fails
+/// or leaves with its buffers while it is. Throws on abort, a failed group or a mismatch.
 void deposit(World::State& world, Group& g, int rank, std::uint64_t seq, const CollectiveCall& call,
              std::unique_lock<std::mutex>& lock) {
   const std::string_view op = kind_name(call.kind);
@@ -145,19 +146,39 @@ void deposit(World::State& world, Group& g, int rank, std::uint64_t seq, const C
       throw InvalidArgument("local backend: " + problem);
     }
   }
+  slot.moving = true;  // the reference stays valid: the slot is erased only once everyone left
+  lock.unlock();
   slot.moved_from = std::chrono::steady_clock::now();
+  std::exception_ptr failed;
   try {
     perform_collective(slot.calls);
-  } catch (const std::exception& e) {  // out of memory or a broken invariant: release everyone
-    fail_group(g, FailureKind::Mismatch,
-               detail::cat(describe(call), " (call #", seq, ") failed on ", g.who(rank), ": ",
-                           e.what()));
-    lock.unlock();
-    g.coll_cv.notify_all();
-    throw;
+  } catch (...) {  // out of memory or a broken invariant: release everyone
+    failed = std::current_exception();
   }
   slot.moved_to = std::chrono::steady_clock::now();
+  lock.lock();
+  slot.moving = false;
+  if (failed) {
+    std::string what = "unknown error";
+    try {
+      std::rethrow_exception(failed);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    fail_group(g, FailureKind::Mismatch,
+               detail::cat(describe(call), " (call #", seq, ") failed on ", g.who(rank), ": ", what));
+    lock.unlock();
+    g.coll_cv.notify_all();
+    std::rethrow_exception(failed);
+  }
   slot.done = true;
+}
+
+/// Under the group's lock: the last arrival is moving slot `seq`'s data right now.
+bool moving(const Group& g, std::uint64_t seq) {
+  auto it = g.slots.find(seq);
+  return it != g.slots.end() && it->second.moving;
 }
 
 /// Under the group's lock, for a rank that deposited into slot `seq`: true once the slot is done
@@ -175,6 +196,7 @@ bool settle(World::State& world, Group& g, int rank, std::uint64_t seq, std::str
     leave(g, seq, slot);
     return true;
   }
+  if (slot.moving) return false;  // its buffers are being written: nobody leaves now
   // Leaving without the result. Abort is final and a failed group stays failed, and a timeout
   // marks the group failed, so no late arrival can perform this slot with our buffers gone.
   if (world.aborted.load()) throw world.aborted_error(g.who(rank), op);
@@ -242,7 +264,10 @@ class CollectiveWork final : public Work {
           const bool timed_out =
               group_->coll_cv.wait_until(lock, deadline_) == std::cv_status::timeout;
           if (settle(*world_, *group_, rank_, seq_, kind_name(kind_), &moved_)) break;
-          if (timed_out) time_out(*group_, rank_, seq_, what_, timeout_, lock);
+          if (timed_out && moving(*group_, seq_))
+            group_->coll_cv.wait_for(lock, std::chrono::milliseconds(1));  // being written
+          else if (timed_out)
+            time_out(*group_, rank_, seq_, what_, timeout_, lock);
         }
       } catch (...) {
         error_ = std::current_exception();
@@ -299,7 +324,10 @@ void run_collective(World::State& world, Group& g, int rank, std::uint64_t seq,
   for (;;) {
     const bool timed_out = g.coll_cv.wait_until(lock, deadline) == std::cv_status::timeout;
     if (settle(world, g, rank, seq, op, nullptr)) return;
-    if (timed_out) time_out(g, rank, seq, describe(call), timeout, lock);
+    if (timed_out && moving(g, seq))
+      g.coll_cv.wait_for(lock, std::chrono::milliseconds(1));  // being written
+    else if (timed_out)
+      time_out(g, rank, seq, describe(call), timeout, lock);
   }
 }
 

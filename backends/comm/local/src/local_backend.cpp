@@ -1,6 +1,8 @@
 // LocalBackend: one rank's view of a group of the local world. Validates every call, then hands
 // collectives to the rendezvous and point-to-point to the mailboxes.
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "world_state.hpp"
 
@@ -120,8 +122,13 @@ class LocalBackend final : public Backend {
     return c;
   }
 
-  /// A collective that moves data: posted, completed by the last rank to post it.
+  /// A collective that moves data: posted, completed by the last rank to post it (or, with
+  /// TESSERA_LOCAL_PROGRESS=calls, run whole here: every rank waits in its post).
   WorkPtr post(const CollectiveCall& call) {
+    if (progress_mode() == Progress::Calls) {
+      collective(call);
+      return std::make_unique<CompletedWork>();
+    }
     return post_collective(world_, group_, rank_, next_seq_++, call, timeout_);
   }
 
@@ -163,6 +170,14 @@ std::unique_ptr<Backend> make_backend(std::shared_ptr<World::State> world,
   return std::make_unique<LocalBackend>(std::move(world), std::move(group), rank, timeout);
 }
 
+Progress progress_mode() noexcept {
+  static const Progress mode = [] {
+    const char* v = std::getenv("TESSERA_LOCAL_PROGRESS");
+    return v && std::strcmp(v, "calls") == 0 ? Progress::Calls : Progress::Posted;
+  }();
+  return mode;
+}
+
 std::unique_ptr<Backend> create(const BackendOptions& options) {
   auto world = std::dynamic_pointer_cast<World>(options.rendezvous);
   TESSERA_CHECK(world != nullptr, "comm backend 'local': options.rendezvous is ",
@@ -184,7 +199,7 @@ Capabilities capabilities() noexcept {
   caps.multi_process = false;
   // A collective's data moves when its last rank posts it, whatever the others are doing; a
   // batch's sends are copied at the post and its receives copied out when complete.
-  caps.overlaps_compute = true;
+  caps.overlaps_compute = progress_mode() == Progress::Posted;
   return caps;
 }
 

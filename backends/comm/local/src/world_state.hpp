@@ -22,6 +22,13 @@
 
 namespace tessera::comm::local {
 
+/// When a collective's data moves, from TESSERA_LOCAL_PROGRESS (read once per process): Posted
+/// (the default) — in the post of the last rank to arrive, the others return at once and go on
+/// computing; Calls ("calls") — every rank waits in its post until the data moved (the backend
+/// before it overlapped; kept to measure the difference, bench/README.md).
+enum class Progress : std::uint8_t { Posted, Calls };
+Progress progress_mode() noexcept;
+
 /// BackendError code of an operation released by World::abort (ECANCELED).
 inline constexpr int kAbortedCode = 125;
 
@@ -67,6 +74,7 @@ struct Slot {
   int left = 0;
   int first = -1;  ///< group rank of the first arrival (the call others are compared with)
   bool done = false;
+  bool moving = false;  ///< the last arrival is moving the data (outside the group's lock)
   std::chrono::steady_clock::time_point moved_from, moved_to;  ///< when the last arrival moved the data
 };
 
