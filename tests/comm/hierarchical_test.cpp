@@ -225,7 +225,7 @@ TEST_CASE("the node dimension can be any mesh dimension named by node_dim", "[co
   }
 }
 
-TEST_CASE("hierarchical phases move the padded buffer and its shard, as traced", "[comm][local][hier]") {
+TEST_CASE("hierarchical phases move the padded buffer and its shard as traced", "[comm][local][hier]") {
   // 2 nodes × 2 ranks, 1001 f32: padded to 1002, shards of 501. The traced buffers (nccl-tests
   // convention: reduce_scatter its input, all_reduce its buffer, all_gather its output).
   core::TraceRecorder rec;

@@ -73,8 +73,9 @@ AllReduceAlgorithm choose_all_reduce_algorithm(AllReduceAlgorithm requested, con
 /// phase completes in the call, so the Work is already complete. Workspace (shard, padded or f32
 /// copies) is booked under MemCategory::Workspace with `t`'s allocator and held by the Work.
 /// A meta tensor (the simulator's replay) issues the same collectives and touches no data.
-/// Throws Unsupported for a tensor in device memory, InvalidArgument when the groups do not fit
-/// (inter.size() must be the number of nodes of the reduction: checked by the caller).
+/// Throws InvalidArgument for a strided tensor, Unsupported for one in device memory, and what
+/// the backends throw (a phase's failure surfaces from this call or from the Work's wait()).
+/// The groups are the caller's to choose (MeshComm: the node group and the node-dimension group).
 WorkPtr hierarchical_all_reduce(core::Tensor& t, Backend& intra, Backend& inter, ReduceOp op);
 
 }  // namespace tessera::comm
