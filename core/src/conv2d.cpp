@@ -95,14 +95,20 @@ void check_args(const HaloPlan& plan, const RankContext& ctx, const Tensor& w) {
 }  // namespace
 
 Tensor conv2d_forward(const HaloPlan& plan, const RankContext& ctx, const Tensor& x_own, const Tensor& w,
-                      const Tensor* b, Conv2dSaved* saved, const Conv2dOptions& options, Conv2dTimes* times) {
+                      const Tensor* b, Conv2dSaved* saved, const Conv2dOptions& options, Conv2dTimes* times,
+                      Conv2dHalos* halos) {
   check_args(plan, ctx, w);
   const Tensor* bias = (b && b->defined()) ? b : nullptr;
   Tensor y = Tensor::empty(plan.out_box.shape(), x_own.dtype(), MemCategory::Activation, ctx.allocator);
   Conv2dTimes t;
   auto t0 = Clock::now();
   HaloExchange ex(plan, ctx.world, ctx.allocator);
-  ex.start_forward(x_own);
+  const bool replay = halos && halos->use == Conv2dHalos::Use::Replay;
+  if (replay) {
+    ex.replay_forward(x_own, halos->pieces);
+  } else {
+    ex.start_forward(x_own);
+  }
   t.exchange_s += seconds_since(t0);
 
   const Range out_h = plan.out_box.r[2], out_w = plan.out_box.r[3];
@@ -116,12 +122,13 @@ Tensor conv2d_forward(const HaloPlan& plan, const RankContext& ctx, const Tensor
     if (!plan.need.empty()) conv_window(plan, ctx, ex.buffer(), w, bias, y, in_rows, in_cols);
     t.compute_s += seconds_since(c0);
   };
-  if (options.overlap) interior();  // while the halos travel
+  if (options.overlap || replay) interior();  // while the halos travel
 
   t0 = Clock::now();
-  const Tensor& xb = ex.finish_forward();
+  const Tensor& xb =
+      replay ? ex.buffer() : ex.finish_forward(halos && halos->use == Conv2dHalos::Use::Keep ? &halos->pieces : nullptr);
   t.exchange_s += seconds_since(t0);
-  if (!options.overlap) interior();
+  if (!options.overlap && !replay) interior();
 
   t0 = Clock::now();
   if (!plan.need.empty() && !(in_rows == out_h && in_cols == out_w)) {

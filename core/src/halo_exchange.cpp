@@ -30,7 +30,7 @@ void HaloExchange::post(std::vector<comm::P2POp>& ops) {
   work_ = ops.empty() ? nullptr : world_->batch_p2p(ops);
 }
 
-void HaloExchange::start_forward(const Tensor& x_own) {
+void HaloExchange::own_part(const Tensor& x_own) {
   TESSERA_CHECK(x_own.ndim() == 4 && x_own.shape() == plan_.own.shape(), plan_.spec.describe(),
                 ": rank ", plan_.rank, " got input ", x_own.describe(), " but its layout gives it ",
                 core::shape_str(plan_.own.shape()));
@@ -44,6 +44,11 @@ void HaloExchange::start_forward(const Tensor& x_own) {
     const Box mine = plan_.need.intersect(plan_.own);
     if (!mine.empty()) view_of(buffer_, plan_.need, mine).copy_from(view_of(x_own, plan_.own, mine));
   }
+}
+
+void HaloExchange::start_forward(const Tensor& x_own) {
+  own_part(x_own);
+  const core::DType dt = x_own.dtype();
   std::vector<comm::P2POp> ops;
   recv_staging_.clear();
   send_staging_.clear();
@@ -58,13 +63,29 @@ void HaloExchange::start_forward(const Tensor& x_own) {
   post(ops);
 }
 
-const Tensor& HaloExchange::finish_forward() {
+const Tensor& HaloExchange::finish_forward(std::vector<Tensor>* keep) {
   if (work_) work_->wait();
   work_.reset();
   for (std::size_t i = 0; i < plan_.recvs.size(); ++i)
     view_of(buffer_, plan_.need, plan_.recvs[i].box).copy_from(recv_staging_[i]);
+  if (keep) *keep = std::move(recv_staging_);  // the staging blocks are the halos: no copy
   recv_staging_.clear();
   send_staging_.clear();
+  return buffer_;
+}
+
+const Tensor& HaloExchange::replay_forward(const Tensor& x_own, const std::vector<Tensor>& kept) {
+  TESSERA_CHECK(kept.size() == plan_.recvs.size(), plan_.spec.describe(), ": rank ", plan_.rank, ": ",
+                kept.size(), " kept halos for a plan that receives ", plan_.recvs.size(),
+                "; keep them with finish_forward of the same plan");
+  own_part(x_own);
+  for (std::size_t i = 0; i < plan_.recvs.size(); ++i) {
+    TESSERA_CHECK(kept[i].shape() == plan_.recvs[i].box.shape() && kept[i].dtype() == x_own.dtype(),
+                  plan_.spec.describe(), ": rank ", plan_.rank, ": kept halo ", i, " is ", kept[i].describe(),
+                  " but the plan receives ", core::shape_str(plan_.recvs[i].box.shape()), " of ",
+                  core::dtype_name(x_own.dtype()), "; keep them with finish_forward of the same plan");
+    view_of(buffer_, plan_.need, plan_.recvs[i].box).copy_from(kept[i]);
+  }
   return buffer_;
 }
 

@@ -26,6 +26,16 @@ void Module::parameters(std::vector<Parameter*>& out) {
 
 void Module::children(std::vector<Module*>&) {}
 
+std::string_view halo_recompute_name(HaloRecompute h) noexcept {
+  return h == HaloRecompute::Keep ? "keep" : "exchange";
+}
+
+std::optional<HaloRecompute> parse_halo_recompute(std::string_view s) noexcept {
+  if (s == "keep") return HaloRecompute::Keep;
+  if (s == "exchange") return HaloRecompute::Exchange;
+  return std::nullopt;
+}
+
 void Module::buffers(std::vector<std::pair<std::string, core::Tensor*>>& out) {
   std::vector<Module*> kids;
   children(kids);

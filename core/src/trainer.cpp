@@ -143,6 +143,7 @@ Trainer::Trainer(TrainOptions options, comm::MeshComm* mesh, compute::Backend& c
   ctx_.training = true;
   ctx_.seed = opt_.seed;
   ctx_.conv.overlap = opt_.overlap;
+  ctx_.halo_recompute = opt_.halo_recompute;
   ctx_.scope = &scope_;
 }
 

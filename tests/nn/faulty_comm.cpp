@@ -1,6 +1,8 @@
 // FaultyComm: the deliberate faults of the training tests' tolerance check.
 #include "nn/faulty_comm.hpp"
 
+#include <algorithm>
+
 #include <cstring>
 #include <vector>
 
@@ -79,6 +81,8 @@ comm::WorkPtr FaultyComm::batch_p2p(const std::vector<comm::P2POp>& ops) {
   const int tag = f == Fault::HaloBackwardZero ? nn::kHaloTag + 1 : nn::kHaloTag;
   const bool halo_fault = f == Fault::HaloZero || f == Fault::HaloOneValue || f == Fault::HaloBackwardZero;
   std::vector<comm::BufferView> hit;
+  if (std::any_of(ops.begin(), ops.end(), [](const comm::P2POp& op) { return op.tag == nn::kHaloTag; }))
+    ++state_->halo_batches;
   if (halo_fault)
     for (const comm::P2POp& op : ops)
       if (op.kind == comm::P2POp::Kind::Recv && op.tag == tag) hit.push_back(op.buf);

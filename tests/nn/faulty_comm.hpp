@@ -33,6 +33,7 @@ struct FaultState {
   Fault fault = Fault::None;
   const nn::Scope* scope = nullptr;  ///< the trainer's scope (which layer is running); set after construction
   std::atomic<long> injected{0};     ///< how many operations were broken (a test checks it fired)
+  std::atomic<long> halo_batches{0};  ///< batch_p2p calls with a forward halo (kHaloTag) in them
 };
 
 /// Passes every call to `inner`, breaking the operations `state->fault` names.

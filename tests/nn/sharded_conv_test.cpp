@@ -221,3 +221,63 @@ TEST_CASE("sharded conv2d with rectangular kernels and per-dimension strides", "
     require_within(got, y, g, bounds_of(rc, x, w, b, dy, core::DType::F32));
   }
 }
+
+// Halo-aware recompute at the convolution: a forward that keeps its halos (Conv2dHalos::Keep)
+// holds exactly the received slabs, booked as halo buffers; a replay from them sends and receives
+// nothing and gives the forward's bits, output and saved input alike. Every third convolution of
+// the grid, on every mesh.
+TEST_CASE("sharded conv2d replays a forward from its kept halos: same bits and no exchange", "[nn][halo][conv]") {
+  const auto convs = conv_grid();
+  std::uint64_t seed = 5000;
+  for (std::size_t i = 0; i < convs.size(); i += 3) {
+    const Reference ref = make_reference(convs[i], seed += 10);
+    for (const auto& mc : mesh_grid()) {
+      INFO(ref.spec.describe() << " on " << mc.name);
+      const core::Layout in(mc.mesh, ref.xshape, mc.placements);
+      const core::Layout out = nn::conv_output_layout(ref.spec, in);
+      std::mutex mu;
+      std::vector<std::string> problems;
+      comm::local::run(mc.mesh.size(), [&](comm::Backend& local_world) {
+        const int rank = local_world.rank();
+        auto state = std::make_shared<test::FaultState>();
+        test::FaultyComm world(local_world, state);
+        auto alloc = std::make_shared<core::Allocator>("rank" + std::to_string(rank));
+        compute::cpu::CpuBackend cpu(1);
+        const nn::RankContext ctx{&world, &cpu, alloc};
+        const nn::HaloPlan plan = nn::make_halo_plan(ref.spec, in, out, rank, {});
+        const core::Tensor x = test::slice_global(ref.x, ref.xshape, in.local_offset(rank), in.local_shape(rank),
+                                                  core::DType::F32);
+        const core::Tensor w = test::from_doubles(ref.w, ref.spec.weight_shape(), core::DType::F32);
+        const core::Tensor b = ref.spec.bias ? test::from_doubles(ref.b, {ref.spec.out_channels}, core::DType::F32)
+                                             : core::Tensor();
+        auto problem = [&](const std::string& p) {
+          std::lock_guard<std::mutex> lock(mu);
+          problems.push_back("rank " + std::to_string(rank) + ": " + p);
+        };
+        nn::Conv2dHalos halos;  // Use::Keep
+        nn::Conv2dSaved first, again;
+        const core::Tensor y1 = nn::conv2d_forward(plan, ctx, x, w, &b, &first, {}, nullptr, &halos);
+        std::size_t expect_bytes = 0;
+        for (const nn::HaloPiece& p : plan.recvs) expect_bytes += std::size_t(core::shape_numel(p.box.shape())) * 4;
+        std::size_t kept_bytes = 0;
+        for (const core::Tensor& t : halos.pieces) kept_bytes += std::size_t(t.numel()) * core::dtype_size(t.dtype());
+        const std::vector<double> x_ext1 = test::to_doubles(first.x_ext);
+        first = {};  // what backward would keep; the kept halos stay
+        const std::size_t booked = alloc->stats().current[int(core::MemCategory::HaloBuffer)];
+        if (halos.pieces.size() != plan.recvs.size() || kept_bytes != expect_bytes || booked != expect_bytes)
+          problem("kept " + std::to_string(halos.pieces.size()) + " halos of " + std::to_string(kept_bytes) +
+                  " bytes, booked " + std::to_string(booked) + "; the plan receives " +
+                  std::to_string(plan.recvs.size()) + " of " + std::to_string(expect_bytes));
+        const long batches = state->halo_batches;
+        halos.use = nn::Conv2dHalos::Use::Replay;
+        const core::Tensor y2 = nn::conv2d_forward(plan, ctx, x, w, &b, &again, {}, nullptr, &halos);
+        if (state->halo_batches != batches) problem("the replay exchanged halos");
+        if (test::to_doubles(y2) != test::to_doubles(y1)) problem("the replay's output differs");
+        if (test::to_doubles(again.x_ext) != x_ext1) problem("the replay's saved input differs");
+        world.barrier();  // a rank that replays must not have left a neighbour's message unread
+      });
+      for (const std::string& p : problems) FAIL_CHECK(p);
+      REQUIRE(problems.empty());
+    }
+  }
+}

@@ -48,6 +48,7 @@ struct TrainRun {
   bool replicas_agree = true;               ///< every rank ends with the same parameters
   std::vector<core::MemStats> memory;       ///< per rank, over the whole run
   long faults_injected = 0;                 ///< operations a Fault broke, over all ranks
+  long forward_halo_exchanges = 0;          ///< batch_p2p calls carrying forward halos, over all ranks
 };
 
 /// The synthetic dataset matching `o` (same channels, size, classes, seed).
@@ -78,7 +79,7 @@ inline TrainRun train(const nn::TrainOptions& o, const core::DeviceMesh& mesh,
   std::vector<std::vector<std::vector<double>>> finals(P);
   std::vector<std::vector<double>> scales(P);  // per rank: the scale of each step, negative when skipped
   std::mutex mu;
-  std::atomic<long> injected{0};
+  std::atomic<long> injected{0}, forward_halos{0};
   comm::local::run(P, [&](comm::Backend& local_world) {
     const int rank = local_world.rank();
     auto state = std::make_shared<FaultState>();
@@ -108,11 +109,13 @@ inline TrainRun train(const nn::TrainOptions& o, const core::DeviceMesh& mesh,
     finals[rank] = std::move(ps);
     r.memory[rank] = alloc->stats();
     injected += state->injected;
+    forward_halos += state->halo_batches;
     if (rank == 0)
       for (nn::Parameter* p : t.parameters()) r.names.push_back(p->name);
   });
   r.params = finals[0];
   r.faults_injected = injected;
+  r.forward_halo_exchanges = forward_halos;
   for (int q = 1; q < P; ++q) {
     if (finals[q] != finals[0]) r.replicas_agree = false;
     if (scales[q] != scales[0]) r.skips_agree = false;

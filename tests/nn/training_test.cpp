@@ -1,11 +1,13 @@
 // End-to-end training: sharded runs equal the one-rank run (losses and final parameters), the
 // synthetic task is learnable, gradient clipping uses the global norm.
+#include <atomic>
 #include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <vector>
 
 #include "support/catch.hpp"
+#include "tessera/nn/layers.hpp"
 #include "train_equivalence.hpp"
 #include "train_harness.hpp"
 #include "train_models.hpp"
@@ -181,6 +183,56 @@ TEST_CASE("sharded training with overlap off equals overlap on bit for bit", "[n
       REQUIRE(a.losses == b.losses);
       REQUIRE(a.grad_norms == b.grad_norms);
       REQUIRE(a.params == b.params);
+    }
+  }
+}
+
+namespace {
+/// Convolutions of `m`'s subtree that exchange halos on this rank; `inside`: only those under a
+/// Checkpoint (their forward runs twice with checkpointing).
+long exchanging_convs(nn::Module& m, bool inside) {
+  long n = 0;
+  if (auto* c = dynamic_cast<nn::Conv2d*>(&m); c && inside && c->plan().exchanges()) ++n;
+  std::vector<nn::Module*> kids;
+  m.children(kids);
+  for (nn::Module* k : kids) n += exchanging_convs(*k, inside || m.kind() == "checkpoint");
+  return n;
+}
+}  // namespace
+
+// Halo-aware recompute (nn::HaloRecompute): with block checkpointing, a block's recompute reads
+// the halos its forward received (kept as halo buffers) instead of exchanging them again. The
+// runs are equal bit for bit — keep, exchange, and no checkpointing at all — and keep makes
+// exactly the forward exchanges of the uncheckpointed run: one per exchanging convolution inside
+// a checkpointed block, per rank and step, fewer than exchange. (That the kept halos are booked
+// as halo buffers is checked per convolution in sharded_conv_test.cpp; here they stay under the
+// run's halo-buffer peak, which a larger unsharded layer's buffer sets.)
+TEST_CASE("halo-aware recompute equals re-exchanging bit for bit and drops the recompute's exchanges",
+          "[nn][train]") {
+  for (const bool regnet : {false, true}) {
+    nn::TrainOptions o = options(regnet ? small_regnety() : small_convnext(), regnet ? "sgd" : "adamw");
+    o.steps = 3;
+    for (const char* mesh : {"sp=3", "dp=2,sp=2", "sp_h=2,sp_w=3"}) {
+      o.input = std::string(mesh) == "sp_h=2,sp_w=3" ? core::Shape{3, 64, 96} : core::Shape{3, 32, 160};
+      INFO((regnet ? "RegNetY" : "ConvNeXt") << " on " << mesh);
+      const core::DeviceMesh m = core::DeviceMesh::parse(mesh);
+      nn::TrainOptions keep = o, exchange = o;
+      keep.checkpointing = exchange.checkpointing = "block";
+      keep.halo_recompute = nn::HaloRecompute::Keep;
+      exchange.halo_recompute = nn::HaloRecompute::Exchange;
+      std::atomic<long> recomputed{0};  // exchanging convolutions inside checkpointed blocks, all ranks
+      const TrainRun none = test::train(o, m);
+      const TrainRun k = test::train(keep, m, [&](nn::Trainer& t) { recomputed += exchanging_convs(t.model(), false); });
+      const TrainRun x = test::train(exchange, m);
+      for (const TrainRun* r : {&none, &k, &x}) REQUIRE(r->replicas_agree);
+      REQUIRE(k.losses == x.losses);
+      REQUIRE(k.grad_norms == x.grad_norms);
+      REQUIRE(k.params == x.params);
+      REQUIRE(k.losses == none.losses);
+      REQUIRE(k.params == none.params);
+      REQUIRE(recomputed > 0);
+      REQUIRE(k.forward_halo_exchanges == none.forward_halo_exchanges);
+      REQUIRE(x.forward_halo_exchanges - k.forward_halo_exchanges == recomputed * o.steps);
     }
   }
 }

@@ -81,7 +81,7 @@ int run_train_command(const run::TrainSetup& cfg, bool json) {
 void add_train_command(CLI::App& app, Action& action) {
   auto a = std::make_shared<TrainCommandArgs>();
   CLI::App* c = app.add_subcommand("train", "Train a model spatially sharded over in-process ranks");
-  a->spec.add(*c, {"model", "input", "batch", "mesh", "shard", "backend", "steps", "checkpointing", "optimizer", "lr",
+  a->spec.add(*c, {"model", "input", "batch", "mesh", "shard", "backend", "steps", "checkpointing", "halo_recompute", "optimizer", "lr",
                    "weight_decay", "momentum", "warmup", "clip", "seed", "task", "classes", "drop_path", "data", "save",
                    "resume", "trace", "metrics", "threads", "timeout_s", "overlap", "dtype", "precision", "loss_scale", "grad_reduce_dtype", "bucket_mib", "device",
                    "tf32"},

@@ -73,6 +73,7 @@ TrainSetup resolve_train(const RunSpec& spec, bool check_backend) {
   t.shard = spec.shard;
   std::transform(t.shard.begin(), t.shard.end(), t.shard.begin(), ::toupper);
   t.checkpointing = spec.checkpointing;
+  t.halo_recompute = *nn::parse_halo_recompute(spec.halo_recompute);  // validate() checked it
   t.optimizer.kind = spec.optimizer;
   t.optimizer.lr = spec.lr;
   t.optimizer.weight_decay = spec.weight_decay;

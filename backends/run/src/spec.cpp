@@ -81,6 +81,10 @@ const std::vector<Field>& fields() {
        }},
       {"checkpointing", &RunSpec::checkpointing, "Activation checkpointing: none, block or stage",
        [](RunSpec& s) { return one_of(s.checkpointing, {"none", "block", "stage"}); }},
+      {"halo_recompute", &RunSpec::halo_recompute,
+       "With checkpointing: keep (a block's recompute reuses the halos its forward received, kept as halo "
+       "buffers) or exchange (the recompute exchanges them again)",
+       [](RunSpec& s) { return one_of(s.halo_recompute, {"keep", "exchange"}); }},
       {"optimizer", &RunSpec::optimizer, "sgd or adamw", [](RunSpec& s) { return one_of(s.optimizer, {"sgd", "adamw"}); }},
       {"lr", &RunSpec::lr, "Peak learning rate",
        [](RunSpec& s) { return ok_or(std::isfinite(s.lr) && s.lr >= 0, "must be a finite number >= 0"); }},
@@ -368,7 +372,7 @@ const std::vector<std::string>& RunSpec::field_names() {
 
 const std::vector<std::string>& RunSpec::simulation_fields() {
   static const std::vector<std::string> names = {"model",    "input",      "batch",    "mesh",   "shard",
-                                                 "checkpointing", "optimizer", "task", "classes", "dtype", "precision", "grad_reduce_dtype",
+                                                 "checkpointing", "halo_recompute", "optimizer", "task", "classes", "dtype", "precision", "grad_reduce_dtype",
                                                  "overlap",  "bucket_mib", "topology", "device", "calibration",
                                                  "tf32", "comm_progress"};
   return names;

@@ -79,7 +79,16 @@ core::Layout Checkpoint::setup(const core::Layout& in, SetupContext& ctx) {
 }
 
 Tensor Checkpoint::forward(Context& ctx, const Tensor& x) {
-  Tensor y = inner_->forward(ctx, x);
+  const bool was_checkpointed = ctx.checkpointed;
+  ctx.checkpointed = ctx.training;  // convolutions keep their halos for the recompute (Conv2d)
+  Tensor y;
+  try {
+    y = inner_->forward(ctx, x);
+  } catch (...) {
+    ctx.checkpointed = was_checkpointed;
+    throw;
+  }
+  ctx.checkpointed = was_checkpointed;
   if (ctx.training) {
     inner_->release_saved();
     x_ = x;
@@ -89,10 +98,18 @@ Tensor Checkpoint::forward(Context& ctx, const Tensor& x) {
 
 Tensor Checkpoint::backward(Context& ctx, const Tensor& dy) {
   TESSERA_CHECK(x_.defined(), name(), ": backward without a training forward");
-  const bool was = ctx.recomputing;
+  const bool was = ctx.recomputing, was_checkpointed = ctx.checkpointed;
   ctx.recomputing = true;
-  inner_->forward(ctx, x_);  // recompute what backward needs (same seed and step: same DropPath)
+  ctx.checkpointed = false;  // what the recompute saves, backward uses at once
+  try {
+    inner_->forward(ctx, x_);  // recompute what backward needs (same seed and step: same DropPath)
+  } catch (...) {
+    ctx.recomputing = was;
+    ctx.checkpointed = was_checkpointed;
+    throw;
+  }
   ctx.recomputing = was;
+  ctx.checkpointed = was_checkpointed;
   x_ = {};
   return inner_->backward(ctx, dy);
 }

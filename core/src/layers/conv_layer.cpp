@@ -31,8 +31,25 @@ core::Layout Conv2d::setup(const core::Layout& in, SetupContext& ctx) {
 core::Tensor Conv2d::forward(Context& ctx, const core::Tensor& x) {
   ScopeGuard scope(ctx, name());
   TESSERA_CHECK(plan_.has_value(), name(), ": forward before setup");
-  return conv2d_forward(*plan_, ctx.rank_context(), x, weight_->value, bias_ ? &bias_->value : nullptr,
-                        ctx.training ? &saved_ : nullptr, ctx.conv);
+  // Halo-aware recompute: every rank takes the same branch (the flags are the same everywhere),
+  // so a rank never exchanges with a neighbour that replays.
+  Conv2dHalos* halos = nullptr;
+  const bool keep = ctx.training && ctx.checkpointed && ctx.halo_recompute == HaloRecompute::Keep;
+  if (ctx.recomputing && have_kept_) {
+    kept_.use = Conv2dHalos::Use::Replay;
+    halos = &kept_;
+  } else {
+    kept_ = {};
+    have_kept_ = keep;
+    if (keep) halos = &kept_;  // Use::Keep
+  }
+  core::Tensor y = conv2d_forward(*plan_, ctx.rank_context(), x, weight_->value, bias_ ? &bias_->value : nullptr,
+                            ctx.training ? &saved_ : nullptr, ctx.conv, nullptr, halos);
+  if (halos && halos->use == Conv2dHalos::Use::Replay && !keep) {  // consumed (kept on in a nested forward)
+    kept_ = {};
+    have_kept_ = false;
+  }
+  return y;
 }
 
 core::Tensor Conv2d::backward(Context& ctx, const core::Tensor& dy) {

@@ -1,6 +1,9 @@
 // The spatially sharded 2-D convolution: halo exchange + local kernel, forward and backward.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "tessera/comm/backend.hpp"
 #include "tessera/compute/backend.hpp"
 #include "tessera/core/tensor.hpp"
@@ -33,11 +36,22 @@ struct Conv2dSaved {
   core::Tensor x_ext;
 };
 
+/// The halos of one forward, for halo-aware recompute: a checkpointed block's first forward keeps
+/// what it received (Keep), its recompute reads them instead of exchanging again (Replay).
+struct Conv2dHalos {
+  enum class Use : std::uint8_t { Keep, Replay };
+  Use use = Use::Keep;
+  std::vector<core::Tensor> pieces;  ///< one per plan.recvs piece (MemCategory::HaloBuffer)
+};
+
 /// Forward of one rank: y_own (shape plan.out_box) = conv(x_own with halos, w) + b.
-/// `b` may be null or undefined. `saved` (optional) receives what the backward needs.
+/// `b` may be null or undefined. `saved` (optional) receives what the backward needs. `halos`
+/// (optional): Keep fills it with the halos received; Replay builds the input from them and
+/// communicates nothing (the result is the same bits when x_own and the neighbours' inputs are).
 core::Tensor conv2d_forward(const HaloPlan& plan, const RankContext& ctx, const core::Tensor& x_own,
                             const core::Tensor& w, const core::Tensor* b, Conv2dSaved* saved,
-                            const Conv2dOptions& options = {}, Conv2dTimes* times = nullptr);
+                            const Conv2dOptions& options = {}, Conv2dTimes* times = nullptr,
+                            Conv2dHalos* halos = nullptr);
 
 /// Gradients of one rank. dx is this rank's input gradient (already including the halo
 /// gradients other ranks sent back); dw and db are this rank's Partial sums — reduce them over

@@ -28,7 +28,14 @@ class HaloExchange {
   /// finish_forward.
   const core::Tensor& buffer() const noexcept { return buffer_; }
   /// Waits for the halos (deadline of the communicator) and unpacks them; returns buffer().
-  const core::Tensor& finish_forward();
+  /// With `keep`, also hands over the received halos, one per plan.recvs piece (booked as
+  /// MemCategory::HaloBuffer), for replay_forward.
+  const core::Tensor& finish_forward(std::vector<core::Tensor>* keep = nullptr);
+  /// Instead of start_forward and finish_forward, with no communication: the buffer from x_own
+  /// and the halos an earlier finish_forward of this plan kept (a checkpointed block's recompute
+  /// reads the same halos its forward received). Throws InvalidArgument when `kept` does not
+  /// match the plan's pieces.
+  const core::Tensor& replay_forward(const core::Tensor& x_own, const std::vector<core::Tensor>& kept);
 
   /// dbuf: gradient w.r.t. the buffer (shape of plan.need). Packs the parts that belong to other
   /// ranks and posts them with the receives of this rank's halo gradients.
@@ -38,6 +45,7 @@ class HaloExchange {
 
  private:
   core::Tensor view_of(const core::Tensor& t, const Box& t_box, const Box& sub) const;
+  void own_part(const core::Tensor& x_own);
   void post(std::vector<comm::P2POp>& ops);
 
   const HaloPlan& plan_;

@@ -22,6 +22,8 @@ class Conv2d : public Module {
   core::Layout setup(const core::Layout& in, SetupContext& ctx) override;
   core::Tensor forward(Context& ctx, const core::Tensor& x) override;
   core::Tensor backward(Context& ctx, const core::Tensor& dy) override;
+  /// Drops what backward needs, not the halos kept for a checkpointed recompute (Context::
+  /// halo_recompute): the recompute, or the next forward, drops those.
   void release_saved() override { saved_ = {}; }
   const ConvSpec& spec() const noexcept { return spec_; }
   /// This rank's plan (valid after setup).
@@ -34,6 +36,8 @@ class Conv2d : public Module {
   Parameter* weight_ = nullptr;
   Parameter* bias_ = nullptr;
   Conv2dSaved saved_;
+  Conv2dHalos kept_;         // the halos of a checkpointed forward, for its recompute
+  bool have_kept_ = false;   // on every rank alike: replay instead of exchanging
 };
 
 /// LayerNorm over channels (dim 1) of (N,C,H,W) or (N,C): local per pixel, no communication.

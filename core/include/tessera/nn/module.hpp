@@ -4,7 +4,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tessera/comm/mesh_comm.hpp"
@@ -32,6 +34,16 @@ struct Scope {
 };
 
 /// What a rank's modules run on.
+/// What a checkpointed block's recompute does for the halos its convolutions need: Keep — its
+/// forward keeps the halos it received (booked as MemCategory::HaloBuffer until the recompute)
+/// and the recompute reads them, exchanging nothing; Exchange — the recompute exchanges again
+/// (no memory kept; one more exchange per sharded convolution of the block). Same bits either way.
+enum class HaloRecompute : std::uint8_t { Keep, Exchange };
+/// "keep", "exchange".
+std::string_view halo_recompute_name(HaloRecompute h) noexcept;
+/// Parses "keep" or "exchange"; nullopt otherwise.
+std::optional<HaloRecompute> parse_halo_recompute(std::string_view s) noexcept;
+
 struct Context {
   comm::MeshComm* mesh = nullptr;  ///< null: a single rank without communication
   compute::Backend* compute = nullptr;
@@ -42,6 +54,8 @@ struct Context {
   Conv2dOptions conv;
   Scope* scope = nullptr;  ///< optional; shared with tracing decorators
   bool recomputing = false;  ///< set by Checkpoint while it re-runs a forward (BN keeps its stats)
+  bool checkpointed = false;  ///< set by Checkpoint during its first (training) forward
+  HaloRecompute halo_recompute = HaloRecompute::Keep;
 
   int rank() const noexcept { return mesh ? mesh->rank() : 0; }
   comm::Backend* world() const noexcept { return mesh ? &mesh->world() : nullptr; }

@@ -23,6 +23,9 @@ struct TrainOptions {
   int batch = 2;                    ///< global batch
   std::string shard = "W";          ///< spatial split for a mesh dim named "sp": W or H
   std::string checkpointing = "none";
+  /// With checkpointing: whether a block's recompute reuses the halos its forward received
+  /// (keep, the default) or exchanges them again (exchange); see nn::HaloRecompute.
+  HaloRecompute halo_recompute = HaloRecompute::Keep;
   OptimizerOptions optimizer;
   int steps = 10;
   int warmup_steps = 0;

@@ -18,6 +18,7 @@ struct RunSpec {
   std::string mesh = "sp=2";            ///< "sp=4", "dp=2,sp=2", "sp_h=2,sp_w=2"
   std::string shard = "W";              ///< W, H or HW: what a mesh dim named sp splits
   std::string checkpointing = "none";   ///< none, block or stage
+  std::string halo_recompute = "keep";  ///< with checkpointing: keep (reuse the forward's halos) or exchange
   std::string optimizer = "adamw";      ///< sgd or adamw
   double lr = 2e-3;
   double weight_decay = 0.05;
