@@ -39,6 +39,7 @@
 
 #include "bench_util.hpp"
 #include "blas_probe.hpp"
+#include "tessera/builtin_backends.hpp"
 #include "tessera/comm/local.hpp"
 #include "tessera/comm/mesh_comm.hpp"
 #include "tessera/compute/cpu.hpp"
@@ -73,6 +74,11 @@ struct Options {
   std::vector<std::string> precisions = {"fp32"};
   /// Overlap of halo exchange and bucket all-reduce with compute: {true}, {false} or both.
   std::vector<bool> overlaps = {true};
+  /// With checkpointing: halo-aware recompute (keep), re-exchanging (exchange), or both.
+  std::vector<std::string> halo_recomputes = {"keep"};
+  /// "local": P in-process ranks; another comm backend (ucx): this process is one rank of a job
+  /// started by `tessera launch --nproc P`, and rank 0 prints.
+  std::string backend = "local";
   bool torch = true;
   bool torch_linear = false;  // nn::Linear for the pointwise layers instead of 1x1 convs
   // --device cuda (train_gpu.cpp): everything above that applies, plus these.
@@ -94,9 +100,9 @@ struct CommFigures {
 };
 
 // Per rank: the union of its compute events' spans, then each comm/halo event's overlap with it.
-CommFigures comm_figures(const std::vector<core::TraceEvent>& events, int ranks, int steps) {
+CommFigures comm_figures(const std::vector<core::TraceEvent>& events, const std::vector<int>& ranks, int steps) {
   CommFigures f;
-  for (int r = 0; r < ranks; ++r) {
+  for (int r : ranks) {
     std::vector<std::pair<double, double>> compute;
     std::vector<double> batches;
     for (const core::TraceEvent& e : events) {
@@ -129,7 +135,7 @@ CommFigures comm_figures(const std::vector<core::TraceEvent>& events, int ranks,
       for (const auto& [c0, c1] : merged) under += std::max(0.0, std::min(b, c1) - std::max(a, c0)) * 1e-3;
     }
   }
-  const double n = double(ranks) * steps;
+  const double n = double(ranks.size()) * steps;
   for (double* v : {&f.halo_exchanges, &f.halo_mib, &f.collectives, &f.collective_mib, &f.wait_ms, &f.collective_ms,
                     &f.coll_under_compute_ms, &f.halo_under_compute_ms})
     *v /= n;
@@ -140,6 +146,7 @@ struct Run {
   int ranks, threads;
   std::string checkpointing, precision;
   bool overlap = true;
+  std::string halos;  // halo recompute with checkpointing (keep, exchange), "-" without
   Stats ms;                               // step time, slowest rank
   std::vector<double> peak_mib, act_mib;  // per rank
   std::array<double, core::kNumMemCategories> category_mib{};  // peak per category, max over ranks
@@ -147,7 +154,7 @@ struct Run {
 };
 
 nn::TrainOptions train_options(const Options& o, const std::string& checkpointing, const std::string& precision,
-                               bool overlap) {
+                               bool overlap, const std::string& halos) {
   nn::TrainOptions t;
   t.model = nn::model_preset(o.model);
   t.model.num_classes = o.classes;
@@ -159,12 +166,17 @@ nn::TrainOptions train_options(const Options& o, const std::string& checkpointin
   t.steps = 1 + o.steps;
   t.precision = *nn::parse_precision(precision);
   t.overlap = overlap;
+  if (halos != "-") t.halo_recompute = *nn::parse_halo_recompute(halos);
   return t;
 }
 
+/// "none", "block/keep", "block/exchange".
+std::string ckpt_label(const Run& r) { return r.halos == "-" ? r.checkpointing : r.checkpointing + "/" + r.halos; }
+
+// `job`: this process's rank of a multi-process job (Options::backend), or null for P local ranks.
 Run measure(const Options& o, int P, const std::string& checkpointing, const std::string& precision,
-            bool overlap) {
-  const nn::TrainOptions t = train_options(o, checkpointing, precision, overlap);
+            bool overlap, const std::string& halos, comm::Backend* job) {
+  const nn::TrainOptions t = train_options(o, checkpointing, precision, overlap, halos);
   data::SyntheticOptions d;
   d.channels = int(o.input[0]);
   d.height = int(o.input[1]);
@@ -172,14 +184,12 @@ Run measure(const Options& o, int P, const std::string& checkpointing, const std
   d.num_classes = o.classes;
   const std::shared_ptr<const data::Dataset> ds = data::make_synthetic(d);
   const core::DeviceMesh mesh = core::DeviceMesh::parse("sp=" + std::to_string(P));
-  Run r{P, std::max(1, 2 / P), checkpointing, precision, overlap, {}, std::vector<double>(P), std::vector<double>(P), {}, {}};
+  Run r{P, std::max(1, 2 / P), checkpointing, precision, overlap, halos, {}, std::vector<double>(P), std::vector<double>(P), {}, {}};
   core::TraceRecorder recorder;
   std::mutex mu;
   std::vector<std::vector<double>> step_s(t.steps, std::vector<double>(P));  // [step][rank]
 
-  comm::local::run(
-      P,
-      [&](comm::Backend& world) {
+  auto rank_fn = [&](comm::Backend& world) {
         const int rank = world.rank();
         const core::TraceTarget target{&recorder, rank, mesh.coords_of(rank), nullptr, nullptr};
         core::TracingComm traced_world(world, target);
@@ -199,13 +209,40 @@ Run measure(const Options& o, int P, const std::string& checkpointing, const std
           for (int c = 0; c < core::kNumMemCategories; ++c)
             r.category_mib[c] = std::max(r.category_mib[c], s.memory.peak[c] / kMiB);
         }
-      },
-      std::chrono::minutes(10));
+      };
+  std::vector<int> traced_ranks;
+  if (job) {
+    rank_fn(*job);
+    traced_ranks = {job->rank()};
+  } else {
+    comm::local::run(P, rank_fn, std::chrono::minutes(10));
+    for (int q = 0; q < P; ++q) traced_ranks.push_back(q);
+  }
+  r.comm = comm_figures(recorder.events(), traced_ranks, t.steps);
+  if (job) {
+    // One rank per process: the slowest rank's step times, every rank's peaks and the mean of
+    // the communication figures, from every process.
+    std::vector<double> mx;
+    for (const auto& step : step_s) mx.push_back(step[job->rank()]);
+    mx.insert(mx.end(), r.peak_mib.begin(), r.peak_mib.end());
+    mx.insert(mx.end(), r.act_mib.begin(), r.act_mib.end());
+    mx.insert(mx.end(), r.category_mib.begin(), r.category_mib.end());
+    job->all_reduce({mx.data(), mx.size(), core::DType::F64}, comm::ReduceOp::Max)->wait();
+    std::size_t k = 0;
+    for (auto& step : step_s) step.assign(P, mx[k++]);
+    for (double& v : r.peak_mib) v = mx[k++];
+    for (double& v : r.act_mib) v = mx[k++];
+    for (double& v : r.category_mib) v = mx[k++];
+    CommFigures& f = r.comm;
+    std::vector<double> sum = {f.halo_exchanges, f.halo_mib, f.collectives, f.collective_mib, f.wait_ms,
+                               f.collective_ms, f.coll_under_compute_ms, f.halo_under_compute_ms};
+    job->all_reduce({sum.data(), sum.size(), core::DType::F64}, comm::ReduceOp::Avg)->wait();
+    f = {sum[0], sum[1], sum[2], sum[3], sum[4], sum[5], sum[6], sum[7]};
+  }
   std::vector<double> ms;
   for (std::size_t i = 1; i < step_s.size(); ++i)  // step 0 is the warm-up
     ms.push_back(1e3 * *std::max_element(step_s[i].begin(), step_s[i].end()));
   r.ms = stats_of(ms);
-  r.comm = comm_figures(recorder.events(), P, t.steps);
   return r;
 }
 
@@ -376,6 +413,7 @@ std::vector<std::string> split(const std::string& s) {
       "usage: bench_train [--json] [--steps N] [--model NAME] [--input CxHxW] [--batch N]\n"
       "                   [--ranks 1,2,4] [--checkpointing none,block] [--no-torch]\n"
       "                   [--torch-linear] [--precision bf16|fp16] [--overlap on|off|both]\n"
+      "                   [--halo-recompute keep|exchange|both] [--backend local|ucx]\n"
       "                   [--device cpu|cuda|cuda:N] [--tf32] [--warmup N]\n"
       "                   [--pointwise linear|conv] [--peer-script FILE] [--python EXE]\n"
       "  --steps: timed steps per configuration after one warm-up step (default 2)\n"
@@ -383,6 +421,10 @@ std::vector<std::string> split(const std::string& s) {
       "  --precision bf16|fp16: every configuration also in that mixed precision, beside fp32\n"
       "  --overlap: halo exchange and bucket all-reduce overlapped with compute (on, the\n"
       "      default), not (off), or every configuration with P > 1 both ways (both)\n"
+      "  --halo-recompute: with checkpointing, a block's recompute reuses the halos its\n"
+      "      forward received (keep, the default), exchanges them again (exchange), or both\n"
+      "  --backend ucx: run under `tessera launch --nproc P -- bench_train --backend ucx`;\n"
+      "      each process is one rank, --ranks is the job's size, rank 0 prints (no libtorch)\n"
       "  --device cuda: one unsharded rank on the cuda compute backend (default input\n"
       "      3x512x2048, 5 steps after --warmup 2), beside PyTorch eager on the same GPU run\n"
       "      by --peer-script (default bench/torch_gpu_peer.py) with --python (python3);\n"
@@ -433,6 +475,13 @@ Options parse(int argc, char** argv) {
       for (const std::string& p : split(s)) o.input.push_back(std::atoll(p.c_str()));
       if (o.input.size() != 3 || *std::min_element(o.input.begin(), o.input.end()) <= 0) usage(2);
       o.input_set = true;
+    } else if (a == "--halo-recompute" && has_value) {
+      const std::string v = argv[++i];
+      if (v == "both") o.halo_recomputes = {"keep", "exchange"};
+      else if (nn::parse_halo_recompute(v)) o.halo_recomputes = {v};
+      else usage(2);
+    } else if (a == "--backend" && has_value) {
+      o.backend = argv[++i];
     } else if (a == "--ranks" && has_value) {
       o.ranks.clear();
       for (const std::string& p : split(argv[++i]))
@@ -475,7 +524,7 @@ int run(int argc, char** argv) {
   const std::string input = std::to_string(o.input[0]) + "x" + std::to_string(o.input[1]) + "x" +
                             std::to_string(o.input[2]);
   [[maybe_unused]] const bool torch_wanted =
-      o.torch && nn::model_preset(o.model).family == "convnext";
+      o.torch && o.backend == "local" && nn::model_preset(o.model).family == "convnext";
 #ifdef TESSERA_BENCH_HAVE_TORCH
   // Said before the minutes of tessera runs, so that a misconfigured peer can be fixed first.
   if (const std::string p = torch_wanted ? blas_peer_problem(probe_blas(), 2) : ""; !p.empty())
@@ -483,26 +532,39 @@ int run(int argc, char** argv) {
                  p.c_str());
 #endif
   std::vector<Run> runs;
+  WorldBackend job;  // one rank of a multi-process job (--backend), else P local ranks per run
+  std::vector<int> rank_counts = o.ranks;
+  if (o.backend != "local") {
+    job = make_world_backend(o.backend, std::chrono::minutes(10));
+    rank_counts = {job.world->size()};
+  }
+  const bool printer = !job.world || job.world->rank() == 0;
   for (const std::string& ck : o.checkpointing)
-    for (int P : o.ranks)
+    for (int P : rank_counts)
       for (const std::string& pr : o.precisions)
-        for (const bool ov : o.overlaps) {
-          if (!ov && P == 1 && o.overlaps.size() > 1) continue;  // one rank exchanges nothing
-          std::fprintf(stderr, "training %s %s batch %d on %d rank(s), checkpointing %s, %s, overlap %s...\n",
-                       o.model.c_str(), input.c_str(), o.batch, P, ck.c_str(), pr.c_str(), ov ? "on" : "off");
-          runs.push_back(measure(o, P, ck, pr, ov));
-        }
+        for (const bool ov : o.overlaps)
+          for (const std::string& halos : ck == "none" ? std::vector<std::string>{"-"} : o.halo_recomputes) {
+            if (!ov && P == 1 && o.overlaps.size() > 1) continue;  // one rank exchanges nothing
+            if (printer)
+              std::fprintf(stderr, "training %s %s batch %d on %d %s rank(s), checkpointing %s%s, %s, overlap %s...\n",
+                           o.model.c_str(), input.c_str(), o.batch, P, o.backend.c_str(), ck.c_str(),
+                           halos == "-" ? "" : (" (halos " + halos + ")").c_str(), pr.c_str(), ov ? "on" : "off");
+            runs.push_back(measure(o, P, ck, pr, ov, halos, job.world.get()));
+          }
+  if (!printer) return 0;
   // The fp32 run of the same configuration (for the mixed-precision ratios).
   auto fp32_of = [&](const Run& r) -> const Run* {
     for (const Run& q : runs)
-      if (q.ranks == r.ranks && q.checkpointing == r.checkpointing && q.precision == "fp32" && q.overlap == r.overlap)
+      if (q.ranks == r.ranks && q.checkpointing == r.checkpointing && q.halos == r.halos && q.precision == "fp32" &&
+          q.overlap == r.overlap)
         return &q;
     return nullptr;
   };
   // The same configuration with overlap on (for the overlap-off ratios).
   auto overlapped_of = [&](const Run& r) -> const Run* {
     for (const Run& q : runs)
-      if (q.ranks == r.ranks && q.checkpointing == r.checkpointing && q.precision == r.precision && q.overlap)
+      if (q.ranks == r.ranks && q.checkpointing == r.checkpointing && q.halos == r.halos && q.precision == r.precision &&
+          q.overlap)
         return &q;
     return nullptr;
   };
@@ -547,7 +609,9 @@ int run(int argc, char** argv) {
       Json j;
       j.num("ranks", r.ranks)
           .num("threads_per_rank", r.threads)
+          .str("backend", o.backend)
           .str("checkpointing", r.checkpointing)
+          .str("halo_recompute", r.halos)
           .str("precision", r.precision)
           .raw("overlap", r.overlap ? "true" : "false")
           .raw("peak_mib_by_category", cat.str())
@@ -588,15 +652,16 @@ int run(int argc, char** argv) {
     return have_torch && !give_ratio ? kExitPeerMisconfigured : 0;
   }
   std::printf(
-      "%s, input %s, batch %d, %d classes, AdamW, synthetic data, sharded along W\n"
+      "%s, input %s, batch %d, %d classes, AdamW, synthetic data, sharded along W, %s ranks\n"
       "step time: slowest rank, %d timed steps after 1 warm-up; peak memory: per rank "
       "(max over ranks)\n"
       "note: this machine has 2 cores, so P > 1 shows the overhead of sharding, not a "
-      "speed-up\n\n%-6s %5s %4s %5s %4s %10s %19s %9s %11s %11s  peak MiB by category (max over ranks)\n",
-      o.model.c_str(), input.c_str(), o.batch, o.classes, o.steps, "ckpt", "ranks", "thr", "prec", "ovl",
+      "speed-up; ckpt: checkpointing, and with it /keep or /exchange (halo recompute)\n\n%-14s %5s %4s %5s %4s %10s "
+      "%19s %9s %11s %11s  peak MiB by category (max over ranks)\n",
+      o.model.c_str(), input.c_str(), o.batch, o.classes, o.backend.c_str(), o.steps, "ckpt", "ranks", "thr", "prec", "ovl",
       "median ms", "[min-max] ms", "images/s", "peak MiB", "act MiB");
   for (const Run& r : runs) {
-    std::printf("%-6s %5d %4d %5s %4s %10.0f   [%6.0f - %6.0f] %9.3f %11.1f %11.1f ", r.checkpointing.c_str(), r.ranks,
+    std::printf("%-14s %5d %4d %5s %4s %10.0f   [%6.0f - %6.0f] %9.3f %11.1f %11.1f ", ckpt_label(r).c_str(), r.ranks,
                 r.threads, r.precision.c_str(), r.overlap ? "on" : "off", r.ms.median, r.ms.min, r.ms.max, o.batch / (r.ms.median * 1e-3),
                 max_of(r.peak_mib), max_of(r.act_mib));
     for (int c = 0; c < core::kNumMemCategories; ++c)
@@ -606,12 +671,12 @@ int run(int argc, char** argv) {
   }
   std::printf("\ncommunication per step, mean over ranks, from the trace (wait: inside Work::wait; coll ms: while\n"
               "collectives' data moved; hidden: that time, and halo events' time, under this rank's compute events)\n"
-              "%-6s %5s %5s %4s %8s %9s %6s %9s %8s %8s %11s %11s\n",
+              "%-14s %5s %5s %4s %8s %9s %6s %9s %8s %8s %11s %11s\n",
               "ckpt", "ranks", "prec", "ovl", "halo ex", "halo MiB", "colls", "coll MiB", "wait ms", "coll ms",
               "coll hidden", "halo hidden");
   for (const Run& r : runs)
     if (r.ranks > 1)
-      std::printf("%-6s %5d %5s %4s %8.1f %9.2f %6.1f %9.2f %8.2f %8.2f %11.2f %11.2f\n", r.checkpointing.c_str(),
+      std::printf("%-14s %5d %5s %4s %8.1f %9.2f %6.1f %9.2f %8.2f %8.2f %11.2f %11.2f\n", ckpt_label(r).c_str(),
                   r.ranks, r.precision.c_str(), r.overlap ? "on" : "off", r.comm.halo_exchanges, r.comm.halo_mib,
                   r.comm.collectives, r.comm.collective_mib, r.comm.wait_ms, r.comm.collective_ms,
                   r.comm.coll_under_compute_ms, r.comm.halo_under_compute_ms);
@@ -624,8 +689,18 @@ int run(int argc, char** argv) {
   for (const Run& r : runs)
     if (const Run* on = overlapped_of(r); on && !r.overlap)
       std::printf("overlap off / on (P=%d, checkpointing %s, %s): step time %.2fx [%.2f - %.2f]\n", r.ranks,
-                  r.checkpointing.c_str(), r.precision.c_str(), r.ms.median / on->ms.median, r.ms.min / on->ms.max,
+                  ckpt_label(r).c_str(), r.precision.c_str(), r.ms.median / on->ms.median, r.ms.min / on->ms.max,
                   r.ms.max / on->ms.min);
+  for (const Run& r : runs)
+    for (const Run& q : runs)
+      if (r.halos == "keep" && q.halos == "exchange" && q.ranks == r.ranks && q.checkpointing == r.checkpointing &&
+          q.precision == r.precision && q.overlap == r.overlap && r.ranks > 1)
+        std::printf("halo recompute keep / exchange (P=%d, checkpointing %s, %s, overlap %s): %.1f / %.1f halo exchanges "
+                    "and %.2f / %.2f MiB sent per step, halo-buffer peak %.1f / %.1f MiB, step time %.2fx\n",
+                    r.ranks, r.checkpointing.c_str(), r.precision.c_str(), r.overlap ? "on" : "off",
+                    r.comm.halo_exchanges, q.comm.halo_exchanges, r.comm.halo_mib, q.comm.halo_mib,
+                    r.category_mib[int(core::MemCategory::HaloBuffer)], q.category_mib[int(core::MemCategory::HaloBuffer)],
+                    r.ms.median / q.ms.median);
   if (have_torch) {
     std::printf(
         "\nlibtorch (torch::nn, NCHW fp32, 2 threads, pointwise layers as %s): %.0f ms "
