@@ -404,7 +404,46 @@ namespace {
 std::string shape_key(const core::Shape& s) { return core::shape_str(s); }
 }  // namespace
 
+std::int64_t Trainer::residual_elems() const {
+  std::int64_t n = 0;
+  for (const auto& b : buckets_)
+    if (b->topk) n += b->elems;
+  return n;
+}
+
+std::vector<std::pair<std::string, Tensor>> Trainer::residual_views(Tensor& all) const {
+  // `all` holds every world rank's residuals, rank by rank, each in bucket order.
+  std::vector<std::pair<std::string, Tensor>> out;
+  const std::int64_t per_rank = residual_elems();
+  for (std::int64_t q = 0; q * per_rank < all.numel(); ++q) {
+    std::int64_t off = q * per_rank;
+    for (const auto& b : buckets_) {
+      if (!b->topk) continue;
+      for (Parameter* p : b->params) {
+        out.emplace_back(detail::cat("grad_residual.rank", q, ".", p->name),
+                         all.narrow(0, off, p->grad.numel()).reshape(p->grad.shape()));
+        off += p->grad.numel();
+      }
+    }
+  }
+  return out;
+}
+
 void Trainer::save(const std::string& path) {
+  // Top-k residuals differ from rank to rank: every rank's travel to rank 0 (collective, before
+  // rank 0 writes) and are saved under their rank.
+  const std::int64_t res_n = residual_elems();
+  Tensor all_res;
+  std::vector<std::pair<std::string, Tensor>> res_views;
+  if (res_n > 0) {
+    Tensor mine = Tensor::empty({res_n}, opt_.dtype, MemCategory::Workspace, alloc_);
+    std::int64_t off = 0;
+    for (auto& b : buckets_)
+      if (b->topk) mine.narrow(0, off, b->elems).copy_from(b->topk->residual()), off += b->elems;
+    all_res = Tensor::empty({res_n * mesh_->world().size()}, opt_.dtype, MemCategory::Workspace, alloc_);
+    mesh_->world().all_gather(comm::buffer_of(mine), comm::buffer_of(all_res))->wait();
+    res_views = residual_views(all_res);
+  }
   if (!mesh_ || mesh_->rank() == 0) {
     std::map<std::string, std::string> meta;
     meta["format"] = "tessera-checkpoint-1";
@@ -413,6 +452,10 @@ void Trainer::save(const std::string& path) {
     meta["batch"] = std::to_string(opt_.batch);
     meta["optimizer"] = opt_.optimizer.kind;
     meta["step"] = std::to_string(step_);
+    if (opt_.grad_compression != GradCompression::None) {  // its residuals are among the tensors
+      meta["grad_compression"] = std::string(grad_compression_name(opt_.grad_compression));
+      meta["grad_compression_ranks"] = std::to_string(mesh_ ? mesh_->world().size() : 1);
+    }
     if (scaler_->enabled()) {  // resuming continues the loss scale's schedule bit for bit
       std::ostringstream ls;
       ls.precision(17);
@@ -428,8 +471,7 @@ void Trainer::save(const std::string& path) {
     for (auto& [n, t] : bufs) ts.emplace_back(n, t);
     auto state = optim_->state();
     for (auto& [n, t] : state) ts.emplace_back("optimizer." + n, &t);
-    for (std::size_t i = 0; i < residuals_.size(); ++i)  // top-k: resuming continues bit for bit
-      if (residuals_[i].defined()) ts.emplace_back("grad_residual." + params_[i]->name, &residuals_[i]);
+    for (auto& [n, t] : res_views) ts.emplace_back(n, &t);  // top-k: resuming continues bit for bit
     save_checkpoint(path, meta, ts);
   }
   if (mesh_) mesh_->world().barrier();
@@ -449,14 +491,37 @@ void Trainer::load(const std::string& path) {
                 shape_key(opt_.input), " batch ", opt_.batch);
   TESSERA_CHECK(get("optimizer") == opt_.optimizer.kind, "checkpoint '", path, "' holds ", get("optimizer"),
                 " state; this run uses ", opt_.optimizer.kind);
+  const auto gc = data.meta.find("grad_compression");
+  const std::string saved_gc = gc == data.meta.end() ? "none" : gc->second;
+  const std::string_view run_gc = grad_compression_name(opt_.grad_compression);
+  TESSERA_CHECK(saved_gc == run_gc, "checkpoint '", path, "' was written with gradient compression ", saved_gc,
+                " but this run uses ", run_gc, ": the top-k residuals (what the gradients have not sent yet) would be ",
+                saved_gc == "none" ? "missing" : "dropped", "; resume with --grad-compression ", saved_gc);
   std::vector<std::pair<std::string, Tensor*>> targets;
   for (Parameter* p : params_) targets.emplace_back(p->name, &p->value);
   model_->buffers(targets);
   auto state = optim_->state();
   for (auto& [n, t] : state) targets.emplace_back("optimizer." + n, &t);
-  for (std::size_t i = 0; i < residuals_.size(); ++i)
-    if (residuals_[i].defined()) targets.emplace_back("grad_residual." + params_[i]->name, &residuals_[i]);
+  // Top-k: every rank reads every rank's residuals (the checkpoint must hold exactly its targets)
+  // and keeps its own.
+  const std::int64_t res_n = residual_elems();
+  Tensor all_res;
+  std::vector<std::pair<std::string, Tensor>> res_views;
+  if (res_n > 0) {
+    const int ranks = mesh_->world().size();
+    TESSERA_CHECK(get("grad_compression_ranks") == std::to_string(ranks), "checkpoint '", path, "' holds the top-k "
+                  "residuals of ", get("grad_compression_ranks"), " ranks but this run has ", ranks, "; a top-k run "
+                  "resumes on as many ranks as it was saved from");
+    all_res = Tensor::empty({res_n * ranks}, opt_.dtype, MemCategory::Workspace, alloc_);
+    res_views = residual_views(all_res);
+    for (auto& [n, t] : res_views) targets.emplace_back(n, &t);
+  }
   restore_tensors(data, targets);
+  if (res_n > 0) {
+    std::int64_t off = res_n * mesh_->world().rank();
+    for (auto& b : buckets_)
+      if (b->topk) b->topk->residual().copy_from(all_res.narrow(0, off, b->elems)), off += b->elems;
+  }
   step_ = std::stoll(get("step"));
   if (scaler_->enabled() && data.meta.count("loss_scale"))
     scaler_->restore(std::stod(get("loss_scale")), std::stoi(get("loss_scale_good_steps")),

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <mutex>
 #include <numeric>
 #include <vector>
@@ -395,4 +396,35 @@ TEST_CASE("top-k training still learns the synthetic task", "[nn][train][topk][l
   REQUIRE(r.replicas_agree);
   REQUIRE(first > 1.2);
   REQUIRE(last < 0.5 * first);
+}
+
+TEST_CASE("trainer: a top-k run resumes from a checkpoint bit for bit (every rank's residual)",
+          "[nn][train][topk][checkpoint]") {
+  const std::string mesh = GENERATE(std::string("sp=2"), std::string("dp=2,sp=2"));
+  INFO(mesh);
+  nn::TrainOptions o = test::options(test::small_convnext(), "adamw");
+  o.steps = 4;
+  o.grad_compression = nn::GradCompression::TopK;
+  o.topk_ratio = 0.05;
+  const std::string path = (std::filesystem::temp_directory_path() / "tessera_test_topk_resume.ckpt").string();
+  const test::TrainRun full = test::train(o, core::DeviceMesh::parse(mesh));
+  nn::TrainOptions first = o;
+  first.steps = 2;
+  test::train(first, core::DeviceMesh::parse(mesh), {}, [&](nn::Trainer& t) { t.save(path); });
+  const test::TrainRun b = test::train(o, core::DeviceMesh::parse(mesh), [&](nn::Trainer& t) { t.load(path); });
+  REQUIRE(b.losses.size() == 2);
+  for (int i = 0; i < 2; ++i) REQUIRE(b.losses[i] == full.losses[2 + i]);
+  REQUIRE(b.params == full.params);
+  // A dense run refuses the checkpoint, naming the compression.
+  nn::TrainOptions dense = o;
+  dense.grad_compression = nn::GradCompression::None;
+  std::string error;
+  try {  // local::run rethrows the first rank's error after every rank has joined
+    test::train(dense, core::DeviceMesh::parse(mesh), [&](nn::Trainer& t) { t.load(path); });
+  } catch (const InvalidArgument& e) {
+    error = e.what();
+  }
+  std::filesystem::remove(path);
+  INFO(error);
+  REQUIRE(error.find("gradient compression topk") != std::string::npos);
 }

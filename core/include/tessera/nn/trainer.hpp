@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tessera/core/allocator.hpp"
@@ -137,6 +138,11 @@ class Trainer {
   comm::WorkPtr post_bucket(Bucket& b);
   void finish_bucket(Bucket& b);
   core::Tensor to_precision(core::Tensor images);
+  /// Elements of this rank's top-k residuals (the compressed buckets'), 0 without top-k.
+  std::int64_t residual_elems() const;
+  /// Per world rank and parameter, named views ("grad_residual.rank<q>.<name>") into `all`, which
+  /// holds every rank's residuals one after another (how checkpoints carry them).
+  std::vector<std::pair<std::string, core::Tensor>> residual_views(core::Tensor& all) const;
   double loss_and_grad(const core::Tensor& logits, const core::Tensor& labels, core::Tensor& dlogits);
 
   TrainOptions opt_;
