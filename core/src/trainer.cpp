@@ -83,6 +83,8 @@ struct Trainer::Bucket {
   int pending = 0;
   comm::WorkPtr work;
   Tensor wire;  ///< the bucket rounded to grad_reduce's dtype while it is reduced (else undefined)
+  bool reduced = false;  ///< its group has more than one rank (else nothing travels)
+  std::unique_ptr<TopKCompressor> topk;  ///< with grad_compression topk, for a reduced bucket
 };
 
 namespace {
@@ -112,6 +114,15 @@ Trainer::Trainer(TrainOptions options, comm::MeshComm* mesh, compute::Backend& c
     TESSERA_CHECK(opt_.dtype == core::DType::F32, "mixed precision (precision ", precision_name(opt_.precision),
                   ", gradient reduction in ", precision_name(opt_.grad_reduce), ") keeps f32 master weights: use "
                   "dtype f32, not ", core::dtype_name(opt_.dtype), " (f64 runs are the exact reference of f32 runs)");
+  if (opt_.grad_compression == GradCompression::TopK) {
+    check_topk_ratio(opt_.topk_ratio, "trainer: TrainOptions::topk_ratio (--topk-ratio)");
+    TESSERA_CHECK(opt_.grad_reduce == Precision::FP32, "trainer: top-k gradient compression sends f32 values and "
+                  "cannot also round the buckets to ", precision_name(opt_.grad_reduce),
+                  "; use --grad-compression topk or --grad-reduce-dtype ", precision_name(opt_.grad_reduce), ", not both");
+    if (alloc_->space() != core::MemorySpace::Host)
+      throw Unsupported("trainer: top-k gradient compression selects on the host and the gradients are in device "
+                        "memory; train on the cpu backend or without --grad-compression");
+  }
   scaler_ = std::make_unique<LossScaler>(opt_.loss_scale, opt_.precision);
   const core::Shape img = data_->image_shape();
   TESSERA_CHECK(img == opt_.input, "the dataset's images are ", core::shape_str(img), " but the run's input is ",
@@ -175,10 +186,29 @@ void Trainer::build_buckets() {
       p->grad = b->flat.narrow(0, off, n).reshape(shape);
       off += n;
     }
+    b->reduced = mesh_ && !b->dims.empty() && mesh_->group(b->dims).size() > 1;
+    if (b->reduced && opt_.grad_compression == GradCompression::TopK)
+      b->topk = std::make_unique<TopKCompressor>(b->elems, opt_.dtype, opt_.topk_ratio, mesh_->group(b->dims).size(),
+                                                 alloc_);
   }
+  if (opt_.grad_compression != GradCompression::TopK) return;
+  // Each parameter's residual is a view into its bucket's, at the offset of its gradient.
+  std::map<Parameter*, Tensor> views;
+  for (auto& b : buckets_) {
+    if (!b->topk) continue;
+    std::int64_t off = 0;
+    for (Parameter* p : b->params) {
+      views[p] = b->topk->residual().narrow(0, off, p->grad.numel()).reshape(p->grad.shape());
+      off += p->grad.numel();
+    }
+  }
+  for (Parameter* p : params_) residuals_.push_back(views.count(p) ? views[p] : Tensor());
 }
 
 comm::WorkPtr Trainer::post_bucket(Bucket& b) {
+  // Top-k: this rank's largest entries (plus what earlier steps left unsent) are all-gathered and
+  // summed back into the bucket by finish_bucket; the rest waits in the residual.
+  if (b.topk) return b.topk->post(mesh_->group(b.dims), b.flat, scaler_->scale());
   if (opt_.grad_reduce == Precision::FP32) return mesh_->all_reduce_async(b.flat, b.dims);
   // Compressed reduction: the bucket is rounded to 16 bits (half the bytes on the wire), reduced
   // (the backends sum 16-bit buffers in f32), and widened back by finish_bucket.
@@ -188,6 +218,7 @@ comm::WorkPtr Trainer::post_bucket(Bucket& b) {
 }
 
 void Trainer::finish_bucket(Bucket& b) {
+  if (b.topk) return b.topk->finish(b.flat);
   if (!b.wire.defined()) return;
   compute::copy(compute_, b.wire, b.flat);
   b.wire = Tensor();
@@ -290,7 +321,10 @@ StepStats Trainer::step() {
     batch.labels = batch.labels.to(alloc_, MemCategory::Activation);
   }
   st.data_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (auto& b : buckets_) b->flat.zero();
+  for (auto& b : buckets_) {
+    b->flat.zero();
+    if (b->topk) b->topk->discard();  // a step that threw may have left one posted
+  }
 
   Tensor h = to_precision(std::move(batch.images));
   batch.images = Tensor();
@@ -325,6 +359,11 @@ StepStats Trainer::step() {
       if (b->work) b->work->wait();
       b->work.reset();
       finish_bucket(*b);
+      if (!b->reduced) continue;
+      const auto dense = static_cast<std::int64_t>(b->flat.nbytes());
+      st.grad_dense_bytes += dense;
+      st.grad_comm_bytes += b->topk ? static_cast<std::int64_t>(b->topk->wire_bytes())
+                                    : (opt_.grad_reduce == Precision::FP32 ? dense : b->elems * 2);
     }
   }
   {
@@ -341,10 +380,19 @@ StepStats Trainer::step() {
     // backs off, on every rank alike for the same reason; a finite loss with gradients that
     // overflow at the smallest scale, or any non-finite loss, stops the run.
     const bool finite = std::isfinite(st.grad_norm);
-    if (!std::isfinite(st.loss) || (!finite && (!scaler_->dynamic() || scaler_->at_floor())))
+    // Top-k's residuals take in this step's unsent entries only when its update is applied: a
+    // skipped or failed step leaves them as they were (no non-finite value is kept for later).
+    auto settle_residuals = [&](bool applied) {
+      for (auto& b : buckets_)
+        if (b->topk) applied ? b->topk->commit() : b->topk->discard();
+    };
+    if (!std::isfinite(st.loss) || (!finite && (!scaler_->dynamic() || scaler_->at_floor()))) {
+      settle_residuals(false);
       throw non_finite_error(compute_, params_, opt_, st);
+    }
     st.skipped = !scaler_->update(finite);
     if (!st.skipped) optim_->step(compute_, st.lr);
+    settle_residuals(!st.skipped);
     st.skipped_steps = scaler_->skipped();
   }
   ++step_;
@@ -357,7 +405,46 @@ namespace {
 std::string shape_key(const core::Shape& s) { return core::shape_str(s); }
 }  // namespace
 
+std::int64_t Trainer::residual_elems() const {
+  std::int64_t n = 0;
+  for (const auto& b : buckets_)
+    if (b->topk) n += b->elems;
+  return n;
+}
+
+std::vector<std::pair<std::string, Tensor>> Trainer::residual_views(Tensor& all) const {
+  // `all` holds every world rank's residuals, rank by rank, each in bucket order.
+  std::vector<std::pair<std::string, Tensor>> out;
+  const std::int64_t per_rank = residual_elems();
+  for (std::int64_t q = 0; q * per_rank < all.numel(); ++q) {
+    std::int64_t off = q * per_rank;
+    for (const auto& b : buckets_) {
+      if (!b->topk) continue;
+      for (Parameter* p : b->params) {
+        out.emplace_back(detail::cat("grad_residual.rank", q, ".", p->name),
+                         all.narrow(0, off, p->grad.numel()).reshape(p->grad.shape()));
+        off += p->grad.numel();
+      }
+    }
+  }
+  return out;
+}
+
 void Trainer::save(const std::string& path) {
+  // Top-k residuals differ from rank to rank: every rank's travel to rank 0 (collective, before
+  // rank 0 writes) and are saved under their rank.
+  const std::int64_t res_n = residual_elems();
+  Tensor all_res;
+  std::vector<std::pair<std::string, Tensor>> res_views;
+  if (res_n > 0) {
+    Tensor mine = Tensor::empty({res_n}, opt_.dtype, MemCategory::Workspace, alloc_);
+    std::int64_t off = 0;
+    for (auto& b : buckets_)
+      if (b->topk) mine.narrow(0, off, b->elems).copy_from(b->topk->residual()), off += b->elems;
+    all_res = Tensor::empty({res_n * mesh_->world().size()}, opt_.dtype, MemCategory::Workspace, alloc_);
+    mesh_->world().all_gather(comm::buffer_of(mine), comm::buffer_of(all_res))->wait();
+    res_views = residual_views(all_res);
+  }
   if (!mesh_ || mesh_->rank() == 0) {
     std::map<std::string, std::string> meta;
     meta["format"] = "tessera-checkpoint-1";
@@ -366,6 +453,10 @@ void Trainer::save(const std::string& path) {
     meta["batch"] = std::to_string(opt_.batch);
     meta["optimizer"] = opt_.optimizer.kind;
     meta["step"] = std::to_string(step_);
+    if (opt_.grad_compression != GradCompression::None) {  // its residuals are among the tensors
+      meta["grad_compression"] = std::string(grad_compression_name(opt_.grad_compression));
+      meta["grad_compression_ranks"] = std::to_string(mesh_ ? mesh_->world().size() : 1);
+    }
     if (scaler_->enabled()) {  // resuming continues the loss scale's schedule bit for bit
       std::ostringstream ls;
       ls.precision(17);
@@ -381,6 +472,7 @@ void Trainer::save(const std::string& path) {
     for (auto& [n, t] : bufs) ts.emplace_back(n, t);
     auto state = optim_->state();
     for (auto& [n, t] : state) ts.emplace_back("optimizer." + n, &t);
+    for (auto& [n, t] : res_views) ts.emplace_back(n, &t);  // top-k: resuming continues bit for bit
     save_checkpoint(path, meta, ts);
   }
   if (mesh_) mesh_->world().barrier();
@@ -400,12 +492,37 @@ void Trainer::load(const std::string& path) {
                 shape_key(opt_.input), " batch ", opt_.batch);
   TESSERA_CHECK(get("optimizer") == opt_.optimizer.kind, "checkpoint '", path, "' holds ", get("optimizer"),
                 " state; this run uses ", opt_.optimizer.kind);
+  const auto gc = data.meta.find("grad_compression");
+  const std::string saved_gc = gc == data.meta.end() ? "none" : gc->second;
+  const std::string_view run_gc = grad_compression_name(opt_.grad_compression);
+  TESSERA_CHECK(saved_gc == run_gc, "checkpoint '", path, "' was written with gradient compression ", saved_gc,
+                " but this run uses ", run_gc, ": the top-k residuals (what the gradients have not sent yet) would be ",
+                saved_gc == "none" ? "missing" : "dropped", "; resume with --grad-compression ", saved_gc);
   std::vector<std::pair<std::string, Tensor*>> targets;
   for (Parameter* p : params_) targets.emplace_back(p->name, &p->value);
   model_->buffers(targets);
   auto state = optim_->state();
   for (auto& [n, t] : state) targets.emplace_back("optimizer." + n, &t);
+  // Top-k: every rank reads every rank's residuals (the checkpoint must hold exactly its targets)
+  // and keeps its own.
+  const std::int64_t res_n = residual_elems();
+  Tensor all_res;
+  std::vector<std::pair<std::string, Tensor>> res_views;
+  if (res_n > 0) {
+    const int ranks = mesh_->world().size();
+    TESSERA_CHECK(get("grad_compression_ranks") == std::to_string(ranks), "checkpoint '", path, "' holds the top-k "
+                  "residuals of ", get("grad_compression_ranks"), " ranks but this run has ", ranks, "; a top-k run "
+                  "resumes on as many ranks as it was saved from");
+    all_res = Tensor::empty({res_n * ranks}, opt_.dtype, MemCategory::Workspace, alloc_);
+    res_views = residual_views(all_res);
+    for (auto& [n, t] : res_views) targets.emplace_back(n, &t);
+  }
   restore_tensors(data, targets);
+  if (res_n > 0) {
+    std::int64_t off = res_n * mesh_->world().rank();
+    for (auto& b : buckets_)
+      if (b->topk) b->topk->residual().copy_from(all_res.narrow(0, off, b->elems)), off += b->elems;
+  }
   step_ = std::stoll(get("step"));
   if (scaler_->enabled() && data.meta.count("loss_scale"))
     scaler_->restore(std::stod(get("loss_scale")), std::stoi(get("loss_scale_good_steps")),

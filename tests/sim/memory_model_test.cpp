@@ -184,3 +184,52 @@ TEST_CASE("in bf16 and fp16 the replayed peak memory per category equals the run
     REQUIRE(m.peak_total == s.peak_total);
   }
 }
+
+TEST_CASE("with top-k compression the replay books the residuals and sends the runtime's pairs",
+          "[sim][replay][memory][topk]") {
+  const nn::TrainOptions dense = small_run("convnext", "none");
+  nn::TrainOptions o = dense;
+  o.grad_compression = nn::GradCompression::TopK;
+  o.topk_ratio = 0.01;
+  const core::DeviceMesh mesh({2}, {"sp"});
+  const auto real = measure(o, mesh);
+  const std::vector<sim::RankReplay> replay = sim::replay_all(o, mesh);
+  const std::vector<sim::RankReplay> replay_dense = sim::replay_all(dense, mesh);
+  std::printf("memory model, top-k 0.01: convnext, sp=2 (peak bytes, runtime / replay)\n");
+  for (int r = 0; r < 2; ++r) {
+    const core::MemStats& m = real[r].first;
+    const core::MemStats& s = replay[r].memory;
+    const core::MemStats& d = replay_dense[r].memory;
+    print_rank(r, m, s, real[r].second);
+    for (int c = 0; c < core::kNumMemCategories; ++c) {
+      INFO("rank " << r << " " << core::mem_category_name(MemCategory(c)) << ": runtime " << m.peak[c] << ", replay "
+                   << s.peak[c]);
+      REQUIRE(rel_diff(m.peak[c], s.peak[c]) <= 0.02);
+    }
+    // Every gradient bucket travels as one all_gather of 2 ranks x k (int32, f32) pairs, with k
+    // from the dense run's all-reduce of the same bucket.
+    std::vector<std::int64_t> dense_buckets, topk_bytes;
+    std::size_t residual = 0;
+    for (const sim::ProgramOp& op : replay_dense[r].program)
+      if (op.kind == sim::ProgramOp::Kind::Collective && op.layer == "grad_bucket") {
+        dense_buckets.push_back(op.bytes);
+        residual += static_cast<std::size_t>(op.bytes);
+      }
+    // The residual: one f32 per element of the reduced buckets, kept as optimizer state beside
+    // AdamW's two moments; the dense run's peak plus it is a floor of this one's.
+    INFO("rank " << r << ": optimizer state " << s.current_of(MemCategory::OptimizerState) << " vs dense "
+                 << d.current_of(MemCategory::OptimizerState) << ", reduced buckets " << residual);
+    REQUIRE(residual > 0);
+    REQUIRE(s.current_of(MemCategory::OptimizerState) == d.current_of(MemCategory::OptimizerState) + residual);
+    REQUIRE(s.peak_total >= d.peak_total + residual);
+    for (const sim::ProgramOp& op : replay[r].program)
+      if (op.kind == sim::ProgramOp::Kind::Collective && op.layer == "grad_bucket") {
+        REQUIRE(op.name == "all_gather");
+        topk_bytes.push_back(op.bytes);
+      }
+    REQUIRE(topk_bytes.size() == dense_buckets.size());
+    REQUIRE_FALSE(topk_bytes.empty());
+    for (std::size_t b = 0; b < topk_bytes.size(); ++b)
+      REQUIRE(topk_bytes[b] == 2 * nn::topk_count(dense_buckets[b] / 4, 0.01) * 8);
+  }
+}

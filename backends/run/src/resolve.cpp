@@ -87,6 +87,8 @@ TrainSetup resolve_train(const RunSpec& spec, bool check_backend) {
   t.precision = *nn::parse_precision(spec.precision);
   t.loss_scale = nn::parse_loss_scale(spec.loss_scale);
   t.grad_reduce = *nn::parse_precision(spec.grad_reduce_dtype);
+  t.grad_compression = *nn::parse_grad_compression(spec.grad_compression);
+  t.topk_ratio = spec.topk_ratio;
   t.bucket_bytes = std::size_t(spec.bucket_mib) << 20;
   t.model.validate();
   c.mesh = core::DeviceMesh::parse(spec.mesh);

@@ -128,6 +128,19 @@ const std::vector<Field>& fields() {
        "What gradient buckets are all-reduced in: fp32 (the gradients' own), or bf16 / fp16 (half the bytes, "
        "summed in f32 by the backend where it can)",
        [](RunSpec& s) { return precision_rule(s.grad_reduce_dtype, s.dtype, "16-bit gradient reduction needs dtype f32"); }},
+      {"grad_compression", &RunSpec::grad_compression,
+       "How gradient buckets travel: none (the dense all-reduce) or topk (each rank sends the topk_ratio largest "
+       "entries of each bucket with error feedback: what is not sent is kept and added the next step)",
+       [](RunSpec& s) {
+         const std::string e = one_of(s.grad_compression, {"none", "topk"});
+         if (!e.empty() || s.grad_compression == "none") return e;
+         return ok_or(s.grad_reduce_dtype == "fp32", "topk sends f32 values: use it with grad_reduce_dtype fp32, "
+                      "or grad_reduce_dtype bf16/fp16 without topk");
+       }},
+      {"topk_ratio", &RunSpec::topk_ratio, "With grad_compression topk: the fraction of each bucket's elements a rank "
+       "sends per step (0 < ratio <= 1; 0.01 sends 1%)",
+       [](RunSpec& s) { return ok_or(std::isfinite(s.topk_ratio) && s.topk_ratio > 0 && s.topk_ratio <= 1,
+                                     "must be a fraction: 0 < ratio <= 1"); }},
       {"backend", &RunSpec::backend, "Communication backend (tessera backends lists them)",
        [](RunSpec& s) { return ok_or(!s.backend.empty(), "expected a backend name such as local"); }},
       {"threads", &RunSpec::threads, "Compute threads per rank (0 = cores / ranks)",
@@ -373,7 +386,7 @@ const std::vector<std::string>& RunSpec::field_names() {
 const std::vector<std::string>& RunSpec::simulation_fields() {
   static const std::vector<std::string> names = {"model",    "input",      "batch",    "mesh",   "shard",
                                                  "checkpointing", "halo_recompute", "optimizer", "task", "classes", "dtype", "precision", "grad_reduce_dtype",
-                                                 "overlap",  "bucket_mib", "topology", "device", "calibration",
+                                                 "grad_compression", "topk_ratio", "overlap",  "bucket_mib", "topology", "device", "calibration",
                                                  "tf32", "comm_progress"};
   return names;
 }

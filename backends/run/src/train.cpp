@@ -50,7 +50,8 @@ std::string metrics_line(const TrainSetup& cfg, const std::vector<nn::StepStats>
      << ",\"data_time_s\":" << data
      << ",\"images_per_s\":" << cfg.train.batch / worst << ",\"lr\":" << s.lr << ",\"grad_norm\":" << s.grad_norm
      << ",\"loss_scale\":" << s.loss_scale << ",\"skipped\":" << (s.skipped ? "true" : "false")
-     << ",\"skipped_steps\":" << s.skipped_steps << ",\"peak_bytes\":[";
+     << ",\"skipped_steps\":" << s.skipped_steps << ",\"grad_comm_bytes\":" << s.grad_comm_bytes
+     << ",\"grad_dense_bytes\":" << s.grad_dense_bytes << ",\"peak_bytes\":[";
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     os << (r ? "," : "") << "{\"rank\":" << r << ",\"total\":" << ranks[r].memory.peak_total;
     for (int c = 0; c < core::kNumMemCategories; ++c) os << ",\"" << category(c) << "\":" << ranks[r].memory.peak[c];
@@ -127,7 +128,7 @@ void rank_loop(const TrainSetup& cfg, int device_index, comm::Backend& world,
 }
 
 /// Figures of a step as doubles for an all_gather across processes.
-constexpr std::size_t kStatDoubles = 10 + core::kNumMemCategories;
+constexpr std::size_t kStatDoubles = 12 + core::kNumMemCategories;
 
 /// One rank per process (ucx, ...): env:// rendezvous, the world backend from the registry,
 /// figures gathered with all_gather. A failure aborts the job so the other ranks stop at once
@@ -149,6 +150,8 @@ void run_distributed(const TrainSetup& cfg, const std::shared_ptr<const data::Da
                                   st.data_time_s,  double(st.memory.peak_total), st.loss_scale,
                                   st.skipped ? 1.0 : 0.0, double(st.skipped_steps)};
       for (int c = 0; c < core::kNumMemCategories; ++c) mine.push_back(double(st.memory.peak[c]));
+      mine.push_back(double(st.grad_comm_bytes));
+      mine.push_back(double(st.grad_dense_bytes));
       std::vector<double> all(kStatDoubles * n);
       if (memory && memory->space() != core::MemorySpace::Host) {
         // Ranks on GPUs: the figures travel in device memory (nccl takes nothing else).
@@ -177,6 +180,8 @@ void run_distributed(const TrainSetup& cfg, const std::shared_ptr<const data::Da
         out[r].skipped = v[8] != 0;
         out[r].skipped_steps = static_cast<std::int64_t>(v[9]);
         for (int c = 0; c < core::kNumMemCategories; ++c) out[r].memory.peak[c] = static_cast<std::size_t>(v[10 + c]);
+        out[r].grad_comm_bytes = static_cast<std::int64_t>(v[10 + core::kNumMemCategories]);
+        out[r].grad_dense_bytes = static_cast<std::int64_t>(v[11 + core::kNumMemCategories]);
       }
       return out;
     };
@@ -272,7 +277,21 @@ std::string training_summary(const TrainSetup& cfg, const TrainResult& r) {
                 "step time median %.3f s (min %.3f, max %.3f; first step excluded), %.2f images/s\n",
                 r.steps.size(), r.wall_s, static_cast<long long>(r.parameters), r.steps.front()[0].loss,
                 r.steps.back()[0].loss, med, times.front(), times.back(), cfg.train.batch / med);
-  os << buf << "peak memory per rank (MiB):\n  rank        total";
+  os << buf;
+  const nn::StepStats& g = r.steps.back()[0];
+  if (g.grad_dense_bytes > 0) {
+    // What rank 0's gradient collectives carried in the last step (the buffers handed to them).
+    std::ostringstream how;
+    if (cfg.train.grad_compression == nn::GradCompression::TopK)
+      how << "top-k, ratio " << cfg.train.topk_ratio << ", all_gather of (index, value) pairs";
+    else
+      how << "all-reduce in " << nn::precision_name(cfg.train.grad_reduce);
+    std::snprintf(buf, sizeof buf, "gradient buckets per step: %.3f MiB on the wire of %.3f MiB dense (%.1fx less; %s)\n",
+                  g.grad_comm_bytes / 1048576.0, g.grad_dense_bytes / 1048576.0,
+                  double(g.grad_dense_bytes) / double(std::max<std::int64_t>(g.grad_comm_bytes, 1)), how.str().c_str());
+    os << buf;
+  }
+  os << "peak memory per rank (MiB):\n  rank        total";
   for (int c = 0; c < core::kNumMemCategories; ++c) {
     std::snprintf(buf, sizeof buf, " %15s", std::string(category(c)).c_str());
     os << buf;
@@ -311,6 +330,8 @@ Json step_object(const std::vector<nn::StepStats>& ranks) {
   d["loss_scale"] = s.loss_scale;
   d["skipped"] = s.skipped;
   d["skipped_steps"] = s.skipped_steps;
+  d["grad_comm_bytes"] = s.grad_comm_bytes;
+  d["grad_dense_bytes"] = s.grad_dense_bytes;
   d["lr"] = s.lr;
   d["step_time_s"] = s.step_time_s;
   Json times = Json::array(), mem = Json::array();

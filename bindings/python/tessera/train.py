@@ -55,6 +55,8 @@ def train(
     precision: str = "fp32",
     loss_scale: Union[str, float] = "auto",
     grad_reduce_dtype: str = "fp32",
+    grad_compression: str = "none",
+    topk_ratio: float = 0.01,
 ) -> dict:
     """Trains ``model`` (a preset name, a model JSON file path, or a ModelSpec) on synthetic data
     over ``mesh`` in-process ranks, exactly as ``tessera train --backend local`` does.
@@ -95,7 +97,10 @@ def train(
     as ``tessera train --precision``. ``loss_scale``: ``"auto"`` (dynamic for fp16, off
     otherwise), ``"dynamic"``, ``"off"`` or a number (a static scale); each step's dict then has
     ``loss_scale``, ``skipped`` and ``skipped_steps``. ``grad_reduce_dtype``: what gradient buckets
-    are all-reduced in (``"fp32"``, ``"bf16"``, ``"fp16"``).
+    are all-reduced in (``"fp32"``, ``"bf16"``, ``"fp16"``). ``grad_compression``: ``"none"``, or
+    ``"topk"``: each rank sends the ``topk_ratio`` largest entries of each gradient bucket, keeping
+    the rest for later (error feedback; docs/training.md); each step's dict then says
+    ``grad_comm_bytes`` against ``grad_dense_bytes``.
     """
     fields = dict(model=model.to_json() if isinstance(model, _tessera.ModelSpec) else model,
                   input=_input_text(input), batch=batch, mesh=_mesh_text(mesh), shard=shard, steps=steps,
@@ -104,5 +109,6 @@ def train(
                   trace=trace, timeout_s=timeout_s, backend=backend, dtype=dtype, momentum=momentum,
                   drop_path=drop_path, data=data, bucket_mib=bucket_mib, metrics=metrics, save=save,
                   resume=resume, device="" if device == "cpu" else device, tf32=tf32,
-                  precision=precision, loss_scale=str(loss_scale), grad_reduce_dtype=grad_reduce_dtype)
+                  precision=precision, loss_scale=str(loss_scale), grad_reduce_dtype=grad_reduce_dtype,
+                  grad_compression=grad_compression, topk_ratio=topk_ratio)
     return _tessera._train(json.dumps(fields), callback)

@@ -7,10 +7,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tessera/core/allocator.hpp"
 #include "tessera/data/dataset.hpp"
+#include "tessera/nn/grad_compression.hpp"
 #include "tessera/nn/models.hpp"
 #include "tessera/nn/optimizer.hpp"
 #include "tessera/nn/precision.hpp"
@@ -43,6 +45,13 @@ struct TrainOptions {
   /// What gradient buckets travel in for their all-reduce: fp32 (the gradients' own dtype), or
   /// bf16/fp16 (half the bytes; each bucket is rounded, reduced, and widened back).
   Precision grad_reduce = Precision::FP32;
+  /// How gradient buckets travel: none (the dense all-reduce) or topk (each rank sends the
+  /// topk_ratio largest entries of its bucket plus what earlier steps left unsent, the rest stays
+  /// in a per-parameter residual; grad_compression.hpp). Needs grad_reduce fp32 and host memory;
+  /// buckets that are not reduced (one rank, no mesh) are not compressed.
+  GradCompression grad_compression = GradCompression::None;
+  /// With topk: the fraction of each bucket's elements a rank sends per step, 0 < ratio <= 1.
+  double topk_ratio = 0.01;
 };
 
 /// The dtypes a Trainer trains in (TrainOptions::dtype), reference first: f32, and f64, to which
@@ -71,6 +80,13 @@ struct StepStats {
   double step_time_s = 0;   ///< wall clock of this rank's step
   double data_time_s = 0;   ///< of which loading the batch (the dataset's load)
   double loss_scale = 1;    ///< the loss scale this step ran with (1 without loss scaling)
+  /// Bytes of the buffers this rank's gradient collectives carried this step: the buckets'
+  /// all-reduce buffers (f32, or 16-bit with grad_reduce), or with top-k the all_gathers' receive
+  /// buffers (group·k pairs). Buckets that are not reduced count nothing.
+  std::int64_t grad_comm_bytes = 0;
+  /// What the same buckets' dense all-reduce buffers hold (their elements times the dtype's size):
+  /// grad_dense_bytes / grad_comm_bytes is the compression factor.
+  std::int64_t grad_dense_bytes = 0;
   bool skipped = false;     ///< the gradients overflowed and dynamic loss scaling skipped the update
   std::int64_t skipped_steps = 0;  ///< steps skipped so far in this run (resumes included)
   core::MemStats memory;    ///< this rank's allocator: current and peak of this step
@@ -112,6 +128,10 @@ class Trainer {
   const TrainOptions& options() const noexcept { return opt_; }
   /// The modules forward and backward walk, in order (stages expanded into blocks).
   const std::vector<Module*>& units() const noexcept { return units_; }
+  /// With top-k gradient compression: each parameter's residual (what its gradients left unsent,
+  /// in the loss's units), in the order of parameters(); an undefined tensor for a parameter whose
+  /// bucket is not compressed. Empty without compression.
+  const std::vector<core::Tensor>& grad_residuals() const noexcept { return residuals_; }
   /// The context the modules run with (scope, conv options, ...); tracing hooks in here.
   Context& context() noexcept { return ctx_; }
 
@@ -121,6 +141,11 @@ class Trainer {
   comm::WorkPtr post_bucket(Bucket& b);
   void finish_bucket(Bucket& b);
   core::Tensor to_precision(core::Tensor images);
+  /// Elements of this rank's top-k residuals (the compressed buckets'), 0 without top-k.
+  std::int64_t residual_elems() const;
+  /// Per world rank and parameter, named views ("grad_residual.rank<q>.<name>") into `all`, which
+  /// holds every rank's residuals one after another (how checkpoints carry them).
+  std::vector<std::pair<std::string, core::Tensor>> residual_views(core::Tensor& all) const;
   double loss_and_grad(const core::Tensor& logits, const core::Tensor& labels, core::Tensor& dlogits);
 
   TrainOptions opt_;
@@ -133,6 +158,7 @@ class Trainer {
   std::vector<Module*> units_;
   std::vector<Parameter*> params_;
   std::vector<std::unique_ptr<Bucket>> buckets_;
+  std::vector<core::Tensor> residuals_;  ///< per parameter, views into the buckets' residuals
   std::unique_ptr<Optimizer> optim_;
   std::unique_ptr<LossScaler> scaler_;
   Context ctx_;

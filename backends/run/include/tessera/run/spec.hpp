@@ -38,6 +38,8 @@ struct RunSpec {
   std::string precision = "fp32";    ///< fp32, or bf16/fp16 (mixed precision: f32 master weights, 16-bit activations)
   std::string loss_scale = "auto";   ///< auto (dynamic for fp16), dynamic, off, or a static scale
   std::string grad_reduce_dtype = "fp32";  ///< what gradient buckets are all-reduced in: fp32, bf16 or fp16
+  std::string grad_compression = "none";   ///< none, or topk (top-k with error feedback; topk_ratio of each bucket)
+  double topk_ratio = 0.01;                ///< with topk: the fraction of each bucket's elements a rank sends
   std::string backend = "local";     ///< communication backend (training)
   int threads = 0;                   ///< compute threads per rank; 0: cores / ranks
   double timeout_s = 300;            ///< deadline of every communication wait
