@@ -36,6 +36,7 @@ def train(
     task: str = "segment",
     classes: int = 5,
     checkpointing: str = "none",
+    halo_recompute: str = "keep",
     threads: int = 0,
     overlap: bool = True,
     trace: str = "",
@@ -101,11 +102,14 @@ def train(
     ``"topk"``: each rank sends the ``topk_ratio`` largest entries of each gradient bucket, keeping
     the rest for later (error feedback; docs/training.md); each step's dict then says
     ``grad_comm_bytes`` against ``grad_dense_bytes``.
+    ``halo_recompute``: with ``checkpointing``, ``"keep"`` (a block's recompute reuses the halos its
+    forward received, kept as halo buffers) or ``"exchange"`` (it exchanges them again).
     """
     fields = dict(model=model.to_json() if isinstance(model, _tessera.ModelSpec) else model,
                   input=_input_text(input), batch=batch, mesh=_mesh_text(mesh), shard=shard, steps=steps,
                   optimizer=optimizer, lr=lr, weight_decay=weight_decay, warmup=warmup, clip=clip, seed=seed,
-                  task=task, classes=classes, checkpointing=checkpointing, threads=threads, overlap=overlap,
+                  task=task, classes=classes, checkpointing=checkpointing, halo_recompute=halo_recompute,
+                  threads=threads, overlap=overlap,
                   trace=trace, timeout_s=timeout_s, backend=backend, dtype=dtype, momentum=momentum,
                   drop_path=drop_path, data=data, bucket_mib=bucket_mib, metrics=metrics, save=save,
                   resume=resume, device="" if device == "cpu" else device, tf32=tf32,
