@@ -383,6 +383,10 @@ void Context::progress_loop() noexcept {
     if (armed) {
       epoll_event ev[1];
       ::epoll_wait(helper_epfd_, ev, 1, 1);
+    } else if (!progressed) {
+      // The worker will not arm (something it holds, e.g. an unexpected message, counts as an
+      // event) yet progress found nothing to do: do not spin on a core the ranks compute on.
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
     hl.lock();
   }
