@@ -169,8 +169,10 @@ class UcxBackend final : public Backend {
 };
 
 /// How a group's collectives progress, from TESSERA_UCX_PROGRESS (read once per process):
-/// "thread" (the default) — on the group's CollectiveThread, while the caller computes; "calls"
-/// — whole inside the post, as before (Capabilities::overlaps_compute false).
+/// "thread" — on the group's CollectiveThread, while the caller computes, and rendezvous-sized
+/// batches progressed by the context's helper; "calls" — whole inside the post
+/// (Capabilities::overlaps_compute false); "auto" (the default) — thread unless the launcher
+/// says this machine runs more ranks than it has cores (collectives_post.cpp gives the figures).
 enum class Progress : std::uint8_t { Thread, Calls };
 Progress progress_mode() noexcept;
 /// Throws InvalidArgument when TESSERA_UCX_PROGRESS is set to something else (the factory calls
