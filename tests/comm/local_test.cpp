@@ -268,6 +268,41 @@ TEST_CASE("a failing rank's root cause is rethrown, the others see who failed", 
   }
 }
 
+// A collective's data moves in the last rank's post, into every rank's buffers: a rank that lets
+// its Work go before completion (an exception unwinding it) must not leave a late peer to write
+// into freed memory, nor wait for that peer. The group fails at once, naming the rank.
+TEST_CASE("a Work destroyed before its collective completed fails the group instead of waiting", "[comm][local]") {
+  std::string late_error;
+  long long abandon_ms = -1, late_ms = -1;
+  comm::local::run(
+      2,
+      [&](comm::Backend& b) {
+        if (b.rank() == 0) {
+          const auto t0 = Clock::now();
+          {
+            std::vector<float> x(1024, 1.0f);  // freed with the Work (ASan checks nobody writes it)
+            comm::WorkPtr w = b.all_reduce(view(x), comm::ReduceOp::Sum);
+          }
+          abandon_ms = ms_since(t0);
+          return;
+        }
+        std::this_thread::sleep_for(100ms);  // arrives after rank 0 gave up
+        std::vector<float> x(1024, 2.0f);
+        const auto t0 = Clock::now();
+        try {
+          b.all_reduce(view(x), comm::ReduceOp::Sum)->wait();
+        } catch (const BackendError& e) {
+          late_error = e.what();
+        }
+        late_ms = ms_since(t0);
+      },
+      10s);
+  REQUIRE(abandon_ms >= 0);
+  REQUIRE(abandon_ms < 1000);  // did not wait for the late rank
+  REQUIRE(missing_from(late_error, "rank 0 abandoned all_reduce") == "");
+  REQUIRE(late_ms < 1000);  // failed at once, not at the deadline
+}
+
 TEST_CASE("World::abort releases waiting ranks and fails later calls", "[comm][local]") {
   comm::local::World world(3, 10s);
   std::vector<std::string> errs(2);

@@ -86,6 +86,8 @@ void fail_group(Group& g, FailureKind kind, std::string reason) {
       throw InternalError("local backend: " + msg);
     case FailureKind::InvalidSplit:
       throw InvalidArgument("local backend: " + msg);
+    case FailureKind::Abandoned:
+      throw BackendError("local", kAbortedCode, msg);
     case FailureKind::None:
       break;
   }
@@ -236,11 +238,23 @@ class CollectiveWork final : public Work {
         deadline_(std::chrono::steady_clock::now() + timeout) {}
 
   ~CollectiveWork() override {
-    // The last arrival writes into this rank's buffers: never leave before the data moved.
-    if (!finished_) try {
-        wait();
-      } catch (...) {  // reported to whoever waits on the group next
-      }
+    // Destroyed before completion (an exception unwinding this rank): the last arrival must not
+    // write into buffers that go with it. Wait while the data is being moved; otherwise fail the
+    // group, so that no late arrival moves it and the others' waits end at once.
+    if (finished_) return;
+    std::unique_lock lock(group_->mu);
+    try {
+      while (moving(*group_, seq_)) group_->coll_cv.wait_for(lock, std::chrono::milliseconds(1));
+      if (settle(*world_, *group_, rank_, seq_, kind_name(kind_), nullptr)) return;
+    } catch (...) {  // the world was aborted or the group failed: nothing will move it
+      return;
+    }
+    fail_group(*group_, FailureKind::Abandoned,
+               detail::cat(group_->who(rank_), " abandoned ", what_, " (call #", seq_, ") on ",
+                           group_->label(), ": its Work was destroyed before the collective "
+                           "completed (that rank failed or returned without waiting)"));
+    lock.unlock();
+    group_->coll_cv.notify_all();
   }
 
   bool is_completed() override {

@@ -80,8 +80,9 @@ struct Slot {
 
 /// Why a group became unusable (its ranks' sequence numbers no longer line up). Later calls on
 /// the group throw TimeoutError, InternalError (Mismatch: disagreeing calls, or a failure while
-/// moving the data) or InvalidArgument (InvalidSplit).
-enum class FailureKind : std::uint8_t { None, Timeout, Mismatch, InvalidSplit };
+/// moving the data), InvalidArgument (InvalidSplit) or BackendError (Abandoned: a rank destroyed
+/// the Work of a collective before it completed, e.g. while unwinding from an exception).
+enum class FailureKind : std::uint8_t { None, Timeout, Mismatch, InvalidSplit, Abandoned };
 
 /// A sent message, copied eagerly at send time.
 struct Message {

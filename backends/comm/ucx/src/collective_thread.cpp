@@ -28,6 +28,7 @@ struct CollectiveThread::Task {
   }
 
   std::function<void()> fn;
+  const std::function<void()>* abandon = nullptr;  ///< the thread's (it outlives its tasks)
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
@@ -42,8 +43,14 @@ class TaskWork final : public Work {
  public:
   explicit TaskWork(std::shared_ptr<CollectiveThread::Task> t) : t_(std::move(t)) {}
   ~TaskWork() override {
-    // The task reads and writes the caller's buffers: they must outlive it.
+    // The task reads and writes the caller's buffers: they must outlive it. Destroyed while the
+    // task is pending (the caller is unwinding), make it stop rather than wait for its peers.
     std::unique_lock lock(t_->mu);
+    if (!t_->done && t_->abandon && *t_->abandon) {
+      lock.unlock();
+      (*t_->abandon)();
+      lock.lock();
+    }
     t_->cv.wait(lock, [&] { return t_->done; });
   }
   bool is_completed() override {
@@ -80,6 +87,7 @@ CollectiveThread::~CollectiveThread() {
 
 WorkPtr CollectiveThread::post(std::function<void()> task, bool inline_when_idle) {
   auto t = std::make_shared<Task>(std::move(task));
+  t->abandon = &abandon_;
   {
     std::unique_lock lock(mu_);
     if (inline_when_idle && !busy_ && queue_.empty()) {

@@ -26,7 +26,10 @@ namespace tessera::comm::ucx {
 
 class CollectiveThread {
  public:
-  CollectiveThread() = default;
+  /// `abandon` is called when a pending task's Work is destroyed (its caller unwinding from an
+  /// exception): it must make the task's waits end (UcxBackend: Context::abandon), since the
+  /// task uses the caller's buffers; the Work's destructor then waits for the task to return.
+  explicit CollectiveThread(std::function<void()> abandon) : abandon_(std::move(abandon)) {}
   /// Runs what is queued to its end (each task has the backend's deadlines), then joins.
   ~CollectiveThread();
   CollectiveThread(const CollectiveThread&) = delete;
@@ -43,6 +46,7 @@ class CollectiveThread {
  private:
   void run() noexcept;
 
+  std::function<void()> abandon_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Task>> queue_;

@@ -206,7 +206,11 @@ void Context::shutdown() noexcept {
   helper_cv_.notify_all();
   if (helper_.joinable()) helper_.join();
   std::lock_guard lock(mu_);
-  const bool force = failed_ || !abort_.empty();
+  bool force = failed_;
+  {
+    std::lock_guard alock(abort_mu_);
+    force = force || !abort_.empty();
+  }
   std::vector<void*> closing;
   for (std::size_t i = 0; i < eps_.size(); ++i) {
     ucp_ep_h& ep = eps_[i];
@@ -393,8 +397,17 @@ void Context::progress_loop() noexcept {
 }
 
 std::string Context::abort_reason() {
+  std::lock_guard lock(abort_mu_);
   if (abort_.empty()) abort_ = store_.abort_reason();
   return abort_;
+}
+
+void Context::abandon(const std::string& why) {
+  {
+    std::lock_guard lock(abort_mu_);
+    if (abort_.empty()) abort_ = why;
+  }
+  wake_sleepers();
 }
 
 std::string Context::peer_error(int world_rank) {

@@ -110,6 +110,10 @@ class Context {
   void cancel(std::span<Op* const> ops) noexcept;
   /// The job's abort reason, or "" (checks the store's fd without blocking).
   std::string abort_reason();
+  /// Ends every wait of this process's groups with `why` as the abort reason (a pending
+  /// collective's Work was destroyed: its task must stop using the caller's buffers). The job's
+  /// store is not told; the caller's failure handling does that.
+  void abandon(const std::string& why);
   /// Failure of the endpoint to a world rank, or "".
   std::string peer_error(int world_rank);
   /// While held (by a posted batch with a rendezvous-sized message, which moves only while both
@@ -157,6 +161,7 @@ class Context {
   int holds_ = 0;
   bool helper_stop_ = false;
   std::thread helper_;
+  std::mutex abort_mu_;  ///< guards abort_ (the collective threads and the caller read it)
   std::string abort_;
   bool failed_ = false;
 

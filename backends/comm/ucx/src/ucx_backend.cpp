@@ -54,7 +54,11 @@ UcxBackend::UcxBackend(std::shared_ptr<Context> ctx, std::vector<int> members, i
     : ctx_(std::move(ctx)), members_(std::move(members)), comm_id_(comm_id), timeout_(timeout) {
   rank_ = static_cast<int>(std::find(members_.begin(), members_.end(), ctx_->rank()) -
                            members_.begin());
-  if (progress_mode() == Progress::Thread) thread_ = std::make_unique<CollectiveThread>();
+  if (progress_mode() == Progress::Thread)
+    thread_ = std::make_unique<CollectiveThread>([ctx = ctx_, who = where()] {
+      ctx->abandon(detail::cat(who, ": a collective's Work was destroyed before it completed (that rank "
+                                    "failed or returned without waiting)"));
+    });
 }
 
 Capabilities capabilities() {

@@ -71,7 +71,10 @@ struct Moved {
   std::chrono::steady_clock::time_point start, end;
 };
 
-/// Completion handle of an operation (c10d style).
+/// Completion handle of an operation (c10d style). Destroying a Work before its operation
+/// completed abandons the operation: its buffers may go with it, so the backend stops using them
+/// and may fail the group (local and ucx do: the group's later and pending operations throw
+/// BackendError naming the rank that abandoned it). Wait before letting a Work go.
 class Work {
  public:
   virtual ~Work() = default;
