@@ -39,6 +39,7 @@ TEST_CASE("run spec: each bad value given as text is refused naming the field an
       {"batch", "0", "must be a positive integer"},             {"batch", "two", "expected an integer"},
       {"mesh", "sp=0", "sp"},                                   {"shard", "Q", "expected one of: W, H, HW"},
       {"checkpointing", "all", "none, block, stage"},           {"optimizer", "adam", "sgd, adamw"},
+      {"halo_recompute", "always", "keep, exchange"},          {"all_reduce", "ring", "auto, flat, hier"},
       {"lr", "-1", ">= 0"},                                     {"weight_decay", "x", "expected a number"},
       {"momentum", "1", "[0, 1)"},                              {"warmup", "-2", "at least 0"},
       {"clip", "-0.5", ">= 0"},                                 {"steps", "0", "at least 1"},
@@ -171,6 +172,17 @@ TEST_CASE("run spec: resolution applies every field and refuses what cannot run"
   RunSpec backend = RunSpec{};
   backend.backend = "nosuch";
   REQUIRE(has(message([&] { run::resolve_train(backend); }), "backend 'nosuch': not available"));
+  RunSpec hier = RunSpec{};  // the communication choices of a training run
+  for (auto [f, v] : {std::pair{"mesh", "dp=2,sp=2"}, {"all_reduce", "hier"}, {"node_dim", "dp"},
+                      {"checkpointing", "block"}, {"halo_recompute", "exchange"}})
+    hier.set(f, v);
+  const run::TrainSetup h = run::resolve_train(hier, /*check_backend=*/false);
+  REQUIRE(h.mesh_comm.all_reduce == comm::AllReduceAlgorithm::Hierarchical);
+  REQUIRE(h.mesh_comm.node_dim == "dp");
+  REQUIRE(h.train.halo_recompute == nn::HaloRecompute::Exchange);
+  REQUIRE(run::resolve_train(RunSpec{}, false).train.halo_recompute == nn::HaloRecompute::Keep);
+  hier.node_dim = "node";
+  REQUIRE(has(message([&] { run::resolve_train(hier, false); }), "node_dim 'node' is not a dimension of mesh dp=2,sp=2"));
   RunSpec filled = s;  // a field filled member by member is checked at resolution
   filled.batch = 0;
   REQUIRE(has(message([&] { run::resolve_sim(filled); }), "batch '0': must be a positive integer"));

@@ -83,7 +83,7 @@ void add_train_command(CLI::App& app, Action& action) {
   CLI::App* c = app.add_subcommand("train", "Train a model spatially sharded over in-process ranks");
   a->spec.add(*c, {"model", "input", "batch", "mesh", "shard", "backend", "steps", "checkpointing", "halo_recompute", "optimizer", "lr",
                    "weight_decay", "momentum", "warmup", "clip", "seed", "task", "classes", "drop_path", "data", "save",
-                   "resume", "trace", "metrics", "threads", "timeout_s", "overlap", "dtype", "precision", "loss_scale", "grad_reduce_dtype", "grad_compression", "topk_ratio", "bucket_mib", "device",
+                   "resume", "trace", "metrics", "threads", "timeout_s", "overlap", "dtype", "precision", "loss_scale", "grad_reduce_dtype", "grad_compression", "topk_ratio", "all_reduce", "node_dim", "bucket_mib", "device",
                    "tf32"},
               /*with_config=*/true);
   c->add_flag("--json", a->json, "Print the run's summary as one JSON object (steps[], wall_s, parameters, summary) "

@@ -92,6 +92,11 @@ TrainSetup resolve_train(const RunSpec& spec, bool check_backend) {
   t.bucket_bytes = std::size_t(spec.bucket_mib) << 20;
   t.model.validate();
   c.mesh = core::DeviceMesh::parse(spec.mesh);
+  c.mesh_comm.all_reduce = comm::parse_all_reduce_algorithm(spec.all_reduce);
+  c.mesh_comm.node_dim = spec.node_dim;
+  TESSERA_CHECK(spec.node_dim.empty() || c.mesh.find_dim(spec.node_dim) >= 0, "node_dim '", spec.node_dim,
+                "' is not a dimension of mesh ", c.mesh.to_string(),
+                "; name the mesh dimension whose ranks are on different hosts, e.g. dp");
   if (check_backend) {
     comm::Registry comms;
     register_builtin_backends(comms);

@@ -165,9 +165,18 @@ const std::vector<Field>& fields() {
        "Let fp32 convolutions and matrix products use TF32 tensor cores (training on cuda; a simulation times "
        "them at the TF32 peak)",
        [](RunSpec&) { return std::string(); }},
+      {"all_reduce", &RunSpec::all_reduce,
+       "Reductions that span the node dimension: auto (hierarchical across >= 2 hosts of >= 2 ranks up to 32 MiB, "
+       "else flat), flat, or hier (reduce-scatter in the node, all-reduce across nodes, all-gather in the node)",
+       [](RunSpec& s) { return one_of(s.all_reduce, {"auto", "flat", "hier", "hierarchical"}); }},
+      {"node_dim", &RunSpec::node_dim,
+       "The mesh dimension whose ranks are on different hosts, e.g. dp for dp=2,sp=4 on two hosts of four "
+       "(default: none, or a dimension named node)",
+       [](RunSpec&) { return std::string(); }},
       {"comm_progress", &RunSpec::comm_progress,
-       "Simulation: when communication moves. overlaps: while the ranks compute (NCCL); in-calls: a collective "
-       "blocks its post (local, ucx); auto: overlaps",
+       "Simulation: when communication moves. overlaps: while the ranks compute (NCCL; local and ucx by "
+       "default); in-calls: a collective blocks its post (local and ucx with TESSERA_LOCAL_PROGRESS or "
+       "TESSERA_UCX_PROGRESS=calls); auto: overlaps",
        [](RunSpec& s) {
          try {
            sim::parse_comm_progress(s.comm_progress);

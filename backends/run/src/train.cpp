@@ -103,7 +103,7 @@ void rank_loop(const TrainSetup& cfg, int device_index, comm::Backend& world,
     name << ")";
     recorder.set_process_name(rank, name.str());
   }
-  comm::MeshComm mc(cfg.mesh, *w);
+  comm::MeshComm mc(cfg.mesh, *w, cfg.mesh_comm);
   nn::Trainer trainer(cfg.train, &mc, *cb, alloc, dataset);
   trainer.context().scope = &scope;
   if (!cfg.resume.empty()) trainer.load(cfg.resume);

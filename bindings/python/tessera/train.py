@@ -58,6 +58,8 @@ def train(
     grad_reduce_dtype: str = "fp32",
     grad_compression: str = "none",
     topk_ratio: float = 0.01,
+    all_reduce: str = "auto",
+    node_dim: str = "",
 ) -> dict:
     """Trains ``model`` (a preset name, a model JSON file path, or a ModelSpec) on synthetic data
     over ``mesh`` in-process ranks, exactly as ``tessera train --backend local`` does.
@@ -104,6 +106,8 @@ def train(
     ``grad_comm_bytes`` against ``grad_dense_bytes``.
     ``halo_recompute``: with ``checkpointing``, ``"keep"`` (a block's recompute reuses the halos its
     forward received, kept as halo buffers) or ``"exchange"`` (it exchanges them again).
+    ``all_reduce``: ``"auto"``, ``"flat"`` or ``"hier"`` for reductions that span ``node_dim``, the
+    mesh dimension whose ranks are on different hosts (docs/sharding.md).
     """
     fields = dict(model=model.to_json() if isinstance(model, _tessera.ModelSpec) else model,
                   input=_input_text(input), batch=batch, mesh=_mesh_text(mesh), shard=shard, steps=steps,
@@ -114,5 +118,6 @@ def train(
                   drop_path=drop_path, data=data, bucket_mib=bucket_mib, metrics=metrics, save=save,
                   resume=resume, device="" if device == "cpu" else device, tf32=tf32,
                   precision=precision, loss_scale=str(loss_scale), grad_reduce_dtype=grad_reduce_dtype,
-                  grad_compression=grad_compression, topk_ratio=topk_ratio)
+                  grad_compression=grad_compression, topk_ratio=topk_ratio, all_reduce=all_reduce,
+                  node_dim=node_dim)
     return _tessera._train(json.dumps(fields), callback)

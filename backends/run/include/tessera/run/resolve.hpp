@@ -6,6 +6,7 @@
 #include <chrono>
 #include <string>
 
+#include "tessera/comm/mesh_comm.hpp"
 #include "tessera/core/mesh.hpp"
 #include "tessera/nn/trainer.hpp"
 #include "tessera/run/spec.hpp"
@@ -29,6 +30,7 @@ sim::Topology load_topology(const std::string& spec, const sim::DeviceCatalog& c
 struct TrainSetup {
   nn::TrainOptions train;
   core::DeviceMesh mesh;
+  comm::MeshCommOptions mesh_comm;  ///< all_reduce, node_dim
   std::string backend = "local";
   std::string compute = "cpu";  ///< compute backend: cpu or cuda (from spec.device)
   int device_index = 0;         ///< cuda:N's N (one process per rank adds its local rank)

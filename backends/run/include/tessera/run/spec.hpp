@@ -49,6 +49,8 @@ struct RunSpec {
   std::string device;                ///< training: cpu (empty), cuda, cuda:N; simulation: device model (empty: the topology's)
   std::string calibration;           ///< simulation: a `tessera calibrate` file; empty: built-in figures
   bool tf32 = false;                 ///< TF32 tensor cores for fp32 convolutions and matmuls (cuda; simulation: their peak)
+  std::string all_reduce = "auto";   ///< gradient all-reduce: auto, flat or hier (comm::AllReduceAlgorithm)
+  std::string node_dim;               ///< the mesh dimension across hosts ("": one named "node", if any)
   std::string comm_progress = "auto";  ///< simulation: auto, overlaps or in-calls (sim::CommProgress)
   std::string trace;                 ///< write the Chrome trace here (empty: none)
   std::string metrics, save, resume; ///< training: metrics JSON lines, checkpoint out, checkpoint in
