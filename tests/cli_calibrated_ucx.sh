@@ -4,11 +4,17 @@
 # reference runs and their waits); then three configurations train on 2 ucx processes and are
 # simulated on cpu-host:2 with that calibration. Measured: the median over steps 4-14 of the
 # slowest rank's step time less its data loading (the simulator does not model the loader).
-# They must agree within 15%: the error per configuration is the median over attempts (one
-# calibration and three runs each); more attempts (up to 6) are made only while a median is off,
-# since other processes on a shared machine spoil single attempts (a CI run on record had two of
-# four spoiled: one calibration measured an FMA peak of 51 GFLOP/s against 85-94 in the others, and
-# one run's shard-H step took 10.6 ms against 7.3-8.0 ms in the others).
+#
+# The simulator predicts an unloaded machine, and on a shared one interference only ever slows
+# things down: a spoiled run measures slower steps, a spoiled calibration lower peaks and dearer
+# waits, hence a slower prediction. So each side is taken at its least disturbed: per
+# configuration, the fastest run's median against the fastest prediction over the attempts (one
+# calibration and three runs each), and they must agree within 15%. A simulator that is wrong
+# cannot pass by luck: more attempts only bring both sides down to the unloaded figures, never
+# below them. Attempts (up to 6) continue only while a configuration is off. A CI run on record
+# that compared medians over attempts failed with 4 of 6 shard-H runs spoiled (3.3-3.5 ms in
+# the clean ones, 4.5-5.1 ms in the others, predictions 3.4-3.8 ms); each attempt prints the
+# hypervisor's steal time over it (/proc/stat) to show such spoiling.
 #   tests/cli_calibrated_ucx.sh <tessera binary>
 set -euo pipefail
 bin=$1
@@ -24,9 +30,11 @@ cat >"$tmp/regnet.json" <<'J'
  "group_width": 8, "se_ratio": 0.25, "num_classes": 4}
 J
 configs=("convnext W" "regnet W" "convnext H")
+steal_ms() { awk '/^cpu /{print $9 * 1000 / '"$(getconf CLK_TCK)"'}' /proc/stat; }
 common=(--input 3x64x256 --batch 2 --mesh sp=2 --classes 4 --task classify --optimizer adamw)
 
 for attempt in 1 2 3 4 5 6; do
+  steal0=$(steal_ms)
   timeout 300 "$bin" launch --nproc 2 -- calibrate --backend ucx --out "$tmp/cal.json" >"$tmp/cal.out" 2>&1 ||
     { cat "$tmp/cal.out"; exit 1; }
   for c in "${configs[@]}"; do
@@ -49,28 +57,31 @@ print(f"attempt {attempt}: {family} sp=2 shard {shard}: measured {measured*1e3:.
 PY
   done
   grep -E "link:|wait costs" "$tmp/cal.out" | sed 's/^/  calibration: /' || true
+  echo "  the hypervisor took $(( $(steal_ms) - steal0 )) ms of this machine's cpus during attempt $attempt"
   python3 - "$tmp" <<'PY' && break
-import collections, statistics, sys
+import collections, sys
 rows = collections.defaultdict(list)
 for line in open(f"{sys.argv[1]}/errors.txt"):
     family, shard, attempt, m, s, e = line.split()
-    rows[(family, shard)].append(float(e))
-sys.exit(0 if all(abs(statistics.median(v)) <= 0.15 for v in rows.values()) else 1)
+    rows[(family, shard)].append((float(m), float(s)))
+sys.exit(0 if all(abs(min(s for _, s in v) / min(m for m, _ in v) - 1) <= 0.15 for v in rows.values()) else 1)
 PY
 done
 
 python3 - "$tmp" <<'PY'
-import collections, statistics, sys
+import collections, sys
 rows = collections.defaultdict(list)
 for line in open(f"{sys.argv[1]}/errors.txt"):
     family, shard, attempt, m, s, e = line.split()
-    rows[(family, shard)].append(float(e))
+    rows[(family, shard)].append((float(m), float(s)))
 bad = []
-for (family, shard), errs in rows.items():
-    med = statistics.median(errs)
-    print(f"{family} sp=2 shard {shard}: median error {med:+.1%} over {len(errs)} attempt(s)")
-    if abs(med) > 0.15:
-        bad.append(f"{family} shard {shard} ({med:+.1%})")
+for (family, shard), v in rows.items():
+    m, s = min(m for m, _ in v), min(s for _, s in v)
+    err = s / m - 1
+    print(f"{family} sp=2 shard {shard}: fastest run {m*1e3:.3f} ms, fastest prediction {s*1e3:.3f} ms "
+          f"({err:+.1%}) over {len(v)} attempt(s)")
+    if abs(err) > 0.15:
+        bad.append(f"{family} shard {shard} ({err:+.1%})")
 if bad:
     sys.exit("calibrated ucx simulation off by more than 15%: " + ", ".join(bad))
 print("cli_calibrated_ucx: every configuration within 15%")
