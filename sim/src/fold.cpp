@@ -110,7 +110,8 @@ std::vector<RankReplay> FoldedReplay::expand() const {
   return all;
 }
 
-FoldedReplay replay_folded(const nn::TrainOptions& options, const core::DeviceMesh& mesh) {
+FoldedReplay replay_folded(const nn::TrainOptions& options, const core::DeviceMesh& mesh,
+                           const comm::MeshCommOptions& mesh_comm) {
   const core::Layout in = nn::input_layout(mesh, options.shard, options.batch, options.input,
                                            options.model.total_stride());
   FoldedReplay f;
@@ -130,7 +131,7 @@ FoldedReplay replay_folded(const nn::TrainOptions& options, const core::DeviceMe
     std::vector<int> next = f.window;
     for (int r : reps) {
       auto it = replayed.find(r);
-      if (it == replayed.end()) it = replayed.emplace(r, replay_rank(options, mesh, r)).first;
+      if (it == replayed.end()) it = replayed.emplace(r, replay_rank(options, mesh, r, mesh_comm)).first;
       const std::vector<int> reach = halo_reach(mesh, it->second);
       for (int d = 0; d < mesh.ndim(); ++d)
         if (reach[d] > 0) next[d] = std::max(next[d], reach[d] + 1);

@@ -39,7 +39,8 @@ class ShapeOnlyDataset final : public data::Dataset {
 
 }  // namespace
 
-RankReplay replay_rank(const nn::TrainOptions& options, const core::DeviceMesh& mesh, int rank) {
+RankReplay replay_rank(const nn::TrainOptions& options, const core::DeviceMesh& mesh, int rank,
+                       const comm::MeshCommOptions& mesh_comm) {
   TESSERA_CHECK(rank >= 0 && rank < mesh.size(), "replay: rank ", rank, " is not in mesh ", mesh.to_string(),
                 " of ", mesh.size(), " ranks");
   auto alloc = std::make_shared<core::Allocator>("replay rank " + std::to_string(rank), /*meta=*/true);
@@ -48,7 +49,7 @@ RankReplay replay_rank(const nn::TrainOptions& options, const core::DeviceMesh& 
   std::vector<int> world(mesh.size());
   for (int r = 0; r < mesh.size(); ++r) world[r] = r;
   RecordingComm comm(log, compute, rank, world);
-  comm::MeshComm mc(mesh, comm);
+  comm::MeshComm mc(mesh, comm, mesh_comm);
   const data::Task task = options.model.task == nn::Task::Classify ? data::Task::Classify : data::Task::Segment;
   auto ds = std::make_shared<ShapeOnlyDataset>(task, options.model.num_classes, options.input);
   nn::Trainer trainer(options, &mc, compute, alloc, ds);
@@ -62,10 +63,11 @@ RankReplay replay_rank(const nn::TrainOptions& options, const core::DeviceMesh& 
   return r;
 }
 
-std::vector<RankReplay> replay_all(const nn::TrainOptions& options, const core::DeviceMesh& mesh) {
+std::vector<RankReplay> replay_all(const nn::TrainOptions& options, const core::DeviceMesh& mesh,
+                                   const comm::MeshCommOptions& mesh_comm) {
   std::vector<RankReplay> out;
   out.reserve(mesh.size());
-  for (int r = 0; r < mesh.size(); ++r) out.push_back(replay_rank(options, mesh, r));
+  for (int r = 0; r < mesh.size(); ++r) out.push_back(replay_rank(options, mesh, r, mesh_comm));
   return out;
 }
 

@@ -181,6 +181,16 @@ TEST_CASE("run spec: resolution applies every field and refuses what cannot run"
   REQUIRE(h.mesh_comm.node_dim == "dp");
   REQUIRE(h.train.halo_recompute == nn::HaloRecompute::Exchange);
   REQUIRE(run::resolve_train(RunSpec{}, false).train.halo_recompute == nn::HaloRecompute::Keep);
+  RunSpec hier_sim = RunSpec::for_simulation();  // the simulator replays with the same choices
+  for (auto [f, v] : {std::pair{"mesh", "dp=2,sp=2"}, {"all_reduce", "hier"}, {"node_dim", "dp"}}) hier_sim.set(f, v);
+  const run::SimSetup hs = run::resolve_sim(hier_sim);
+  REQUIRE(hs.mesh_comm.all_reduce == comm::AllReduceAlgorithm::Hierarchical);
+  REQUIRE(hs.mesh_comm.node_dim == "dp");
+  hier_sim.all_reduce = "auto";  // on GPUs the buckets are device memory, where the runtime's Auto is flat
+  hier_sim.topology = "dgx-a100:2";
+  REQUIRE(run::resolve_sim(hier_sim).mesh_comm.all_reduce == comm::AllReduceAlgorithm::Flat);
+  hier_sim.topology = "cpu-host:4";  // host buffers: Auto chooses per reduction, as the runtime does
+  REQUIRE(run::resolve_sim(hier_sim).mesh_comm.all_reduce == comm::AllReduceAlgorithm::Auto);
   hier.node_dim = "node";
   REQUIRE(has(message([&] { run::resolve_train(hier, false); }), "node_dim 'node' is not a dimension of mesh dp=2,sp=2"));
   RunSpec filled = s;  // a field filled member by member is checked at resolution

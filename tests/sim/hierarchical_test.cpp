@@ -2,6 +2,7 @@
 // groups and bytes per rank on 2 hosts × 2 ranks, and Auto's size limit against the simulator's
 // own choice on multi-node presets.
 #include <map>
+#include <tuple>
 
 #include "sim_test_util.hpp"
 #include "support/test_utils.hpp"
@@ -9,6 +10,8 @@
 #include "tessera/comm/mesh_comm.hpp"
 #include "tessera/core/tracing.hpp"
 #include "tessera/sim/collectives.hpp"
+#include "tessera/sim/fold.hpp"
+#include "tessera/sim/replay.hpp"
 
 using namespace tessera;
 using namespace tessera::sim;
@@ -112,4 +115,72 @@ TEST_CASE("Auto's hierarchical size limit agrees with the simulator's choice", "
       REQUIRE((sim.algorithm == Algorithm::Hierarchical) == runtime_hier);
     }
   }
+}
+
+namespace {
+
+// The gradient collectives of a replayed step (layer "grad_bucket"), as (name, group size, bytes).
+std::vector<std::tuple<std::string, int, std::int64_t>> bucket_collectives(const RankReplay& r) {
+  std::vector<std::tuple<std::string, int, std::int64_t>> out;
+  for (const ProgramOp& op : r.program)
+    if (op.kind == ProgramOp::Kind::Collective && op.layer == "grad_bucket")
+      out.emplace_back(op.name, static_cast<int>(op.group.size()), op.bytes);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the replay runs the gradient all-reduce as the run's MeshComm options say", "[sim][hier]") {
+  // dp=2,sp=2 with node_dim dp (two hosts of two ranks): flat, each bucket is one all_reduce of
+  // the 4 ranks; hierarchical, the runtime's three phases on their groups with the shard's bytes.
+  const nn::TrainOptions o = simtest::small_run("convnext");
+  const core::DeviceMesh mesh = core::DeviceMesh::parse("dp=2,sp=2");
+  const comm::MeshCommOptions flat{.all_reduce = comm::AllReduceAlgorithm::Flat, .node_dim = "dp"};
+  const comm::MeshCommOptions hier{.all_reduce = comm::AllReduceAlgorithm::Hierarchical, .node_dim = "dp"};
+  for (int r = 0; r < mesh.size(); ++r) {
+    INFO("rank " << r);
+    const auto f = bucket_collectives(replay_rank(o, mesh, r, flat));
+    const RankReplay hr = replay_rank(o, mesh, r, hier);
+    const auto h = bucket_collectives(hr);
+    REQUIRE(!f.empty());
+    std::size_t k = 0, spanning = 0;  // k: next collective of the hierarchical replay
+    for (std::size_t b = 0; b < f.size(); ++b) {
+      INFO("bucket " << b);
+      const auto [name, size, bytes] = f[b];
+      REQUIRE(name == "all_reduce");
+      REQUIRE(k < h.size());
+      if (size == 2) {  // reduced over dp alone (the head behind the global pool): one rank per node
+        REQUIRE(h[k++] == f[b]);
+        continue;
+      }
+      REQUIRE(size == 4);
+      ++spanning;
+      // reduce_scatter inside the node (sp pair) of the whole bucket, all_reduce of this rank's
+      // half across the nodes (dp pair), all_gather inside the node. An odd count is padded to
+      // two equal shards (hierarchical_all_reduce's workspace).
+      const std::int64_t shard = (bytes / 4 + 1) / 2 * 4;
+      REQUIRE(k + 3 <= h.size());
+      REQUIRE(h[k] == std::tuple{std::string("reduce_scatter"), 2, 2 * shard});
+      REQUIRE(h[k + 1] == std::tuple{std::string("all_reduce"), 2, shard});
+      REQUIRE(h[k + 2] == std::tuple{std::string("all_gather"), 2, 2 * shard});
+      k += 3;
+    }
+    REQUIRE(k == h.size());
+    REQUIRE(spanning > 0);
+    // The phases' groups: the sp pair of this rank, then its dp pair.
+    std::vector<std::vector<int>> groups;  // of the first reduce_scatter and the all_reduce after it
+    for (const ProgramOp& op : hr.program)
+      if (op.kind == ProgramOp::Kind::Collective && op.layer == "grad_bucket" && groups.size() < 2 &&
+          (op.name == "reduce_scatter" || !groups.empty()))
+        groups.push_back(op.group);
+    REQUIRE(groups.size() == 2);
+    REQUIRE(groups[0] == mesh.group_ranks({1}, r));
+    REQUIRE(groups[1] == mesh.group_ranks({0}, r));
+  }
+  // Folding renames the phases' groups as replaying every rank gives them.
+  const FoldedReplay folded = replay_folded(o, mesh, hier);
+  for (int r = 0; r < mesh.size(); ++r) REQUIRE(replay_difference(folded.replay_for(r), replay_rank(o, mesh, r, hier)) == "");
+  // A node_dim the mesh lacks is refused as the runtime refuses it.
+  const comm::MeshCommOptions bad{.all_reduce = comm::AllReduceAlgorithm::Hierarchical, .node_dim = "node"};
+  REQUIRE_THAT(simtest::error_of([&] { replay_rank(o, mesh, 0, bad); }), Catch::Matchers::Contains("node_dim 'node'"));
 }

@@ -44,7 +44,7 @@ Cell replay_cell(run::RunSpec t, const std::string& input, int sp, const std::st
   t.checkpointing = checkpointing;
   const run::TrainSetup cfg = run::resolve_train(t, /*check_backend=*/false);
   Cell c;
-  const sim::FoldedReplay folded = sim::replay_folded(cfg.train, cfg.mesh);  // one replay per class
+  const sim::FoldedReplay folded = sim::replay_folded(cfg.train, cfg.mesh, cfg.mesh_comm);  // one replay per class
   for (const sim::RankReplay& r : folded.classes) {
     c.total = std::max(c.total, r.memory.peak_total);
     c.activation = std::max(c.activation, r.memory.peak_of(core::MemCategory::Activation));

@@ -142,7 +142,7 @@ TrainSetup resolve_train(const RunSpec& spec, bool check_backend) {
 
 SimSetup resolve_sim(const RunSpec& spec) {
   TrainSetup t = resolve_train(spec, /*check_backend=*/false);
-  SimSetup s{std::move(t.train), std::move(t.mesh), {}, {}, {}};
+  SimSetup s{std::move(t.train), std::move(t.mesh), {}, {}, {}, std::move(t.mesh_comm)};
   // Calibrate first: the cpu-host presets take the measured device's shared-memory links.
   if (!spec.calibration.empty())
     sim::apply_calibration(sim::load_calibration(spec.calibration), s.catalog, s.engine);
@@ -152,6 +152,19 @@ SimSetup resolve_sim(const RunSpec& spec) {
   s.engine.device = spec.device;
   s.engine.tf32 = spec.tf32;
   s.engine.comm_progress = sim::parse_comm_progress(spec.comm_progress);
+  // The replay's tensors are meta, which MeshComm takes for host buffers; on GPUs the runtime's
+  // gradient buckets are device memory, where Auto stays flat (comm::choose_all_reduce_algorithm:
+  // NCCL picks its own topology-aware algorithm). Resolve Auto as the runtime will.
+  if (s.mesh_comm.all_reduce == comm::AllReduceAlgorithm::Auto) {
+    const std::vector<int> devices = s.topology.devices();
+    for (int r = 0; r < s.mesh.size() && r < static_cast<int>(devices.size()); ++r) {
+      const std::string& dev = s.engine.device.empty() ? s.topology.nodes()[devices[r]].device : s.engine.device;
+      if (s.catalog.get(dev).kind != "cpu") {
+        s.mesh_comm.all_reduce = comm::AllReduceAlgorithm::Flat;
+        break;
+      }
+    }
+  }
   const int have = static_cast<int>(s.topology.devices().size());
   TESSERA_CHECK(s.mesh.size() <= have, "mesh ", s.mesh.to_string(), " has ", s.mesh.size(),
                 " ranks but topology '", s.topology.name, "' has ", have, " devices",

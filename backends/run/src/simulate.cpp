@@ -62,7 +62,7 @@ SimRun simulate(SimSetup setup, bool every_rank, bool keep_trace) {
   sim::EngineOptions eo = setup.engine;
   eo.trace = keep_trace;
   // One replay per class of equivalent ranks (fold.hpp): exactly what replaying every rank gives.
-  const sim::FoldedReplay folded = sim::replay_folded(setup.train, setup.mesh);
+  const sim::FoldedReplay folded = sim::replay_folded(setup.train, setup.mesh, setup.mesh_comm);
   run.result = sim::simulate_iteration(folded, setup.topology, setup.catalog, eo, /*fold_engine=*/!every_rank);
   run.setup = std::move(setup);
   return run;

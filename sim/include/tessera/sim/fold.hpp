@@ -37,9 +37,10 @@ struct FoldedReplay {
   std::vector<RankReplay> expand() const;
 };
 
-/// Replays one representative per class of `mesh` (see FoldedReplay). Throws what replay_rank
-/// throws for a bad configuration.
-FoldedReplay replay_folded(const nn::TrainOptions& options, const core::DeviceMesh& mesh);
+/// Replays one representative per class of `mesh` (see FoldedReplay) with the run's MeshComm
+/// options (replay_rank). Throws what replay_rank throws for a bad configuration.
+FoldedReplay replay_folded(const nn::TrainOptions& options, const core::DeviceMesh& mesh,
+                           const comm::MeshCommOptions& mesh_comm = {});
 
 /// "" when the two replays are identical (rank, coordinates, memory, and every op's kind, name,
 /// layer, costs, group, transfers, dependencies and memory snapshot), else a sentence naming the

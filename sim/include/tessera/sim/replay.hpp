@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tessera/comm/backend.hpp"
+#include "tessera/comm/mesh_comm.hpp"
 #include "tessera/compute/ops.hpp"
 #include "tessera/core/allocator.hpp"
 #include "tessera/core/mesh.hpp"
@@ -140,11 +141,16 @@ struct RankReplay {
 
 /// Builds the real nn::Trainer for world rank `rank` of `mesh` on a meta allocator and runs one
 /// step with the recording backends. No other rank needs to exist: a rank's program and memory
-/// do not depend on its peers' data. Throws what the trainer throws for a bad configuration.
-RankReplay replay_rank(const nn::TrainOptions& options, const core::DeviceMesh& mesh, int rank);
+/// do not depend on its peers' data. `mesh_comm` is the run's (run::TrainSetup::mesh_comm): the
+/// gradient all-reduce's algorithm and node dimension, so a hierarchical reduction is replayed as
+/// the runtime's three collectives on their groups. Throws what the trainer and MeshComm throw for
+/// a bad configuration (a node_dim the mesh lacks, hier without a node dimension).
+RankReplay replay_rank(const nn::TrainOptions& options, const core::DeviceMesh& mesh, int rank,
+                       const comm::MeshCommOptions& mesh_comm = {});
 
 /// Replays every rank of `mesh` (each alone; cheap on meta tensors).
-std::vector<RankReplay> replay_all(const nn::TrainOptions& options, const core::DeviceMesh& mesh);
+std::vector<RankReplay> replay_all(const nn::TrainOptions& options, const core::DeviceMesh& mesh,
+                                   const comm::MeshCommOptions& mesh_comm = {});
 
 /// Short name of a program op kind ("compute", "collective", "p2p").
 std::string program_op_kind_name(ProgramOp::Kind k);

@@ -54,6 +54,7 @@ struct SimSetup {
   sim::DeviceCatalog catalog;
   sim::EngineOptions engine;
   sim::Topology topology;
+  comm::MeshCommOptions mesh_comm;  ///< replayed as the runtime runs it (TrainSetup::mesh_comm)
 };
 SimSetup resolve_sim(const RunSpec& spec);
 
