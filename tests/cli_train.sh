@@ -80,8 +80,13 @@ import json, re, sys
 tmp = sys.argv[1]
 out = open(f"{tmp}/diverged.out").read()
 failed = int(re.search(r"diverged at step (\d+)/4", out).group(1))  # 1-based
-lines = [json.loads(l) for l in open(f"{tmp}/diverged.jsonl")]
+every = [json.loads(l) for l in open(f"{tmp}/diverged.jsonl")]
+lines = [m for m in every if "alarm" not in m]
+alarms = [m for m in every if "alarm" in m]
 assert [m["step"] for m in lines] == list(range(failed - 1)), (failed, lines)
+# The non-finite step is the last line, as an alarm (its value null: valid JSON, no NaN).
+assert every[-1] is alarms[-1] and len(alarms) == 1, every
+assert alarms[0]["alarm"] == "nonfinite" and alarms[0]["step"] == failed - 1 and alarms[0]["value"] is None, alarms
 for m in lines:
     assert all(isinstance(m[k], (int, float)) and m[k] == m[k] and abs(m[k]) != float("inf") for k in ("loss", "grad_norm")), m
 trace = json.load(open(f"{tmp}/diverged.json"))

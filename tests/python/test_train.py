@@ -101,3 +101,21 @@ def test_mixed_precision_halves_activations_and_reports_the_loss_scale():
         assert abs(r["steps"][0]["loss"] - f32["steps"][0]["loss"]) <= 0.02 * f32["steps"][0]["loss"]
     with pytest.raises(tessera.Error, match="mixed precision keeps f32 master weights"):
         tessera.train(precision="bf16", dtype="f64", **kw)
+
+
+def test_alarms_reach_the_callback_and_stop_raises():
+    """tessera.train(alarm=, on_alarm=): each fired alarm is passed to on_alarm as its metrics
+    dict and listed under "alarms"; an alarm whose action is stop raises tessera.Error."""
+    seen = []
+    kw = dict(model="convnext-atto", input=(3, 64, 128), batch=2, steps=8, seed=3, threads=1, mesh="sp=2")
+    r = tessera.train(alarm="loss=1.01,grad_norm=off,grad_variance=off,step_time=off,warmup=2",
+                      on_alarm=seen.append, **kw)
+    assert seen and seen == r["alarms"]
+    losses = {s["step"]: s["loss"] for s in r["steps"]}
+    for a in seen:
+        assert a["alarm"] == "loss" and a["action"] == "warn" and a["value"] == losses[a["step"]]
+        assert a["value"] > 1.01 * a["baseline"] and a["step"] >= 2
+    with pytest.raises(tessera.Error, match=r"alarm loss at step \d+: .*stopped, as the alarm's action \(stop\) asks"):
+        tessera.train(alarm="loss=1.01:stop,step_time=off,warmup=2", **kw)
+    with pytest.raises(tessera.Error, match="no alarm named 'lost'"):
+        tessera.train(alarm="lost=2", **kw)

@@ -62,6 +62,15 @@ int run_train_command(const run::TrainSetup& cfg, bool json) {
   run::TrainResult res;
   try {
     res = run::train(cfg, [&](const std::vector<nn::StepStats>& ranks) { print_step(cfg, ranks, tty); });
+  } catch (const run::AlarmStopped& e) {
+    if (tty) std::printf("\n");
+    std::printf("stopped after step %lld/%d by alarm %s", static_cast<long long>(e.alarm().step) + 1, cfg.train.steps,
+                std::string(run::alarm_kind_name(e.alarm().kind)).c_str());
+    if (!cfg.metrics.empty()) std::printf("; metrics up to it (and the alarm) are in %s", cfg.metrics.c_str());
+    if (!e.alarm().checkpoint.empty()) std::printf("; checkpoint written to %s", e.alarm().checkpoint.c_str());
+    std::printf("\n");
+    std::fflush(stdout);
+    throw;
   } catch (const NonFiniteError& e) {
     // What the diverged run left behind; main then prints the error itself and exits 1.
     if (tty) std::printf("\n");
@@ -84,7 +93,7 @@ void add_train_command(CLI::App& app, Action& action) {
   a->spec.add(*c, {"model", "input", "batch", "mesh", "shard", "backend", "steps", "checkpointing", "halo_recompute", "optimizer", "lr",
                    "weight_decay", "momentum", "warmup", "clip", "seed", "task", "classes", "drop_path", "data", "save",
                    "resume", "trace", "metrics", "threads", "timeout_s", "overlap", "dtype", "precision", "loss_scale", "grad_reduce_dtype", "grad_compression", "topk_ratio", "all_reduce", "node_dim", "bucket_mib", "device",
-                   "tf32"},
+                   "tf32", "alarm"},
               /*with_config=*/true);
   c->add_flag("--json", a->json, "Print the run's summary as one JSON object (steps[], wall_s, parameters, summary) "
                                  "instead of the progress lines");

@@ -94,6 +94,9 @@ TrainSetup resolve_train(const RunSpec& spec, bool check_backend) {
   c.mesh = core::DeviceMesh::parse(spec.mesh);
   c.mesh_comm.all_reduce = comm::parse_all_reduce_algorithm(spec.all_reduce);
   c.mesh_comm.node_dim = spec.node_dim;
+  c.alarms = parse_alarms(spec.alarm);
+  TESSERA_CHECK(!c.alarms.any_saves() || !spec.save.empty(), "alarm '", spec.alarm,
+                "': an alarm that saves writes its checkpoint beside --save's (PATH.alarm-step<N>); give --save PATH");
   TESSERA_CHECK(spec.node_dim.empty() || c.mesh.find_dim(spec.node_dim) >= 0, "node_dim '", spec.node_dim,
                 "' is not a dimension of mesh ", c.mesh.to_string(),
                 "; name the mesh dimension whose ranks are on different hosts, e.g. dp");

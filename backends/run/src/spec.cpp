@@ -14,6 +14,7 @@
 #include "tessera/core/mesh.hpp"
 #include "tessera/sim/engine.hpp"
 #include "tessera/nn/trainer.hpp"
+#include "tessera/run/alarms.hpp"
 #include "tessera/run/resolve.hpp"
 
 namespace tessera::run {
@@ -169,6 +170,18 @@ const std::vector<Field>& fields() {
        "Reductions that span the node dimension: auto (hierarchical across >= 2 hosts of >= 2 ranks up to 32 MiB, "
        "else flat), flat, or hier (reduce-scatter in the node, all-reduce across nodes, all-gather in the node)",
        [](RunSpec& s) { return one_of(s.all_reduce, {"auto", "flat", "hier", "hierarchical"}); }},
+      {"alarm", &RunSpec::alarm,
+       "Training alarms over the defaults (grad_norm=10,grad_variance=1,loss=4,step_time=3,nonfinite=stop,"
+       "window=20,warmup=5): name=THRESHOLD[:warn|save|stop|save+stop] or name=off, comma-separated; each fired "
+       "alarm goes to the metrics file and is printed once",
+       [](RunSpec& s) {
+         try {
+           parse_alarms(s.alarm);
+         } catch (const Error& e) {
+           return std::string(e.what());
+         }
+         return std::string();
+       }},
       {"node_dim", &RunSpec::node_dim,
        "The mesh dimension whose ranks are on different hosts, e.g. dp for dp=2,sp=4 on two hosts of four "
        "(default: none, or a dimension named node)",
@@ -395,7 +408,7 @@ const std::vector<std::string>& RunSpec::field_names() {
 const std::vector<std::string>& RunSpec::simulation_fields() {
   static const std::vector<std::string> names = {"model",    "input",      "batch",    "mesh",   "shard",
                                                  "checkpointing", "halo_recompute", "optimizer", "task", "classes", "dtype", "precision", "grad_reduce_dtype",
-                                                 "grad_compression", "topk_ratio", "overlap",  "bucket_mib", "topology", "device", "calibration",
+                                                 "grad_compression", "topk_ratio", "all_reduce", "node_dim", "overlap",  "bucket_mib", "topology", "device", "calibration",
                                                  "tf32", "comm_progress"};
   return names;
 }

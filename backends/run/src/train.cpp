@@ -4,6 +4,7 @@
 #include "tessera/run/train.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -40,7 +41,8 @@ std::string_view category(int c) { return core::mem_category_name(static_cast<co
 
 }  // namespace
 
-std::string metrics_line(const TrainSetup& cfg, const std::vector<nn::StepStats>& ranks) {
+std::string metrics_line(const TrainSetup& cfg, const std::vector<nn::StepStats>& ranks,
+                         const std::vector<Alarm>& alarms) {
   const nn::StepStats& s = ranks[0];
   double worst = 0, data = 0;
   for (auto& r : ranks) worst = std::max(worst, r.step_time_s), data = std::max(data, r.data_time_s);
@@ -57,7 +59,13 @@ std::string metrics_line(const TrainSetup& cfg, const std::vector<nn::StepStats>
     for (int c = 0; c < core::kNumMemCategories; ++c) os << ",\"" << category(c) << "\":" << ranks[r].memory.peak[c];
     os << "}";
   }
-  os << "]}";
+  os << "]";
+  if (!alarms.empty()) {
+    os << ",\"alarms\":[";
+    for (std::size_t i = 0; i < alarms.size(); ++i) os << (i ? "," : "") << alarm_json(alarms[i]);
+    os << "]";
+  }
+  os << "}";
   return os.str();
 }
 
@@ -72,7 +80,7 @@ using Gather = std::function<std::vector<nn::StepStats>(const nn::StepStats&, co
 void rank_loop(const TrainSetup& cfg, int device_index, comm::Backend& world,
                const std::shared_ptr<const data::Dataset>& dataset, compute::Registry& computes, core::TraceRecorder& recorder, TrainResult& res,
                std::string& metrics_text, const Gather& gather,
-               const StepCallback& on_step) {
+               const StepCallback& on_step, const AlarmCallback& on_alarm) {
   const int rank = world.rank();
   compute::BackendOptions co;
   co.num_threads = cfg.threads;
@@ -108,17 +116,59 @@ void rank_loop(const TrainSetup& cfg, int device_index, comm::Backend& world,
   trainer.context().scope = &scope;
   if (!cfg.resume.empty()) trainer.load(cfg.resume);
   if (rank == 0) res.parameters = nn::count_parameters(trainer.model());
-  while (trainer.next_step() < cfg.train.steps) {
-    nn::StepStats st = trainer.step();
-    std::vector<nn::StepStats> snap = gather(st, alloc);
-    if (rank == 0) {
-      res.steps.push_back(snap);
-      if (!cfg.metrics.empty()) {
-        metrics_text += metrics_line(cfg, snap) + "\n";
-        core::write_file_atomic(cfg.metrics, metrics_text);
+  AlarmMonitor monitor(cfg.alarms);
+  std::array<bool, kNumAlarmKinds> printed{};
+  // Every rank runs this with the same alarms (decided from the same figures): save is collective.
+  // A step's alarms go into its metrics line; a non-finite step's (snap null) is a line of its own.
+  auto act = [&](std::vector<Alarm>& fired, const std::vector<nn::StepStats>* snap) {
+    std::string saved;
+    for (Alarm& a : fired)
+      if (a.action == AlarmAction::Save || a.action == AlarmAction::SaveStop) {
+        if (saved.empty()) {
+          saved = cfg.save + ".alarm-step" + std::to_string(a.step);
+          trainer.save(saved);
+        }
+        a.checkpoint = saved;
       }
-      if (on_step) on_step(snap);
+    if (rank != 0) return;
+    if (!cfg.metrics.empty() && (snap || !fired.empty())) {
+      if (snap)
+        metrics_text += metrics_line(cfg, *snap, fired) + "\n";
+      else
+        for (const Alarm& a : fired) metrics_text += alarm_json(a) + "\n";
+      core::write_file_atomic(cfg.metrics, metrics_text);
     }
+    for (const Alarm& a : fired) {
+      res.alarms.push_back(a);
+      // A non-finite step's own error says it all; the others are printed the first time.
+      bool& once = printed[std::size_t(a.kind)];
+      if (a.kind != AlarmKind::NonFinite && !once) {
+        std::fprintf(stderr, "%s; %s%s\n", a.message.c_str(),
+                     a.checkpoint.empty() ? "" : ("checkpoint written to " + a.checkpoint + "; ").c_str(),
+                     cfg.metrics.empty() ? "later alarms of this kind are counted in the summary"
+                                         : ("later alarms of this kind go to " + cfg.metrics + " only").c_str());
+        std::fflush(stderr);
+        once = true;
+      }
+      if (on_alarm) on_alarm(a);
+    }
+  };
+  while (trainer.next_step() < cfg.train.steps) {
+    nn::StepStats st;
+    try {
+      st = trainer.step();
+    } catch (const NonFiniteError& e) {
+      std::vector<Alarm> fired = monitor.nonfinite(e);  // the state is the one before this step
+      act(fired, nullptr);
+      throw;
+    }
+    std::vector<nn::StepStats> snap = gather(st, alloc);
+    std::vector<Alarm> fired = monitor.observe(snap);
+    if (rank == 0) res.steps.push_back(snap);
+    act(fired, &snap);
+    if (rank == 0 && on_step) on_step(snap);
+    for (const Alarm& a : fired)
+      if (a.action == AlarmAction::Stop || a.action == AlarmAction::SaveStop) throw AlarmStopped(a);
     // Rank 0's bookkeeping (the metrics file is written and synced every step) stays out of the
     // next step's time: without this barrier the other ranks start without it and wait for it
     // at their first halo exchange, inside their step.
@@ -135,7 +185,7 @@ constexpr std::size_t kStatDoubles = 12 + core::kNumMemCategories;
 /// (except a NonFiniteError, which every rank throws at the same step by itself).
 void run_distributed(const TrainSetup& cfg, const std::shared_ptr<const data::Dataset>& dataset,
                      compute::Registry& computes, core::TraceRecorder& recorder, TrainResult& res,
-                     std::string& metrics_text, const StepCallback& on_step) {
+                     std::string& metrics_text, const StepCallback& on_step, const AlarmCallback& on_alarm) {
   const comm::EnvInfo info = comm::read_env();
   TESSERA_CHECK(info.size == cfg.mesh.size(), "mesh ", cfg.mesh.to_string(), " has ", cfg.mesh.size(),
                 " ranks but this job has ", info.size, " processes (", info.source,
@@ -192,12 +242,14 @@ void run_distributed(const TrainSetup& cfg, const std::shared_ptr<const data::Da
     }
     // One process per rank: each takes its own GPU (cuda:N is the first of this node's).
     rank_loop(cfg, cfg.device_index + info.local_rank, *world, dataset, computes, recorder, res, metrics_text,
-              gather, on_step);
+              gather, on_step, on_alarm);
     world->barrier();
   } catch (const NonFiniteError&) {
     // Every rank decided this from the same replicated loss and norm and stops at the same step
     // by itself; aborting the job could only turn a peer's own message into "aborted".
     throw;
+  } catch (const AlarmStopped&) {
+    throw;  // likewise: every rank judged the same gathered figures and stops after the same step
   } catch (const std::exception& e) {
     job.rendezvous->store()->abort(detail::cat("rank ", info.rank, " failed: ", e.what()));
     throw;
@@ -206,7 +258,7 @@ void run_distributed(const TrainSetup& cfg, const std::shared_ptr<const data::Da
 
 }  // namespace
 
-TrainResult train(const TrainSetup& cfg, const StepCallback& on_step) {
+TrainResult train(const TrainSetup& cfg, const StepCallback& on_step, const AlarmCallback& on_alarm) {
   const int n = cfg.mesh.size();
   auto dataset = make_dataset(cfg);
   compute::Registry computes;
@@ -243,15 +295,20 @@ TrainResult train(const TrainSetup& cfg, const StepCallback& on_step) {
           world.barrier();
           return snap;
         };
-        rank_loop(cfg, cfg.device_index, world, dataset, computes, recorder, res, metrics_text, gather, on_step);
+        rank_loop(cfg, cfg.device_index, world, dataset, computes, recorder, res, metrics_text, gather, on_step,
+                  on_alarm);
       });
     } else {
-      run_distributed(cfg, dataset, computes, recorder, res, metrics_text, on_step);
+      run_distributed(cfg, dataset, computes, recorder, res, metrics_text, on_step, on_alarm);
     }
   } catch (const NonFiniteError&) {
     // A diverged run stopped every rank at the same step: the metrics file already holds the
     // steps that completed; the trace shows them and the failed step up to the check; the
     // checkpoint (--save) is not written, so an existing file stays as it was.
+    write_trace();
+    throw;
+  } catch (const AlarmStopped&) {
+    // An alarm stopped every rank after the same step: its metrics are written, as is the trace.
     write_trace();
     throw;
   }
@@ -291,6 +348,15 @@ std::string training_summary(const TrainSetup& cfg, const TrainResult& r) {
                   double(g.grad_dense_bytes) / double(std::max<std::int64_t>(g.grad_comm_bytes, 1)), how.str().c_str());
     os << buf;
   }
+  if (!r.alarms.empty()) {
+    std::array<int, kNumAlarmKinds> n{};
+    for (const Alarm& a : r.alarms) ++n[std::size_t(a.kind)];
+    os << "alarms:";
+    for (int k = 0; k < kNumAlarmKinds; ++k)
+      if (n[std::size_t(k)]) os << " " << alarm_kind_name(static_cast<AlarmKind>(k)) << " " << n[std::size_t(k)];
+    os << " (first at step " << r.alarms.front().step + 1 << (cfg.metrics.empty() ? "" : "; each in " + cfg.metrics)
+       << ")\n";
+  }
   os << "peak memory per rank (MiB):\n  rank        total";
   for (int c = 0; c < core::kNumMemCategories; ++c) {
     std::snprintf(buf, sizeof buf, " %15s", std::string(category(c)).c_str());
@@ -315,7 +381,9 @@ std::string training_summary(const TrainSetup& cfg, const TrainResult& r) {
   return os.str();
 }
 
-TrainResult train(const RunSpec& spec, const StepCallback& on_step) { return train(resolve_train(spec), on_step); }
+TrainResult train(const RunSpec& spec, const StepCallback& on_step, const AlarmCallback& on_alarm) {
+  return train(resolve_train(spec), on_step, on_alarm);
+}
 
 namespace {
 
@@ -363,6 +431,9 @@ std::string train_json(const TrainSetup& setup, const TrainResult& r) {
   Json steps = Json::array();
   for (const auto& s : r.steps) steps.push_back(step_object(s));
   o["steps"] = steps;
+  Json alarms = Json::array();
+  for (const Alarm& a : r.alarms) alarms.push_back(Json::parse(alarm_json(a)));
+  o["alarms"] = alarms;
   o["summary"] = training_summary(setup, r);
   return o.dump(1);
 }

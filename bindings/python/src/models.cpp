@@ -35,7 +35,7 @@ void bind_models(py::module_& m) {
 
   m.def(
       "_train",
-      [](const std::string& spec_json, const py::object& callback) {
+      [](const std::string& spec_json, const py::object& callback, const py::object& on_alarm) {
         const run::RunSpec spec = run::RunSpec::from_json(spec_json, run::RunSpec{}, "tessera.train");
         const run::TrainSetup setup = run::resolve_train(spec);
         run::TrainResult r;
@@ -45,11 +45,15 @@ void bind_models(py::module_& m) {
             if (callback.is_none()) return;
             py::gil_scoped_acquire gil;
             callback(loads(run::step_json(ranks)));
+          }, [&](const run::Alarm& a) {
+            if (on_alarm.is_none()) return;
+            py::gil_scoped_acquire gil;
+            on_alarm(loads(run::alarm_json(a)));
           });
         }
         return loads(run::train_json(setup, r));
       },
-      py::arg("spec_json"), py::arg("callback"),
+      py::arg("spec_json"), py::arg("callback"), py::arg("on_alarm") = py::none(),
       "Trains the run description `spec_json` (RunSpec JSON over the defaults of tessera train); returns "
       "run::train_json as a dict.");
 }

@@ -60,6 +60,8 @@ def train(
     topk_ratio: float = 0.01,
     all_reduce: str = "auto",
     node_dim: str = "",
+    alarm: str = "",
+    on_alarm: Optional[Callable[[dict], None]] = None,
 ) -> dict:
     """Trains ``model`` (a preset name, a model JSON file path, or a ModelSpec) on synthetic data
     over ``mesh`` in-process ranks, exactly as ``tessera train --backend local`` does.
@@ -108,6 +110,12 @@ def train(
     forward received, kept as halo buffers) or ``"exchange"`` (it exchanges them again).
     ``all_reduce``: ``"auto"``, ``"flat"`` or ``"hier"`` for reductions that span ``node_dim``, the
     mesh dimension whose ranks are on different hosts (docs/sharding.md).
+    ``alarm``: training alarms over the defaults, as ``tessera train --alarm`` (e.g.
+    ``"loss=2:stop,step_time=off"``; docs/training.md, "Alarms"). ``on_alarm(alarm)`` runs on rank 0
+    for every alarm that fires, with the dict of its metrics line (``alarm``, ``step``, ``value``,
+    ``baseline``, ``threshold``, ``action``, ``message``, ``checkpoint``); the returned dict lists
+    them under ``alarms``. An alarm whose action is stop raises :class:`tessera.Error` on every rank
+    after that step.
     """
     fields = dict(model=model.to_json() if isinstance(model, _tessera.ModelSpec) else model,
                   input=_input_text(input), batch=batch, mesh=_mesh_text(mesh), shard=shard, steps=steps,
@@ -119,5 +127,5 @@ def train(
                   resume=resume, device="" if device == "cpu" else device, tf32=tf32,
                   precision=precision, loss_scale=str(loss_scale), grad_reduce_dtype=grad_reduce_dtype,
                   grad_compression=grad_compression, topk_ratio=topk_ratio, all_reduce=all_reduce,
-                  node_dim=node_dim)
-    return _tessera._train(json.dumps(fields), callback)
+                  node_dim=node_dim, alarm=alarm)
+    return _tessera._train(json.dumps(fields), callback, on_alarm)

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "tessera/comm/mesh_comm.hpp"
+#include "tessera/run/alarms.hpp"
 #include "tessera/core/mesh.hpp"
 #include "tessera/nn/trainer.hpp"
 #include "tessera/run/spec.hpp"
@@ -31,6 +32,7 @@ struct TrainSetup {
   nn::TrainOptions train;
   core::DeviceMesh mesh;
   comm::MeshCommOptions mesh_comm;  ///< all_reduce, node_dim
+  AlarmOptions alarms;              ///< spec.alarm over the defaults
   std::string backend = "local";
   std::string compute = "cpu";  ///< compute backend: cpu or cuda (from spec.device)
   int device_index = 0;         ///< cuda:N's N (one process per rank adds its local rank)

@@ -51,6 +51,7 @@ struct RunSpec {
   bool tf32 = false;                 ///< TF32 tensor cores for fp32 convolutions and matmuls (cuda; simulation: their peak)
   std::string all_reduce = "auto";   ///< gradient all-reduce: auto, flat or hier (comm::AllReduceAlgorithm)
   std::string node_dim;               ///< the mesh dimension across hosts ("": one named "node", if any)
+  std::string alarm;                  ///< training alarms over the defaults (run::parse_alarms), e.g. "loss=2:stop"
   std::string comm_progress = "auto";  ///< simulation: auto, overlaps or in-calls (sim::CommProgress)
   std::string trace;                 ///< write the Chrome trace here (empty: none)
   std::string metrics, save, resume; ///< training: metrics JSON lines, checkpoint out, checkpoint in
