@@ -69,12 +69,13 @@ use_openblas() {
   done
 }
 
-# The Python bindings' build and test packages from PyPI (pybind11, numpy, pytest, nbclient, ...),
+# The Python bindings' build and test packages from PyPI (pybind11, numpy, pytest, nbclient, ...;
+# prometheus-client parses the live metrics in tests/cli_live_metrics.sh),
 # installed with the python3 on PATH when missing. Skipped with --minimal (bindings are optional).
 setup_python() {
   [ $minimal -eq 0 ] || return 0
   command -v python3 >/dev/null || return 0
-  local pkgs=(pybind11 numpy pytest nbclient nbformat ipykernel matplotlib scikit-build-core) need=() p
+  local pkgs=(pybind11 numpy pytest nbclient nbformat ipykernel matplotlib scikit-build-core prometheus-client) need=() p
   for p in "${pkgs[@]}"; do
     python3 -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('${p//-/_}') is None)" 2>/dev/null \
       || need+=("$p")

@@ -93,7 +93,7 @@ void add_train_command(CLI::App& app, Action& action) {
   a->spec.add(*c, {"model", "input", "batch", "mesh", "shard", "backend", "steps", "checkpointing", "halo_recompute", "optimizer", "lr",
                    "weight_decay", "momentum", "warmup", "clip", "seed", "task", "classes", "drop_path", "data", "save",
                    "resume", "trace", "metrics", "threads", "timeout_s", "overlap", "dtype", "precision", "loss_scale", "grad_reduce_dtype", "grad_compression", "topk_ratio", "all_reduce", "node_dim", "bucket_mib", "device",
-                   "tf32", "alarm"},
+                   "tf32", "alarm", "metrics_port", "metrics_textfile"},
               /*with_config=*/true);
   c->add_flag("--json", a->json, "Print the run's summary as one JSON object (steps[], wall_s, parameters, summary) "
                                  "instead of the progress lines");

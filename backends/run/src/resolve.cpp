@@ -138,6 +138,8 @@ TrainSetup resolve_train(const RunSpec& spec, bool check_backend) {
   c.resume = spec.resume;
   c.trace = spec.trace;
   c.metrics = spec.metrics;
+  c.metrics_port = spec.metrics_port;
+  c.metrics_textfile = spec.metrics_textfile;
   // Validate the layout now, so a bad mesh or input fails before any thread starts.
   nn::input_layout(c.mesh, t.shard, t.batch, t.input, t.model.total_stride());
   return c;

@@ -202,6 +202,14 @@ const std::vector<Field>& fields() {
       {"metrics", &RunSpec::metrics, "Write one JSON object per step here (JSON lines)", [](RunSpec&) { return std::string(); }},
       {"save", &RunSpec::save, "Write a checkpoint here at the end", [](RunSpec&) { return std::string(); }},
       {"resume", &RunSpec::resume, "Resume from this checkpoint", [](RunSpec&) { return std::string(); }},
+      {"metrics_port", &RunSpec::metrics_port,
+       "Serve live Prometheus metrics on http://127.0.0.1:PORT/metrics while training (0: any free port, printed; "
+       "-1: off)",
+       [](RunSpec& s) { return ok_or(s.metrics_port >= -1 && s.metrics_port <= 65535, "must be a port 1-65535, 0 (any free port) or -1 (off)"); }},
+      {"metrics_textfile", &RunSpec::metrics_textfile,
+       "Write the live Prometheus metrics to this file after every step (node-exporter textfile collector; "
+       "name it *.prom)",
+       [](RunSpec&) { return std::string(); }},
   };
   return table;
 }

@@ -17,6 +17,8 @@
 #include "tessera/core/error.hpp"
 #include "tessera/core/file_io.hpp"
 #include "tessera/core/tracing.hpp"
+#include "tessera/run/live_metrics.hpp"
+#include "counting_comm.hpp"
 
 namespace tessera::run {
 
@@ -74,7 +76,11 @@ namespace {
 /// Every rank's figures of one step, as rank 0 needs them (gathered by the caller's means).
 /// `memory` is the rank's allocator: a backend that moves device memory only (nccl) gets the
 /// figures in it.
-using Gather = std::function<std::vector<nn::StepStats>(const nn::StepStats&, const core::AllocatorPtr& memory)>;
+/// `bytes` is this rank's {halo, collective} bytes of the step (CountingComm); `all_bytes` gets
+/// every rank's.
+using Bytes = std::array<std::int64_t, 2>;
+using Gather = std::function<std::vector<nn::StepStats>(const nn::StepStats&, const Bytes& bytes,
+                                                        std::vector<Bytes>& all_bytes, const core::AllocatorPtr& memory)>;
 
 /// One rank's training loop; `gather` collects every rank's figures (collective).
 void rank_loop(const TrainSetup& cfg, int device_index, comm::Backend& world,
@@ -111,12 +117,31 @@ void rank_loop(const TrainSetup& cfg, int device_index, comm::Backend& world,
     name << ")";
     recorder.set_process_name(rank, name.str());
   }
-  comm::MeshComm mc(cfg.mesh, *w, cfg.mesh_comm);
+  // Every call of the trainer passes through a counter of halo and collective bytes (live metrics).
+  auto counts = std::make_shared<CommCounts>();
+  CountingComm counted(*w, counts);
+  comm::MeshComm mc(cfg.mesh, counted, cfg.mesh_comm);
   nn::Trainer trainer(cfg.train, &mc, *cb, alloc, dataset);
   trainer.context().scope = &scope;
   if (!cfg.resume.empty()) trainer.load(cfg.resume);
   if (rank == 0) res.parameters = nn::count_parameters(trainer.model());
   AlarmMonitor monitor(cfg.alarms);
+  // Rank 0 serves the live metrics (--metrics-port) and/or writes them (--metrics-textfile).
+  std::unique_ptr<MetricsServer> server;
+  LiveFigures live;
+  if (rank == 0 && (cfg.metrics_port >= 0 || !cfg.metrics_textfile.empty())) {
+    live.model = cfg.train.model.name;
+    live.mesh = cfg.mesh.to_string();
+    live.backend = cfg.backend;
+    live.batch = cfg.train.batch;
+    if (cfg.metrics_port >= 0) {
+      server = std::make_unique<MetricsServer>(cfg.metrics_port);
+      server->publish(prometheus_text(live));
+      std::printf("live metrics on http://127.0.0.1:%d/metrics\n", server->port());
+      std::fflush(stdout);
+    }
+  }
+  Bytes seen{0, 0};  // this rank's counts at the end of the previous step
   std::array<bool, kNumAlarmKinds> printed{};
   // Every rank runs this with the same alarms (decided from the same figures): save is collective.
   // A step's alarms go into its metrics line; a non-finite step's (snap null) is a line of its own.
@@ -162,10 +187,30 @@ void rank_loop(const TrainSetup& cfg, int device_index, comm::Backend& world,
       act(fired, nullptr);
       throw;
     }
-    std::vector<nn::StepStats> snap = gather(st, alloc);
+    const Bytes now{counts->halo_bytes.load(), counts->collective_bytes.load()};
+    std::vector<Bytes> bytes;
+    std::vector<nn::StepStats> snap = gather(st, {now[0] - seen[0], now[1] - seen[1]}, bytes, alloc);
+    seen = now;
     std::vector<Alarm> fired = monitor.observe(snap);
     if (rank == 0) res.steps.push_back(snap);
     act(fired, &snap);
+    if (rank == 0 && (server || !cfg.metrics_textfile.empty())) {
+      live.ranks = snap;
+      live.halo_bytes.assign(bytes.size(), 0);
+      live.collective_bytes.assign(bytes.size(), 0);
+      live.halo_bytes_total.resize(bytes.size(), 0);
+      live.collective_bytes_total.resize(bytes.size(), 0);
+      for (std::size_t r = 0; r < bytes.size(); ++r) {
+        live.halo_bytes[r] = bytes[r][0];
+        live.collective_bytes[r] = bytes[r][1];
+        live.halo_bytes_total[r] += bytes[r][0];
+        live.collective_bytes_total[r] += bytes[r][1];
+      }
+      live.alarms = monitor.counts();
+      const std::string text = prometheus_text(live);
+      if (!cfg.metrics_textfile.empty()) core::write_file_atomic(cfg.metrics_textfile, text);
+      if (server) server->publish(text);
+    }
     if (rank == 0 && on_step) on_step(snap);
     for (const Alarm& a : fired)
       if (a.action == AlarmAction::Stop || a.action == AlarmAction::SaveStop) throw AlarmStopped(a);
@@ -178,7 +223,7 @@ void rank_loop(const TrainSetup& cfg, int device_index, comm::Backend& world,
 }
 
 /// Figures of a step as doubles for an all_gather across processes.
-constexpr std::size_t kStatDoubles = 12 + core::kNumMemCategories;
+constexpr std::size_t kStatDoubles = 14 + core::kNumMemCategories;
 
 /// One rank per process (ucx, ...): env:// rendezvous, the world backend from the registry,
 /// figures gathered with all_gather. A failure aborts the job so the other ranks stop at once
@@ -195,13 +240,16 @@ void run_distributed(const TrainSetup& cfg, const std::shared_ptr<const data::Da
   comm::Backend* world = job.world.get();
   try {
     const auto n = static_cast<std::size_t>(world->size());
-    Gather gather = [&](const nn::StepStats& st, const core::AllocatorPtr& memory) {
+    Gather gather = [&](const nn::StepStats& st, const Bytes& bytes, std::vector<Bytes>& all_bytes,
+                        const core::AllocatorPtr& memory) {
       std::vector<double> mine = {double(st.step), st.loss,        st.grad_norm, st.lr, st.step_time_s,
                                   st.data_time_s,  double(st.memory.peak_total), st.loss_scale,
                                   st.skipped ? 1.0 : 0.0, double(st.skipped_steps)};
       for (int c = 0; c < core::kNumMemCategories; ++c) mine.push_back(double(st.memory.peak[c]));
       mine.push_back(double(st.grad_comm_bytes));
       mine.push_back(double(st.grad_dense_bytes));
+      mine.push_back(double(bytes[0]));
+      mine.push_back(double(bytes[1]));
       std::vector<double> all(kStatDoubles * n);
       if (memory && memory->space() != core::MemorySpace::Host) {
         // Ranks on GPUs: the figures travel in device memory (nccl takes nothing else).
@@ -217,6 +265,7 @@ void run_distributed(const TrainSetup& cfg, const std::shared_ptr<const data::Da
         world->all_gather({mine.data(), kStatDoubles, core::DType::F64}, {all.data(), all.size(), core::DType::F64})->wait();
       }
       std::vector<nn::StepStats> out(n);
+      all_bytes.assign(n, {});
       for (std::size_t r = 0; r < n; ++r) {
         const double* v = all.data() + r * kStatDoubles;
         out[r].step = static_cast<std::int64_t>(v[0]);
@@ -232,6 +281,8 @@ void run_distributed(const TrainSetup& cfg, const std::shared_ptr<const data::Da
         for (int c = 0; c < core::kNumMemCategories; ++c) out[r].memory.peak[c] = static_cast<std::size_t>(v[10 + c]);
         out[r].grad_comm_bytes = static_cast<std::int64_t>(v[10 + core::kNumMemCategories]);
         out[r].grad_dense_bytes = static_cast<std::int64_t>(v[11 + core::kNumMemCategories]);
+        all_bytes[r] = {static_cast<std::int64_t>(v[12 + core::kNumMemCategories]),
+                        static_cast<std::int64_t>(v[13 + core::kNumMemCategories])};
       }
       return out;
     };
@@ -279,18 +330,22 @@ TrainResult train(const TrainSetup& cfg, const StepCallback& on_step, const Alar
   try {
     if (cfg.backend == "local") {
       std::vector<nn::StepStats> current(static_cast<std::size_t>(n));
+      std::vector<Bytes> current_bytes(static_cast<std::size_t>(n));
       std::mutex mu;
       comm::local::run(n, [&](comm::Backend& world) {
-        Gather gather = [&](const nn::StepStats& st, const core::AllocatorPtr&) {
+        Gather gather = [&](const nn::StepStats& st, const Bytes& bytes, std::vector<Bytes>& all_bytes,
+                            const core::AllocatorPtr&) {
           {
             std::lock_guard<std::mutex> lock(mu);
             current[static_cast<std::size_t>(world.rank())] = st;
+            current_bytes[static_cast<std::size_t>(world.rank())] = bytes;
           }
           world.barrier();
           std::vector<nn::StepStats> snap;
           {
             std::lock_guard<std::mutex> lock(mu);
             snap = current;
+            all_bytes = current_bytes;
           }
           world.barrier();
           return snap;

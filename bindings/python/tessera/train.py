@@ -62,6 +62,8 @@ def train(
     node_dim: str = "",
     alarm: str = "",
     on_alarm: Optional[Callable[[dict], None]] = None,
+    metrics_port: int = -1,
+    metrics_textfile: str = "",
 ) -> dict:
     """Trains ``model`` (a preset name, a model JSON file path, or a ModelSpec) on synthetic data
     over ``mesh`` in-process ranks, exactly as ``tessera train --backend local`` does.
@@ -116,6 +118,9 @@ def train(
     ``baseline``, ``threshold``, ``action``, ``message``, ``checkpoint``); the returned dict lists
     them under ``alarms``. An alarm whose action is stop raises :class:`tessera.Error` on every rank
     after that step.
+    ``metrics_port``: serve live Prometheus metrics on ``http://127.0.0.1:PORT/metrics`` while
+    training (0: any free port, printed); ``metrics_textfile``: write them to that file after every
+    step (docs/training.md, "Live metrics").
     """
     fields = dict(model=model.to_json() if isinstance(model, _tessera.ModelSpec) else model,
                   input=_input_text(input), batch=batch, mesh=_mesh_text(mesh), shard=shard, steps=steps,
@@ -127,5 +132,5 @@ def train(
                   resume=resume, device="" if device == "cpu" else device, tf32=tf32,
                   precision=precision, loss_scale=str(loss_scale), grad_reduce_dtype=grad_reduce_dtype,
                   grad_compression=grad_compression, topk_ratio=topk_ratio, all_reduce=all_reduce,
-                  node_dim=node_dim, alarm=alarm)
+                  node_dim=node_dim, alarm=alarm, metrics_port=metrics_port, metrics_textfile=metrics_textfile)
     return _tessera._train(json.dumps(fields), callback, on_alarm)

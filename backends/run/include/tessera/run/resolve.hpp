@@ -40,6 +40,8 @@ struct TrainSetup {
   int threads = 1;  ///< resolved: spec.threads, or cores / ranks
   std::string data = "synthetic";
   std::string save, resume, trace, metrics;
+  int metrics_port = -1;         ///< live Prometheus metrics on 127.0.0.1 (0: any free port; -1: off)
+  std::string metrics_textfile;  ///< the same text, written atomically after every step
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
 };
 /// `check_backend`: a training run — also check that spec.backend is registered and read

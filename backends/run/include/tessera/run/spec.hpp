@@ -55,6 +55,8 @@ struct RunSpec {
   std::string comm_progress = "auto";  ///< simulation: auto, overlaps or in-calls (sim::CommProgress)
   std::string trace;                 ///< write the Chrome trace here (empty: none)
   std::string metrics, save, resume; ///< training: metrics JSON lines, checkpoint out, checkpoint in
+  int metrics_port = -1;             ///< training: live Prometheus metrics on 127.0.0.1:PORT (0: any free port; -1: off)
+  std::string metrics_textfile;      ///< training: the same, written to this file after every step
 
   bool operator==(const RunSpec&) const = default;
 
