@@ -5,13 +5,16 @@
 #                          reported skipped, with its reason)
 #   tools/test.sh --asan   the same under AddressSanitizer + UndefinedBehaviorSanitizer
 #                          (preset asan: core, backends and their unit tests; optional parts off)
+#   tools/test.sh --tsan   the suites that run on several threads under ThreadSanitizer (preset
+#                          tsan, label tsan: docs/sanitizers.md; a report fails its test)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset=ci
 case "${1:-}" in
   "") ;;
   --asan) preset=asan ;;
-  *) echo "usage: tools/test.sh [--asan]" >&2; exit 2 ;;
+  --tsan) preset=tsan ;;
+  *) echo "usage: tools/test.sh [--asan|--tsan]" >&2; exit 2 ;;
 esac
 tools/setup.sh
 cmake --preset "$preset" >/dev/null
