@@ -4,6 +4,8 @@
 // progresses while the caller computes and does not report it, the event runs from the post until
 // its completion was first seen. The time wait() blocks is a separate "wait" event.
 #include <atomic>
+#include <cmath>
+#include <limits>
 #include <thread>
 
 #include "support/catch.hpp"
@@ -177,7 +179,10 @@ TEST_CASE("tracing: an operation of a backend that overlaps compute is drawn unt
     CHECK(waits[0].op == "all_reduce");
     CHECK(waits[0].tid == core::kLaneComm);
     CHECK(waits[0].ts_us >= events[0].ts_us);
-    CHECK(events[0].ts_us + events[0].dur_us == waits[0].ts_us + waits[0].dur_us);
+    // The same instant, stored as start + duration in each: equal up to the rounding of those
+    // two sums (a few ulps of a timestamp).
+    const double end = events[0].ts_us + events[0].dur_us, wait_end = waits[0].ts_us + waits[0].dur_us;
+    CHECK(std::abs(end - wait_end) <= 4 * std::numeric_limits<double>::epsilon() * std::abs(end));
   }
 }
 
