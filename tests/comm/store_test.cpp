@@ -195,16 +195,16 @@ TEST_CASE("store: an add that overflows 64 bits or meets a non-integer drops tha
             std::string(1, '\0') + RawClient::i64(std::numeric_limits<std::int64_t>::max()));
     REQUIRE(add(raw, "n", 1) == "(closed)");  // was signed overflow
   }
-  REQUIRE(missing_from(log.once_it_says("overflows 64 bits"), "add of 1 to key 'n' overflows 64 bits") == "");
   {
     RawClient raw(server.port());
     raw.request(std::string(1, '\1') + RawClient::str("s") + RawClient::str("abc"));
     REQUIRE(raw.reply() == std::string(1, '\0'));
     REQUIRE(add(raw, "s", 1) == "(closed)");
   }
-  REQUIRE(missing_from(log.once_it_says("not a 64-bit integer"), "key 's', which holds 'abc'") == "");
+  // (a tool's connection is dropped without a log line; a rank's would abort the job)
   comm::TcpStoreClient c(client_opts(server.port(), -1));
-  REQUIRE(c.add("n", -1) == std::numeric_limits<std::int64_t>::max() - 1);  // the store carries on
+  REQUIRE(c.get("s", 1s) == "abc");  // unchanged, and the store carries on
+  REQUIRE(c.add("n", -1) == std::numeric_limits<std::int64_t>::max() - 1);
 }
 
 TEST_CASE("store: waits have deadlines naming the missing keys and ranks", "[comm][store]") {
