@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (preset fuzz: clang, ASan + UBSan) and runs each on its seed
 # corpus for a bounded time; fails on any finding. CI runs it with the default time.
-#   tools/fuzz.sh                   every target for 10 s (ctest label fuzz; about 1.5 min)
+#   tools/fuzz.sh                   every target for 10 s (ctest label fuzz, 2 at a time: about 50 s)
 #   tools/fuzz.sh --time 600        every target for 600 s (by hand, to look harder)
 #   tools/fuzz.sh --time 600 npy    only the targets named (model_json topology_json devices
 #                                   calibration chrome_trace checkpoint npy store_wire)
