@@ -18,6 +18,7 @@ optional=(
   libopenblas0-pthread            # ... and the BLAS its users run it on (else: reference BLAS)
   qt6-base-dev                    # Qt 6 Widgets: tessera studio (gui/)
   python3-dev python3-pip         # the Python bindings (their PyPI packages: setup_python below)
+  clang libfuzzer-14-dev          # the fuzz targets: clang and its libFuzzer (tools/fuzz.sh)
 )
 
 want=("${required[@]}")

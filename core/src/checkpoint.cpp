@@ -177,12 +177,16 @@ std::size_t verify_envelope(const std::string& path, const char* d, std::size_t 
   return body;
 }
 
-// Elements of a shape, or false when the product overflows the bytes a file could hold.
+// Elements of a shape, or false when the product overflows the bytes a file could hold. Zeros
+// count as ones in that check: a tensor's strides multiply the other sizes even when one is 0
+// (found by fuzz_checkpoint: a 0 beside sizes near 2^47 and 2^61 overflowed the strides).
 bool checked_numel(const core::Shape& shape, std::uint64_t& out) {
-  std::uint64_t n = 1;
+  std::uint64_t n = 1, span = 1;
   for (auto d : shape) {
     if (d < 0) return false;
-    if (d != 0 && n > std::numeric_limits<std::uint64_t>::max() / 8 / static_cast<std::uint64_t>(d)) return false;
+    const auto u = static_cast<std::uint64_t>(d == 0 ? 1 : d);
+    if (span > std::numeric_limits<std::uint64_t>::max() / 8 / u) return false;
+    span *= u;
     n *= static_cast<std::uint64_t>(d);
   }
   out = n;

@@ -54,7 +54,7 @@ ModelSpec model_from_json(const std::string& text, const std::string& origin) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e999
     throw InvalidArgument(origin + ": not valid JSON (" + e.what() + ")");
   }
   if (!j.is_object()) throw InvalidArgument(origin + ": expected a JSON object describing the model");

@@ -64,6 +64,10 @@ const std::map<std::string, ModelSpec>& presets() {
   return p;
 }
 
+// Bounds of the RegNet design space that keep every width an int.
+constexpr int kMaxRegnetDepth = 1000;
+constexpr int kMaxWidth = 1 << 20;
+
 int make_divisible(double v, int divisor) {
   int nv = std::max(divisor, static_cast<int>(v + divisor / 2.0) / divisor * divisor);
   if (nv < 0.9 * v) nv += divisor;
@@ -74,14 +78,22 @@ int make_divisible(double v, int divisor) {
 
 void regnet_widths(int depth, double w0, double wa, double wm, int group_width, double b,
                    std::vector<int>& depths, std::vector<int>& widths) {
-  TESSERA_CHECK(depth > 0 && w0 > 0 && wa >= 0 && wm > 1 && static_cast<int>(w0) % 8 == 0, "regnet: invalid "
-                "design parameters depth ", depth, ", w0 ", w0, ", wa ", wa, ", wm ", wm,
-                " (need depth > 0, w0 > 0 and a multiple of 8, wa >= 0, wm > 1)");
+  // The bounds keep every width an int (and the loop short); RegNets use depth < 30, w0, wa < 1000.
+  TESSERA_CHECK(depth > 0 && depth <= kMaxRegnetDepth && w0 > 0 && w0 <= kMaxWidth && wa >= 0 && wa <= kMaxWidth &&
+                    wm > 1 && wm <= 16 && static_cast<int>(w0) % 8 == 0,
+                "regnet: invalid design parameters depth ", depth, ", w0 ", w0, ", wa ", wa, ", wm ", wm,
+                " (need depth in [1, ", kMaxRegnetDepth, "], w0 in (0, ", kMaxWidth, "] and a multiple of 8, wa in [0, ",
+                kMaxWidth, "], wm in (1, 16])");
+  TESSERA_CHECK(group_width > 0, "regnet: group_width ", group_width, " must be positive");
+  TESSERA_CHECK(b > 0 && b <= 16, "regnet: bottleneck_ratio ", b, " must be in (0, 16]");
   std::vector<int> block_widths;
   for (int i = 0; i < depth; ++i) {
     const double cont = i * wa + w0;
     const double cap = std::round(std::log(cont / w0) / std::log(wm));
-    block_widths.push_back(static_cast<int>(std::round(w0 * std::pow(wm, cap) / 8.0) * 8));
+    const double w = std::round(w0 * std::pow(wm, cap) / 8.0) * 8;
+    TESSERA_CHECK(w <= kMaxWidth, "regnet: block ", i, " would be ", w, " channels wide (at most ", kMaxWidth,
+                  "); lower w0, wa or wm");
+    block_widths.push_back(static_cast<int>(w));
   }
   depths.clear();
   widths.clear();
@@ -94,6 +106,7 @@ void regnet_widths(int depth, double w0, double wa, double wm, int group_width, 
   }
   for (auto& w : widths) {  // make bottleneck widths divisible by the group width
     const int wb = static_cast<int>(w * b);
+    TESSERA_CHECK(wb > 0, "regnet: width ", w, " times bottleneck_ratio ", b, " is below one channel");
     const int g = std::min(group_width, wb);
     w = static_cast<int>(make_divisible(wb, g) / b);
   }
@@ -134,9 +147,17 @@ void ModelSpec::validate() const {
   TESSERA_CHECK(se_ratio >= 0 && se_ratio < 1, "model '", name, "': field 'se_ratio' must be in [0, 1)");
   if (family == "regnet") {
     TESSERA_CHECK(group_width > 0, "model '", name, "': field 'group_width' must be positive");
-    for (int w : widths)
-      TESSERA_CHECK(static_cast<int>(w * bottleneck_ratio) % std::min(group_width, static_cast<int>(w * bottleneck_ratio)) == 0,
-                    "model '", name, "': width ", w, " is not divisible by field 'group_width' ", group_width);
+    TESSERA_CHECK(bottleneck_ratio > 0 && bottleneck_ratio <= 16, "model '", name, "': field 'bottleneck_ratio' ",
+                  bottleneck_ratio, " must be in (0, 16]");
+    for (int w : widths) {
+      // (found by fuzz_model_json: a ratio of 0 divided by zero here; a huge width overflowed the int)
+      const double inner = w * bottleneck_ratio;
+      TESSERA_CHECK(inner >= 1 && inner <= kMaxWidth, "model '", name, "': width ", w, " times field "
+                    "'bottleneck_ratio' ", bottleneck_ratio, " gives ", inner, " channels; it must be in [1, ", kMaxWidth, "]");
+      const int wb = static_cast<int>(inner);
+      TESSERA_CHECK(wb % std::min(group_width, wb) == 0, "model '", name, "': width ", w,
+                    " is not divisible by field 'group_width' ", group_width);
+    }
     TESSERA_CHECK(stem_width > 0, "model '", name, "': field 'stem_width' must be positive");
   }
 }

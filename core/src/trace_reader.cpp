@@ -127,7 +127,7 @@ ChromeTrace read_chrome_trace(const std::string& text, const std::string& origin
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e999
     throw InvalidArgument(origin + ": not valid JSON (" + e.what() + "); expected a Chrome trace written by "
                           "tessera train --trace or tessera sim run --trace");
   }

@@ -16,7 +16,7 @@ using Json = nlohmann::json;
 inline Json parse(const std::string& text, const std::string& origin) {
   try {
     return Json::parse(text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // parse_error, and out_of_range for a number like 1e999
     throw InvalidArgument(detail::cat("sim: ", origin, ": not valid JSON (", e.what(),
                                       "); fix the syntax at that byte"));
   }

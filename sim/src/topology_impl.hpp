@@ -33,7 +33,7 @@ struct Topology::Impl {
   mutable std::mutex mutex;
   mutable std::vector<std::unique_ptr<SourceRoutes>> cache;
   mutable std::shared_ptr<RoutingGraph> graph;  ///< built on the first route, under `mutex`
-  const std::vector<int> empty_route;
+  const std::vector<int> empty_route{};  // {}: a const member needs an initializer (clang)
 
   void invalidate_routes() {
     cache.clear();

@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <limits>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -130,6 +131,80 @@ TEST_CASE("store: garbage on the port is dropped and logged, the store survives"
   REQUIRE(c.get("before", 1s) == "1");
   c.set("after", "2");
   REQUIRE(c.get("after", 1s) == "2");
+}
+
+namespace {
+
+// A raw connection to the server on `port` that has sent a valid greeting (as a tool, not a
+// rank) and speaks frames: what a client with any request in it would send.
+struct RawClient {
+  int fd = -1;
+  explicit RawClient(int port) {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    std::string body = u32(1) + str("tok") + i64(-1) + std::string(1, '\0');
+    send(u32(0x52535354) + u32(static_cast<std::uint32_t>(body.size())) + body);
+    REQUIRE(reply() == std::string(1, '\0'));  // Ok
+  }
+  ~RawClient() { ::close(fd); }
+  static std::string u32(std::uint32_t v) { return std::string(reinterpret_cast<const char*>(&v), 4); }
+  static std::string i64(std::int64_t v) { return std::string(reinterpret_cast<const char*>(&v), 8); }
+  static std::string str(const std::string& s) { return u32(static_cast<std::uint32_t>(s.size())) + s; }
+  void send(const std::string& bytes) { REQUIRE(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == ssize_t(bytes.size())); }
+  void request(const std::string& body) { send(u32(static_cast<std::uint32_t>(body.size())) + body); }
+  /// The next reply's body, or "(closed)" when the server dropped the connection.
+  std::string reply() {
+    std::uint32_t n = 0;
+    if (::recv(fd, &n, 4, MSG_WAITALL) != 4) return "(closed)";
+    std::string body(n, '\0');
+    if (n > 0 && ::recv(fd, body.data(), n, MSG_WAITALL) != ssize_t(n)) return "(closed)";
+    return body;
+  }
+};
+
+}  // namespace
+
+// Requests tests/fuzz/store_wire_fuzz.cpp found: each was undefined behaviour in the server.
+TEST_CASE("store: a get with a deadline past the clock's range waits without one", "[comm][store]") {
+  Logged log;
+  comm::TcpStoreServer server({"127.0.0.1", 0, "tok", -1, log.fn()});
+  RawClient raw(server.port());
+  // Get "late" with a deadline of 2^62 ms: now + 2^62 ms overflowed the clock's nanoseconds.
+  raw.request(std::string(1, '\2') + RawClient::str("late") + RawClient::i64(std::int64_t{1} << 62));
+  std::this_thread::sleep_for(50ms);
+  comm::TcpStoreClient c(client_opts(server.port(), -1));
+  c.set("late", "v");
+  REQUIRE(raw.reply() == std::string(1, '\0') + RawClient::str("v"));
+}
+
+TEST_CASE("store: an add that overflows 64 bits or meets a non-integer drops that connection only",
+          "[comm][store]") {
+  Logged log;
+  comm::TcpStoreServer server({"127.0.0.1", 0, "tok", -1, log.fn()});
+  auto add = [](RawClient& raw, const std::string& key, std::int64_t d) {
+    raw.request(std::string(1, '\3') + RawClient::str(key) + RawClient::i64(d));
+    return raw.reply();
+  };
+  {
+    RawClient raw(server.port());
+    REQUIRE(add(raw, "n", std::numeric_limits<std::int64_t>::max()) ==
+            std::string(1, '\0') + RawClient::i64(std::numeric_limits<std::int64_t>::max()));
+    REQUIRE(add(raw, "n", 1) == "(closed)");  // was signed overflow
+  }
+  {
+    RawClient raw(server.port());
+    raw.request(std::string(1, '\1') + RawClient::str("s") + RawClient::str("abc"));
+    REQUIRE(raw.reply() == std::string(1, '\0'));
+    REQUIRE(add(raw, "s", 1) == "(closed)");
+  }
+  // (a tool's connection is dropped without a log line; a rank's would abort the job)
+  comm::TcpStoreClient c(client_opts(server.port(), -1));
+  REQUIRE(c.get("s", 1s) == "abc");  // unchanged, and the store carries on
+  REQUIRE(c.add("n", -1) == std::numeric_limits<std::int64_t>::max() - 1);
 }
 
 TEST_CASE("store: waits have deadlines naming the missing keys and ranks", "[comm][store]") {

@@ -176,6 +176,25 @@ TEST_CASE("checkpoint: a changed byte anywhere is refused", "[checkpoint]") {
   }
 }
 
+TEST_CASE("checkpoint: an empty tensor whose other sizes overflow the strides is refused", "[checkpoint]") {
+  // fuzz_checkpoint: shape (0, 2^40, 2^40) holds 0 bytes, so the size check passed, but the view's
+  // strides multiplied 2^40 by 2^40 (signed overflow).
+  TempDir dir;
+  const std::string path = dir.file("zero.ckpt");
+  const Tensor z = Tensor::empty({0, 3, 5}, DType::F32, core::MemCategory::Workspace);
+  nn::save_checkpoint(path, {}, {{"z", &z}});
+  std::string bytes = core::read_file(path);
+  const std::int64_t from[3] = {0, 3, 5}, to[3] = {0, std::int64_t{1} << 40, std::int64_t{1} << 40};
+  const auto at = bytes.find(std::string(reinterpret_cast<const char*>(from), sizeof from));
+  REQUIRE(at != std::string::npos);
+  bytes.replace(at, sizeof to, std::string(reinterpret_cast<const char*>(to), sizeof to));
+  const std::uint64_t sum = core::fnv1a64({bytes.data(), bytes.size() - 8});
+  std::memcpy(bytes.data() + bytes.size() - 8, &sum, 8);
+  write_bytes(path, bytes);
+  REQUIRE_THAT(error_of([&] { nn::load_checkpoint(path); }),
+               Contains("tensor 'z' of shape [0,1099511627776,1099511627776] and dtype f32 claims 0 bytes"));
+}
+
 TEST_CASE("checkpoint: foreign files, newer versions and a missing file", "[checkpoint]") {
   TempDir dir;
   const std::string full = small_checkpoint(dir);

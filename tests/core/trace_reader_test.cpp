@@ -135,6 +135,7 @@ TEST_CASE("trace reader: malformed documents are refused with where and what", "
   };
   const std::vector<Case> cases = {
       {"{\"traceEvents\":[", "t.json: not valid JSON"},
+      {"{\"traceEvents\":[],\"x\":3333E33666666}", "t.json: not valid JSON"},  // as fuzz_model_json found
       {"[1,2]", "t.json: expected a JSON object"},
       {"{\"events\":[]}", "t.json: field 'traceEvents' is missing"},
       {"{\"traceEvents\":{}}", "field 'traceEvents' must be an array"},

@@ -97,6 +97,7 @@ TEST_CASE("run spec: JSON errors name the origin, the field and what it must be"
   const RunSpec base = RunSpec::for_simulation();
   auto msg = [&](const std::string& text) { return message([&] { RunSpec::from_json(text, base, "spec.json"); }); };
   REQUIRE(has(msg("{\"model\": "), "spec.json: not valid JSON at byte"));
+  REQUIRE(has(msg("{\"lr\": 1e999}"), "spec.json: not valid JSON: "));  // a number beyond double
   REQUIRE(has(msg("[1]"), "spec.json: expected a JSON object"));
   REQUIRE(has(msg("{\"meshh\": \"sp=2\"}"), "spec.json: unknown field \"meshh\"; known fields: model"));
   REQUIRE(has(msg("{\"mesh\": 4}"), "spec.json: field \"mesh\" must be a string"));

@@ -290,6 +290,9 @@ TEST_CASE("malformed calibration files are refused naming the field", "[sim][cal
   }
   REQUIRE(lacks(error_of([] { calibration_from_json("{\"format\": ", "calib.json"); }), {"calib.json", "not valid JSON"}) ==
           "");
+  // A number beyond double: nlohmann throws out_of_range, not parse_error (fuzz_model_json found it).
+  REQUIRE(lacks(error_of([] { calibration_from_json("{\"format\": 1e999}", "calib.json"); }),
+                {"calib.json", "not valid JSON", "number overflow"}) == "");
   REQUIRE(lacks(error_of([] { calibration_from_json("[1, 2]", "calib.json"); }), {"calib.json", "object"}) == "");
   REQUIRE(lacks(error_of([] { load_calibration("/nonexistent/calibration.json"); }), {"/nonexistent/calibration.json"}) ==
           "");

@@ -75,6 +75,7 @@ TEST_CASE("malformed device files are refused, naming the entry and field", "[si
   };
   const std::vector<Case> cases = {
       {"{", {"dev.json", "not valid JSON"}},
+      {"{\"devices\": 1e999}", {"dev.json", "not valid JSON", "number overflow"}},  // as fuzz_model_json found
       {R"({"gpus": []})", {"unknown field \"gpus\""}},
       {R"({})", {"missing field \"devices\""}},
       {R"({"devices": {}})", {"\"devices\" must be an array"}},

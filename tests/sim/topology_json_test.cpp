@@ -67,6 +67,7 @@ TEST_CASE("malformed topology files are refused, naming the field or node", "[si
   };
   const std::vector<Case> cases = {
       {"{\"nodes\": [", {"my.json", "not valid JSON"}},
+      {"{\"nodes\": [1e999]}", {"my.json", "not valid JSON", "number overflow"}},  // as fuzz_model_json found
       {"[1, 2]", {"my.json", "is an object"}},
       {R"({"links": []})", {"missing field \"nodes\""}},
       {R"({"nodes": [{"name": "g", "kind": "gpu", "device": "a100-80gb"}]})",

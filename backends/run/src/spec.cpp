@@ -363,6 +363,8 @@ RunSpec RunSpec::from_json(const std::string& text, const RunSpec& base, const s
     doc = Json::parse(text);
   } catch (const Json::parse_error& e) {
     throw InvalidArgument(detail::cat(origin, ": not valid JSON at byte ", e.byte, ": ", e.what()));
+  } catch (const Json::exception& e) {  // out_of_range for a number like 1e999
+    throw InvalidArgument(detail::cat(origin, ": not valid JSON: ", e.what()));
   }
   TESSERA_CHECK(doc.is_object(), origin, ": expected a JSON object such as {\"model\": \"convnext-t\", \"mesh\": \"sp=4\"}");
   RunSpec s = base;

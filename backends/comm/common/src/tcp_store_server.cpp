@@ -45,6 +45,9 @@ struct TcpStoreServer::State {
 
 namespace {
 using Clock = std::chrono::steady_clock;
+// A Get deadline beyond this many milliseconds (about 100 years) is no deadline: now + it would
+// overflow the clock's nanoseconds (found by tests/fuzz/store_wire_fuzz.cpp).
+constexpr std::int64_t kForeverMs = std::int64_t{100} * 365 * 24 * 3600 * 1000;
 }
 
 void TcpStoreServer::State::handle(int fd, const std::string& body, std::string& reply, bool& bye) {
@@ -67,7 +70,7 @@ void TcpStoreServer::State::handle(int fd, const std::string& body, std::string&
       std::unique_lock lock(mu);
       // A job abort releases every waiter (the abort watchers wait for that very key).
       auto ready = [&] { return stopping || kv.count(k) > 0 || kv.count(kAbortKey) > 0; };
-      if (timeout_ms < 0) cv.wait(lock, ready);
+      if (timeout_ms < 0 || timeout_ms > kForeverMs) cv.wait(lock, ready);
       else cv.wait_until(lock, Clock::now() + std::chrono::milliseconds(timeout_ms), ready);
       auto it = kv.find(k);
       if (it == kv.end() && kv.count(kAbortKey)) {
@@ -87,8 +90,18 @@ void TcpStoreServer::State::handle(int fd, const std::string& body, std::string&
       std::lock_guard lock(mu);
       std::int64_t v = 0;
       auto it = kv.find(k);
-      if (it != kv.end()) v = std::stoll(it->second);
-      v += d;
+      if (it != kv.end()) {
+        // A Set may have stored anything there; a malformed value drops the connection.
+        try {
+          v = std::stoll(it->second);
+        } catch (const std::logic_error&) {  // invalid_argument, out_of_range
+          throw std::runtime_error(detail::cat("add to key '", k, "', which holds '", it->second,
+                                               "', not a 64-bit integer"));
+        }
+      }
+      // Signed overflow would be undefined (found by tests/fuzz/store_wire_fuzz.cpp): refused.
+      if (__builtin_add_overflow(v, d, &v))
+        throw std::runtime_error(detail::cat("add of ", d, " to key '", k, "' overflows 64 bits"));
       kv[k] = std::to_string(v);
       cv.notify_all();
       w.u8(static_cast<std::uint8_t>(wire::Reply::Ok));

@@ -1,0 +1,61 @@
+// Model JSON files: what to_json writes reads back, and inputs the fuzzer (tests/fuzz) found
+// refused with an InvalidArgument that names the file.
+#include <string>
+
+#include "support/test_utils.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/nn/models.hpp"
+
+using namespace tessera;
+using Catch::Matchers::Contains;
+
+namespace {
+
+template <class Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("(not InvalidArgument) ") + e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("model json: a preset written with to_json reads back", "[nn][model_json]") {
+  const nn::ModelSpec atto = nn::model_preset("convnext-atto");
+  const nn::ModelSpec back = nn::model_from_json(atto.to_json(), "atto.json");
+  REQUIRE(back.to_json() == atto.to_json());
+}
+
+TEST_CASE("model json: a number beyond double is refused as invalid JSON", "[nn][model_json]") {
+  // fuzz_model_json's first finding: nlohmann throws out_of_range (not parse_error) for a number
+  // that overflows a double, and it escaped model_from_json as a non-tessera exception.
+  REQUIRE_THAT(error_of([] { nn::model_from_json("3333E33666666", "m.json"); }), Contains("m.json: not valid JSON"));
+  REQUIRE_THAT(error_of([] { nn::model_from_json(R"({"family": "convnext", "drop_path": 1e999})", "m.json"); }),
+               Contains("m.json: not valid JSON"));
+}
+
+TEST_CASE("model json: regnet bottleneck ratios and design parameters out of range are refused", "[nn][model_json]") {
+  // fuzz_model_json: a bottleneck_ratio of 0 made validate() take a remainder by zero; the design
+  // space's parameters had no upper bounds (a huge depth looped for ever, widths overflowed int).
+  auto error = [](const std::string& fields) {
+    return error_of([&] { nn::model_from_json(R"({"family": "regnet", )" + fields + "}", "m.json"); });
+  };
+  REQUIRE_THAT(error(R"("depths": [1, 1, 4, 7], "widths": [24, 56, 152, 368], "bottleneck_ratio": 0.0)"),
+               Contains("field 'bottleneck_ratio' 0 must be in (0, 16]"));
+  REQUIRE_THAT(error(R"("depths": [1], "widths": [24], "bottleneck_ratio": 0.01)"),
+               Contains("width 24 times field 'bottleneck_ratio' 0.01 gives 0.24 channels"));
+  REQUIRE_THAT(error(R"("depths": [1], "widths": [2000000000], "bottleneck_ratio": 2)"),
+               Contains("width 2000000000 times field 'bottleneck_ratio' 2"));
+  REQUIRE_THAT(error(R"("depth": 2000000000, "w0": 48, "wa": 27.89, "wm": 2.09)"), Contains("need depth in [1, 1000]"));
+  REQUIRE_THAT(error(R"("depth": 16, "w0": 48, "wa": 27.89, "wm": 2.09, "bottleneck_ratio": 0)"),
+               Contains("bottleneck_ratio 0 must be in (0, 16]"));
+  REQUIRE_THAT(error(R"("depth": 16, "w0": 48, "wa": 27.89, "wm": 2.09, "group_width": 0)"),
+               Contains("group_width 0 must be positive"));
+  REQUIRE_THAT(error(R"("depth": 16, "w0": 1e12, "wa": 27.89, "wm": 2.09)"), Contains("w0 in (0, 1048576]"));
+  REQUIRE(nn::model_from_json(R"({"family": "regnet", "depth": 16, "w0": 48, "wa": 27.89, "wm": 2.09})").widths.size() > 1);
+}
