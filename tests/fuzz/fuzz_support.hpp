@@ -54,4 +54,17 @@ inline void write_bytes(const std::string& path, const std::uint8_t* data, std::
   if (!out) finding("scratch", "cannot write " + path);
 }
 
+/// The bytes of a version 1.0 .npy file holding `data` (descr e.g. "<f4", shape e.g. "(2, 3)"):
+/// the seeds' writer and the npy target's well-formed partner file.
+inline std::string npy_bytes(const std::string& descr, const std::string& shape, const std::string& data) {
+  std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  header.append(63 - (10 + header.size()) % 64, ' ');
+  header += '\n';
+  std::string out = "\x93NUMPY\x01";
+  out += '\0';
+  out += static_cast<char>(header.size() & 0xff);
+  out += static_cast<char>(header.size() >> 8);
+  return out + header + data;
+}
+
 }  // namespace tessera::fuzz

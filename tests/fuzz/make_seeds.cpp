@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include "fuzz_support.hpp"
 #include "tessera/core/file_io.hpp"
 #include "tessera/core/tensor.hpp"
 #include "tessera/core/trace.hpp"
@@ -38,16 +39,7 @@ std::string read(const fs::path& p) {
   return s.str();
 }
 
-std::string npy_bytes(const std::string& descr, const std::string& shape, const std::string& data) {
-  std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
-  header.append(63 - (10 + header.size()) % 64, ' ');
-  header += '\n';
-  std::string out = "\x93NUMPY\x01";
-  out += '\0';
-  out += static_cast<char>(header.size() & 0xff);
-  out += static_cast<char>(header.size() >> 8);
-  return out + header + data;
-}
+using tessera::fuzz::npy_bytes;
 
 template <class T>
 std::string raw(std::initializer_list<T> v) {

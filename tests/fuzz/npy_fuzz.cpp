@@ -13,17 +13,7 @@
 
 namespace {
 
-// The bytes of a version 1.0 .npy file holding `data`.
-std::string npy_bytes(const std::string& descr, const std::string& shape, const std::string& data) {
-  std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
-  header.append(63 - (10 + header.size()) % 64, ' ');
-  header += '\n';
-  std::string out = "\x93NUMPY\x01";
-  out += '\0';
-  out += static_cast<char>(header.size() & 0xff);
-  out += static_cast<char>(header.size() >> 8);
-  return out + header + data;
-}
+using tessera::fuzz::npy_bytes;
 
 }  // namespace
 
