@@ -53,7 +53,7 @@ def value(name, **labels):
     raise AssertionError(f"{name} {labels} missing")
 # The parser names a counter's family without _total (its samples keep it).
 for name in ["tessera_run_info", "tessera_steps_completed", "tessera_loss", "tessera_grad_norm", "tessera_lr",
-             "tessera_images_per_second", "tessera_step_time_seconds", "tessera_data_time_seconds",
+             "tessera_images_per_second", "tessera_step_time_seconds", "tessera_data_time_seconds", "tessera_load_time_seconds",
              "tessera_peak_memory_bytes", "tessera_step_halo_bytes", "tessera_step_collective_bytes",
              "tessera_halo_bytes", "tessera_collective_bytes", "tessera_alarms"]:
     assert name in fam, (name, sorted(fam))

@@ -136,6 +136,11 @@ Trainer::Trainer(TrainOptions options, comm::MeshComm* mesh, compute::Backend& c
 
   const core::DeviceMesh m = mesh_ ? mesh_->mesh() : core::DeviceMesh({1}, {"sp"});
   in_layout_ = nn::input_layout(m, opt_.shard, opt_.batch, opt_.input, opt_.model.total_stride());
+  data::LoaderOptions lo = opt_.loader;
+  lo.seed = opt_.seed;
+  const bool host = alloc_->space() == core::MemorySpace::Host;
+  loader_ = std::make_unique<data::Loader>(data_, in_layout_, mesh_ ? mesh_->rank() : 0, host ? alloc_ : nullptr,
+                                           host ? nullptr : alloc_, lo);
   model_ = build_model(opt_.model, opt_.checkpointing);
   SetupContext sctx;
   sctx.rank = mesh_ ? mesh_->rank() : 0;
@@ -313,14 +318,10 @@ StepStats Trainer::step() {
   ctx_.step = step_;
   StepStats st;
   st.step = step_;
-  const int rank = mesh_ ? mesh_->rank() : 0;
-  // The loaders write host memory; on a device the batch is copied there, booked as they book it.
-  data::Batch batch = data_->load(step_, in_layout_, rank, alloc_->space() == core::MemorySpace::Host ? alloc_ : nullptr);
-  if (alloc_->space() != core::MemorySpace::Host) {
-    batch.images = batch.images.to(alloc_, MemCategory::Activation);
-    batch.labels = batch.labels.to(alloc_, MemCategory::Activation);
-  }
+  // Datasets write host memory; on a device the loader hands the batch copied there.
+  data::Batch batch = loader_->take(step_);
   st.data_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  st.load_time_s = loader_->last_load_seconds();
   for (auto& b : buckets_) {
     b->flat.zero();
     if (b->topk) b->topk->discard();  // a step that threw may have left one posted

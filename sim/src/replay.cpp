@@ -10,9 +10,9 @@ namespace tessera::sim {
 
 namespace {
 
-// Batches of the right shapes and no pixels, for any number of classes. The tensors match what
-// core's loaders allocate (images f32 (N,C,H,W), labels i64 (N) or (N,H,W), both activations);
-// the memory model test compares the result against a run on the synthetic loader.
+// Batches of the right shapes and no pixels, for any number of classes: the trainer's Loader
+// allocates them (data::allocate_batch, on the meta allocator) as it does in a run; the memory
+// model test compares the result against a run on the synthetic loader.
 class ShapeOnlyDataset final : public data::Dataset {
  public:
   ShapeOnlyDataset(data::Task task, int num_classes, core::Shape image)
@@ -21,15 +21,7 @@ class ShapeOnlyDataset final : public data::Dataset {
   int num_classes() const noexcept override { return classes_; }
   core::Shape image_shape() const override { return image_; }
   std::int64_t size() const noexcept override { return 1; }
-  data::Batch load(std::int64_t, const core::Layout& layout, int rank,
-                   const core::AllocatorPtr& allocator) const override {
-    const core::Shape s = layout.local_shape(rank);  // (N,C,H,W)
-    data::Batch b;
-    b.images = core::Tensor::empty(s, core::DType::F32, core::MemCategory::Activation, allocator);
-    const core::Shape labels = task_ == data::Task::Classify ? core::Shape{s[0]} : core::Shape{s[0], s[2], s[3]};
-    b.labels = core::Tensor::empty(labels, core::DType::I64, core::MemCategory::Activation, allocator);
-    return b;
-  }
+  void load_into(std::span<const std::int64_t>, const core::Layout&, int, data::Batch&) const override {}
 
  private:
   data::Task task_;

@@ -133,7 +133,8 @@ std::vector<RankOutcome> run_diverging(const nn::TrainOptions& o, const core::De
 }
 
 /// The synthetic data, except that the first time `rank` loads batch `step` its images come back
-/// as NaN: a corrupted read on one rank, which a retry of the step reads correctly.
+/// as NaN: a corrupted read on one rank, which a retry of the step reads correctly. A rank's loader
+/// (one thread) loads its steps in order, so the rank's load number `step` is batch `step`.
 class BadReadOnce final : public data::Dataset {
  public:
   BadReadOnce(std::shared_ptr<const data::Dataset> inner, std::int64_t step, int rank)
@@ -142,18 +143,17 @@ class BadReadOnce final : public data::Dataset {
   int num_classes() const noexcept override { return inner_->num_classes(); }
   core::Shape image_shape() const override { return inner_->image_shape(); }
   std::int64_t size() const noexcept override { return inner_->size(); }
-  data::Batch load(std::int64_t step, const core::Layout& layout, int rank,
-                   const core::AllocatorPtr& allocator) const override {
-    data::Batch b = inner_->load(step, layout, rank, allocator);
-    if (step == step_ && rank == rank_ && !done_.exchange(true)) b.images.fill(std::nan(""));
-    return b;
+  void load_into(std::span<const std::int64_t> samples, const core::Layout& layout, int rank,
+                 data::Batch& b) const override {
+    inner_->load_into(samples, layout, rank, b);
+    if (rank == rank_ && loads_++ == step_) b.images.fill(std::nan(""));
   }
 
  private:
   std::shared_ptr<const data::Dataset> inner_;
   std::int64_t step_;
   int rank_;
-  mutable std::atomic<bool> done_{false};
+  mutable std::atomic<std::int64_t> loads_{0};  // of rank_
 };
 
 }  // namespace

@@ -44,7 +44,7 @@ class CachedDataset final : public data::Dataset {
   int num_classes() const noexcept override { return inner_->num_classes(); }
   core::Shape image_shape() const override { return inner_->image_shape(); }
   std::int64_t size() const noexcept override { return inner_->size(); }
-  data::Batch load(std::int64_t, const core::Layout& layout, int rank, const core::AllocatorPtr& alloc) const override {
+  void load_into(std::span<const std::int64_t>, const core::Layout& layout, int rank, data::Batch& b) const override {
     data::Batch cached;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -52,12 +52,8 @@ class CachedDataset final : public data::Dataset {
       if (it == cache_.end()) it = cache_.emplace(rank, inner_->load(0, layout, rank, nullptr)).first;
       cached = it->second;
     }
-    data::Batch b;
-    b.images = core::Tensor::empty(cached.images.shape(), cached.images.dtype(), core::MemCategory::Activation, alloc);
-    b.labels = core::Tensor::empty(cached.labels.shape(), cached.labels.dtype(), core::MemCategory::Activation, alloc);
     b.images.copy_from(cached.images);
     b.labels.copy_from(cached.labels);
-    return b;
   }
 
  private:

@@ -91,7 +91,8 @@ void add_train_command(CLI::App& app, Action& action) {
   auto a = std::make_shared<TrainCommandArgs>();
   CLI::App* c = app.add_subcommand("train", "Train a model spatially sharded over in-process ranks");
   a->spec.add(*c, {"model", "input", "batch", "mesh", "shard", "backend", "steps", "checkpointing", "halo_recompute", "optimizer", "lr",
-                   "weight_decay", "momentum", "warmup", "clip", "seed", "task", "classes", "drop_path", "data", "save",
+                   "weight_decay", "momentum", "warmup", "clip", "seed", "task", "classes", "drop_path", "data", "prefetch",
+                   "loader_workers", "shuffle", "save",
                    "resume", "trace", "metrics", "threads", "timeout_s", "overlap", "dtype", "precision", "loss_scale", "grad_reduce_dtype", "grad_compression", "topk_ratio", "all_reduce", "node_dim", "bucket_mib", "device",
                    "tf32", "alarm", "metrics_port", "metrics_textfile"},
               /*with_config=*/true);

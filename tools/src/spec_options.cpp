@@ -13,6 +13,8 @@ void SpecOptions::add(CLI::App& c, const std::vector<std::string>& fields, bool 
     CLI::Option* o = nullptr;
     if (f == "overlap") {
       o = c.add_flag("--no-overlap", flags_[f], "Do not overlap halo exchange and gradient all-reduce with compute");
+    } else if (f == "shuffle") {
+      o = c.add_flag("--no-shuffle", flags_[f], "Visit the samples in index order, not in a new order every epoch");
     } else if (f == "tf32") {
       o = c.add_flag("--tf32", flags_[f], help);
     } else {
@@ -32,6 +34,7 @@ run::RunSpec SpecOptions::spec() const {
   for (const auto& [field, opt] : options_) {
     if (opt->count() == 0) continue;
     if (field == "overlap") s.set("overlap", "false");
+    else if (field == "shuffle") s.set("shuffle", "false");
     else if (field == "tf32") s.set("tf32", "true");
     else s.set(field, text_.at(field));
   }

@@ -76,8 +76,11 @@ std::string prometheus_text(const LiveFigures& f) {
     t.sample("tessera_images_per_second", worst > 0 ? f.batch / worst : 0.0);
     t.family("tessera_step_time_seconds", "gauge", "Wall clock of each rank's last step, loading included.");
     for (std::size_t r = 0; r < n; ++r) t.sample("tessera_step_time_seconds" + rank_label(r), f.ranks[r].step_time_s);
-    t.family("tessera_data_time_seconds", "gauge", "Time each rank's last step spent loading its batch.");
+    t.family("tessera_data_time_seconds", "gauge", "Time each rank's last step waited for its batch.");
     for (std::size_t r = 0; r < n; ++r) t.sample("tessera_data_time_seconds" + rank_label(r), f.ranks[r].data_time_s);
+    t.family("tessera_load_time_seconds", "gauge",
+             "Time each rank's loader took to load its last batch (above the step time: the loader cannot keep up).");
+    for (std::size_t r = 0; r < n; ++r) t.sample("tessera_load_time_seconds" + rank_label(r), f.ranks[r].load_time_s);
     t.family("tessera_peak_memory_bytes", "gauge", "Each rank's allocator peak in the last step, by category.");
     for (std::size_t r = 0; r < n; ++r) {
       const std::string rk = "tessera_peak_memory_bytes{rank=\"" + std::to_string(r) + "\",category=\"";

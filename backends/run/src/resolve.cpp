@@ -90,6 +90,13 @@ TrainSetup resolve_train(const RunSpec& spec, bool check_backend) {
   t.grad_compression = *nn::parse_grad_compression(spec.grad_compression);
   t.topk_ratio = spec.topk_ratio;
   t.bucket_bytes = std::size_t(spec.bucket_mib) << 20;
+  // Auto: prefetch on GPUs; the cpu backend's threads already use every core, and a loader
+  // thread beside them slows the step (docs/training.md, "Input pipeline"). For a simulation the
+  // device model decides (resolve_sim).
+  const bool on_gpu = check_backend && (spec.device == "cuda" || spec.device.rfind("cuda:", 0) == 0);
+  t.loader.prefetch = spec.prefetch >= 0 ? spec.prefetch : on_gpu ? 2 : 0;
+  t.loader.workers = spec.loader_workers;
+  t.loader.shuffle = spec.shuffle;
   t.model.validate();
   c.mesh = core::DeviceMesh::parse(spec.mesh);
   c.mesh_comm.all_reduce = comm::parse_all_reduce_algorithm(spec.all_reduce);
@@ -160,6 +167,15 @@ SimSetup resolve_sim(const RunSpec& spec) {
   // The replay's tensors are meta, which MeshComm takes for host buffers; on GPUs the runtime's
   // gradient buckets are device memory, where Auto stays flat (comm::choose_all_reduce_algorithm:
   // NCCL picks its own topology-aware algorithm). Resolve Auto as the runtime will.
+  if (spec.prefetch < 0) {  // auto, as the runtime resolves it on such a device
+    const std::vector<int> devices = s.topology.devices();
+    bool gpu = false;
+    for (int r = 0; r < s.mesh.size() && r < static_cast<int>(devices.size()); ++r) {
+      const std::string& dev = s.engine.device.empty() ? s.topology.nodes()[devices[r]].device : s.engine.device;
+      gpu = gpu || s.catalog.get(dev).kind != "cpu";
+    }
+    s.train.loader.prefetch = gpu ? 2 : 0;
+  }
   if (s.mesh_comm.all_reduce == comm::AllReduceAlgorithm::Auto) {
     const std::vector<int> devices = s.topology.devices();
     for (int r = 0; r < s.mesh.size() && r < static_cast<int>(devices.size()); ++r) {

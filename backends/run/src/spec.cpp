@@ -105,6 +105,15 @@ const std::vector<Field>& fields() {
        [](RunSpec& s) { return ok_or(s.drop_path < 1, "must be below 1 (negative: the model's own)"); }},
       {"data", &RunSpec::data, "synthetic, or a folder of .npy images with labels.npy",
        [](RunSpec& s) { return ok_or(!s.data.empty(), "expected synthetic or a folder"); }},
+      {"prefetch", &RunSpec::prefetch,
+       "Batches each rank's loader threads load ahead of the step being trained, each booked as activation memory "
+       "(0: every step loads its own batch when it starts; -1, auto: 2 when the ranks compute on GPUs, 0 on the cpu "
+       "backend, whose threads already keep every core busy)",
+       [](RunSpec& s) { return ok_or(s.prefetch >= -1 && s.prefetch <= 64, "must be in [0, 64], or -1 (auto)"); }},
+      {"loader_workers", &RunSpec::loader_workers, "Loader threads per rank that load batches ahead (with prefetch)",
+       [](RunSpec& s) { return ok_or(s.loader_workers >= 1 && s.loader_workers <= 64, "must be in [1, 64]"); }},
+      {"shuffle", &RunSpec::shuffle, "Visit the samples in a new order every epoch, drawn from the seed (every rank "
+       "draws the same one); false: in index order", [](RunSpec&) { return std::string(); }},
       {"dtype", &RunSpec::dtype, "Training dtype: f32, or f64 (float64: the exact answer a float32 run is compared against)",
        [](RunSpec& s) {
          return nn::training_dtype(s.dtype) ? std::string()
@@ -418,7 +427,7 @@ const std::vector<std::string>& RunSpec::field_names() {
 const std::vector<std::string>& RunSpec::simulation_fields() {
   static const std::vector<std::string> names = {"model",    "input",      "batch",    "mesh",   "shard",
                                                  "checkpointing", "halo_recompute", "optimizer", "task", "classes", "dtype", "precision", "grad_reduce_dtype",
-                                                 "grad_compression", "topk_ratio", "all_reduce", "node_dim", "overlap",  "bucket_mib", "topology", "device", "calibration",
+                                                 "grad_compression", "topk_ratio", "all_reduce", "node_dim", "overlap",  "bucket_mib", "prefetch", "topology", "device", "calibration",
                                                  "tf32", "comm_progress"};
   return names;
 }

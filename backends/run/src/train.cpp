@@ -46,12 +46,13 @@ std::string_view category(int c) { return core::mem_category_name(static_cast<co
 std::string metrics_line(const TrainSetup& cfg, const std::vector<nn::StepStats>& ranks,
                          const std::vector<Alarm>& alarms) {
   const nn::StepStats& s = ranks[0];
-  double worst = 0, data = 0;
-  for (auto& r : ranks) worst = std::max(worst, r.step_time_s), data = std::max(data, r.data_time_s);
+  double worst = 0, data = 0, load = 0;
+  for (auto& r : ranks)
+    worst = std::max(worst, r.step_time_s), data = std::max(data, r.data_time_s), load = std::max(load, r.load_time_s);
   std::ostringstream os;
   os.precision(9);
   os << "{\"step\":" << s.step << ",\"loss\":" << s.loss << ",\"step_time_s\":" << worst
-     << ",\"data_time_s\":" << data
+     << ",\"data_time_s\":" << data << ",\"load_time_s\":" << load
      << ",\"images_per_s\":" << cfg.train.batch / worst << ",\"lr\":" << s.lr << ",\"grad_norm\":" << s.grad_norm
      << ",\"loss_scale\":" << s.loss_scale << ",\"skipped\":" << (s.skipped ? "true" : "false")
      << ",\"skipped_steps\":" << s.skipped_steps << ",\"grad_comm_bytes\":" << s.grad_comm_bytes
@@ -223,7 +224,7 @@ void rank_loop(const TrainSetup& cfg, int device_index, comm::Backend& world,
 }
 
 /// Figures of a step as doubles for an all_gather across processes.
-constexpr std::size_t kStatDoubles = 14 + core::kNumMemCategories;
+constexpr std::size_t kStatDoubles = 15 + core::kNumMemCategories;
 
 /// One rank per process (ucx, ...): env:// rendezvous, the world backend from the registry,
 /// figures gathered with all_gather. A failure aborts the job so the other ranks stop at once
@@ -250,6 +251,7 @@ void run_distributed(const TrainSetup& cfg, const std::shared_ptr<const data::Da
       mine.push_back(double(st.grad_dense_bytes));
       mine.push_back(double(bytes[0]));
       mine.push_back(double(bytes[1]));
+      mine.push_back(st.load_time_s);
       std::vector<double> all(kStatDoubles * n);
       if (memory && memory->space() != core::MemorySpace::Host) {
         // Ranks on GPUs: the figures travel in device memory (nccl takes nothing else).
@@ -283,6 +285,7 @@ void run_distributed(const TrainSetup& cfg, const std::shared_ptr<const data::Da
         out[r].grad_dense_bytes = static_cast<std::int64_t>(v[11 + core::kNumMemCategories]);
         all_bytes[r] = {static_cast<std::int64_t>(v[12 + core::kNumMemCategories]),
                         static_cast<std::int64_t>(v[13 + core::kNumMemCategories])};
+        out[r].load_time_s = v[14 + core::kNumMemCategories];
       }
       return out;
     };
@@ -390,6 +393,26 @@ std::string training_summary(const TrainSetup& cfg, const TrainResult& r) {
                 r.steps.size(), r.wall_s, static_cast<long long>(r.parameters), r.steps.front()[0].loss,
                 r.steps.back()[0].loss, med, times.front(), times.back(), cfg.train.batch / med);
   os << buf;
+  {
+    // The input pipeline: whether the loader kept up (the first step always waits for its batch).
+    std::vector<double> wait, load;
+    for (std::size_t i = r.steps.size() > 1 ? 1 : 0; i < r.steps.size(); ++i) {
+      double w = 0, l = 0;
+      for (auto& s : r.steps[i]) w = std::max(w, s.data_time_s), l = std::max(l, s.load_time_s);
+      wait.push_back(w), load.push_back(l);
+    }
+    std::sort(wait.begin(), wait.end());
+    std::sort(load.begin(), load.end());
+    const double w = wait[wait.size() / 2], l = load[load.size() / 2];
+    const data::LoaderOptions& lo = cfg.train.loader;
+    if (lo.prefetch > 0)
+      std::snprintf(buf, sizeof buf, "input: prefetch %d, %d loader thread(s) per rank; a batch loads in %.3f s, steps "
+                    "waited %.3f s for it (median)%s\n", lo.prefetch, lo.workers, l, w,
+                    w > 0.1 * med ? "; the loader does not keep up: add --loader-workers" : "");
+    else
+      std::snprintf(buf, sizeof buf, "input: loaded in each step, %.3f s of it (median; --prefetch N loads ahead)\n", w);
+    os << buf;
+  }
   const nn::StepStats& g = r.steps.back()[0];
   if (g.grad_dense_bytes > 0) {
     // What rank 0's gradient collectives carried in the last step (the buffers handed to them).
@@ -457,6 +480,10 @@ Json step_object(const std::vector<nn::StepStats>& ranks) {
   d["grad_dense_bytes"] = s.grad_dense_bytes;
   d["lr"] = s.lr;
   d["step_time_s"] = s.step_time_s;
+  double data = 0, load = 0;
+  for (const nn::StepStats& r : ranks) data = std::max(data, r.data_time_s), load = std::max(load, r.load_time_s);
+  d["data_time_s"] = data;
+  d["load_time_s"] = load;
   Json times = Json::array(), mem = Json::array();
   for (const nn::StepStats& r : ranks) {
     times.push_back(r.step_time_s);

@@ -47,6 +47,9 @@ def train(
     momentum: float = 0.9,
     drop_path: float = -1.0,
     data: str = "synthetic",
+    prefetch: int = -1,
+    loader_workers: int = 1,
+    shuffle: bool = True,
     bucket_mib: int = 4,
     metrics: str = "",
     save: str = "",
@@ -118,6 +121,11 @@ def train(
     ``baseline``, ``threshold``, ``action``, ``message``, ``checkpoint``); the returned dict lists
     them under ``alarms``. An alarm whose action is stop raises :class:`tessera.Error` on every rank
     after that step.
+    ``prefetch``, ``loader_workers``, ``shuffle``: the input pipeline, as ``tessera train``'s options
+    of those names: batches loaded ahead by that many loader threads per rank (``prefetch=0``: each
+    step loads its own batch; -1, auto: 2 on a GPU, 0 on the cpu), the samples in a new order every epoch drawn from ``seed``
+    (docs/training.md, "Input pipeline"). Each step's dict has ``data_time_s`` (waiting for the
+    batch) and ``load_time_s`` (what loading it took).
     ``metrics_port``: serve live Prometheus metrics on ``http://127.0.0.1:PORT/metrics`` while
     training (0: any free port, printed); ``metrics_textfile``: write them to that file after every
     step (docs/training.md, "Live metrics").
@@ -128,7 +136,8 @@ def train(
                   task=task, classes=classes, checkpointing=checkpointing, halo_recompute=halo_recompute,
                   threads=threads, overlap=overlap,
                   trace=trace, timeout_s=timeout_s, backend=backend, dtype=dtype, momentum=momentum,
-                  drop_path=drop_path, data=data, bucket_mib=bucket_mib, metrics=metrics, save=save,
+                  drop_path=drop_path, data=data, prefetch=prefetch, loader_workers=loader_workers,
+                  shuffle=shuffle, bucket_mib=bucket_mib, metrics=metrics, save=save,
                   resume=resume, device="" if device == "cpu" else device, tf32=tf32,
                   precision=precision, loss_scale=str(loss_scale), grad_reduce_dtype=grad_reduce_dtype,
                   grad_compression=grad_compression, topk_ratio=topk_ratio, all_reduce=all_reduce,

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "tessera/core/error.hpp"
 #include "tessera/core/layout.hpp"
@@ -30,23 +31,26 @@ inline BatchPart batch_part(const core::Layout& layout, int rank, const core::Sh
           layout.local_range(rank, 3), g[0]};
 }
 
-/// Global sample index of batch row `n` (0 ≤ n < batch) of batch `step`: (step·B + n) mod size.
-/// Exact while size < 3·10⁹ (the products stay within int64).
-inline std::int64_t sample_index(std::int64_t step, std::int64_t batch, std::int64_t n, std::int64_t size) {
-  TESSERA_CHECK(step >= 0, "dataset: batch step ", step, " is negative");
-  return ((step % size) * (batch % size) % size + n) % size;
-}
-
-/// Uninitialised batch tensors of the part's shape: images f32 (N,C,H,W), labels i64 — (N) for
-/// classification, (N,H,W) for segmentation — both booked as activations with `allocator`.
-inline Batch allocate_batch(const BatchPart& p, Task task, const core::AllocatorPtr& allocator) {
-  Batch b;
-  b.images = core::Tensor::empty({p.n.size(), p.c.size(), p.h.size(), p.w.size()}, core::DType::F32,
-                                 core::MemCategory::Activation, allocator);
-  const core::Shape label_shape = task == Task::Classify ? core::Shape{p.n.size()}
-                                                         : core::Shape{p.n.size(), p.h.size(), p.w.size()};
-  b.labels = core::Tensor::empty(label_shape, core::DType::I64, core::MemCategory::Activation, allocator);
-  return b;
+/// Checks what load_into() is given against the part: `samples` one per global batch row, each
+/// in [0, size), and `out` shaped as allocate_batch() shapes the part for `task`.
+inline void check_into(std::span<const std::int64_t> samples, std::int64_t size, const BatchPart& p, Task task,
+                       const Batch& out, const char* who) {
+  TESSERA_CHECK(static_cast<std::int64_t>(samples.size()) == p.batch, who, ": ", samples.size(),
+                " samples for a batch of ", p.batch, "; give one sample index per batch row");
+  for (std::int64_t n = p.n.begin; n < p.n.end; ++n) {
+    const std::int64_t s = samples[static_cast<std::size_t>(n)];
+    TESSERA_CHECK(s >= 0 && s < size, who, ": batch row ", n, " asks for sample ", s, ", which is outside [0, ", size,
+                  "): the dataset has ", size, " samples");
+  }
+  const core::Shape images{p.n.size(), p.c.size(), p.h.size(), p.w.size()};
+  const core::Shape labels = task == Task::Classify ? core::Shape{p.n.size()} : core::Shape{p.n.size(), p.h.size(), p.w.size()};
+  TESSERA_CHECK(out.images.defined() && out.labels.defined() && out.images.shape() == images &&
+                    out.images.dtype() == core::DType::F32 && out.labels.shape() == labels &&
+                    out.labels.dtype() == core::DType::I64 && out.images.is_contiguous() && out.labels.is_contiguous(),
+                who, ": the batch to load into does not hold this rank's part (images f32 ", core::shape_str(images),
+                ", labels i64 ", core::shape_str(labels), ", contiguous); make it with data::allocate_batch");
+  TESSERA_CHECK(out.images.is_meta() || (out.images.is_host() && out.labels.is_host()), who,
+                ": datasets load into host memory; the batch given is in ", core::memory_space_name(out.images.space()));
 }
 
 }  // namespace tessera::data::internal

@@ -68,18 +68,18 @@ class NpyFolder final : public Dataset {
   core::Shape image_shape() const override { return image_; }
   std::int64_t size() const noexcept override { return static_cast<std::int64_t>(images_.size()); }
 
-  Batch load(std::int64_t step, const core::Layout& layout, int rank,
-             const core::AllocatorPtr& allocator) const override {
+  void load_into(std::span<const std::int64_t> samples, const core::Layout& layout, int rank,
+                 Batch& b) const override {
     const internal::BatchPart p = internal::batch_part(layout, rank, image_, "npy folder");
-    Batch b = internal::allocate_batch(p, task_, allocator);
-    if (b.images.is_meta()) return b;
+    internal::check_into(samples, size(), p, task_, b, "npy folder");
+    if (b.images.is_meta()) return;
     const std::int64_t H = image_[1], W = image_[2], lh = p.h.size(), lw = p.w.size();
     std::optional<ReadFile> labels;
     if (task_ == Task::Segment) labels.emplace(labels_path_);
     float* img = b.images.data<float>();
     std::int64_t* lab = b.labels.data<std::int64_t>();
     for (std::int64_t n = 0; n < p.n.size(); ++n) {
-      const std::int64_t idx = internal::sample_index(step, p.batch, p.n.begin + n, size());
+      const std::int64_t idx = samples[static_cast<std::size_t>(p.n.begin + n)];
       const ReadFile f(images_[idx]);
       for (std::int64_t c = p.c.begin; c < p.c.end; ++c) {
         float* out = img + ((n * p.c.size() + (c - p.c.begin)) * lh) * lw;
@@ -94,7 +94,6 @@ class NpyFolder final : public Dataset {
           check_label(lab[n * lh * lw + i], (idx * H + p.h.begin + i / lw) * W + p.w.begin + i % lw);
       }
     }
-    return b;
   }
 
  private:

@@ -95,19 +95,18 @@ class Synthetic final : public Dataset {
   core::Shape image_shape() const override { return {o_.channels, o_.height, o_.width}; }
   std::int64_t size() const noexcept override { return o_.size; }
 
-  Batch load(std::int64_t step, const core::Layout& layout, int rank,
-             const core::AllocatorPtr& allocator) const override {
+  void load_into(std::span<const std::int64_t> samples, const core::Layout& layout, int rank,
+                 Batch& b) const override {
     const internal::BatchPart p = internal::batch_part(layout, rank, image_shape(), "synthetic data");
-    Batch b = internal::allocate_batch(p, o_.task, allocator);
-    if (b.images.is_meta()) return b;
+    internal::check_into(samples, o_.size, p, o_.task, b, "synthetic data");
+    if (b.images.is_meta()) return;
     const std::int64_t image_elems = p.c.size() * p.h.size() * p.w.size(), plane = p.h.size() * p.w.size();
     for (std::int64_t n = 0; n < p.n.size(); ++n) {
-      const SampleSpec s = sample(internal::sample_index(step, p.batch, p.n.begin + n, o_.size));
+      const SampleSpec s = sample(samples[static_cast<std::size_t>(p.n.begin + n)]);
       std::int64_t* seg = o_.task == Task::Segment ? b.labels.data<std::int64_t>() + n * plane : nullptr;
       render(s, p, b.images.data<float>() + n * image_elems, seg);
       if (o_.task == Task::Classify) b.labels.data<std::int64_t>()[n] = s.label;
     }
-    return b;
   }
 
  private:

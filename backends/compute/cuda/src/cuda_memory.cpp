@@ -34,6 +34,7 @@ CudaMemory::CudaMemory(int device) : device_(device) {
       detail::cat("cuda:", device_, " (", prop.name, ", ", prop.totalGlobalMem >> 30, " GiB)");
   TESSERA_CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
   TESSERA_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_, cudaStreamNonBlocking));
+  TESSERA_CUDA_CHECK(cudaStreamCreateWithFlags(&upload_, cudaStreamNonBlocking));
   cudaMemPoolProps props{};
   props.allocType = cudaMemAllocationTypePinned;
   props.handleTypes = cudaMemHandleTypeNone;
@@ -50,8 +51,10 @@ CudaMemory::~CudaMemory() {
   TESSERA_CUDA_WARN(cudaSetDevice(device_));
   if (compute_) TESSERA_CUDA_WARN(cudaStreamSynchronize(compute_));
   if (comm_) TESSERA_CUDA_WARN(cudaStreamSynchronize(comm_));
+  if (upload_) TESSERA_CUDA_WARN(cudaStreamSynchronize(upload_));
   if (pool_) TESSERA_CUDA_WARN(cudaMemPoolDestroy(pool_));
   if (comm_) TESSERA_CUDA_WARN(cudaStreamDestroy(comm_));
+  if (upload_) TESSERA_CUDA_WARN(cudaStreamDestroy(upload_));
   if (compute_) TESSERA_CUDA_WARN(cudaStreamDestroy(compute_));
 }
 
@@ -191,6 +194,36 @@ void CudaMemory::copy_bytes(void* dst, const void* src, std::size_t bytes) {
   TESSERA_CUDA_CHECK(cudaPointerGetAttributes(&a, dst));
   if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged)
     TESSERA_CUDA_CHECK(cudaStreamSynchronize(compute_));
+}
+
+bool CudaMemory::pin_host(void* p, std::size_t bytes) {
+  if (p == nullptr || bytes == 0) return false;
+  make_current();
+  if (cudaHostRegister(p, bytes, cudaHostRegisterPortable) != cudaSuccess) {
+    (void)cudaGetLastError();  // not fatal: the copies stay synchronous
+    return false;
+  }
+  return true;
+}
+
+void CudaMemory::unpin_host(void* p) noexcept {
+  if (p == nullptr) return;
+  if (cudaSetDevice(device_) == cudaSuccess) TESSERA_CUDA_WARN(cudaHostUnregister(p));
+}
+
+void CudaMemory::upload(void* dst, const void* src, std::size_t bytes) {
+  if (bytes == 0) return;
+  make_current();
+  // dst may still be read by kernels already queued on the compute stream (the slot's previous
+  // batch): the copy waits for them, and nothing else.
+  cudaEvent_t queued = nullptr;
+  TESSERA_CUDA_CHECK(cudaEventCreateWithFlags(&queued, cudaEventDisableTiming));
+  cudaError_t e = cudaEventRecord(queued, compute_);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(upload_, queued, 0);
+  if (e == cudaSuccess) e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, upload_);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(upload_);
+  TESSERA_CUDA_WARN(cudaEventDestroy(queued));
+  TESSERA_CUDA_CHECK(e);
 }
 
 void CudaMemory::synchronize() {

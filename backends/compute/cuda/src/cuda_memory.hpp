@@ -13,7 +13,8 @@
 namespace tessera::compute::cuda {
 
 /// Owns the streams and the pool, so tensors (which keep their memory alive) may outlive the
-/// backend that made them. Thread-compatible like the backend: one rank's thread at a time.
+/// backend that made them. Thread-compatible like the backend: one rank's thread at a time; upload (a
+/// loader thread's) may run beside it.
 class CudaMemory final : public core::DeviceMemory {
  public:
   /// Creates the streams and the pool on `device` (which must exist).
@@ -42,6 +43,12 @@ class CudaMemory final : public core::DeviceMemory {
   /// `bytes` from src to dst, each a host or a device pointer of this process (cudaMemcpyDefault),
   /// on the compute stream; returns when the data is there if dst is host memory.
   void copy_bytes(void* dst, const void* src, std::size_t bytes) override;
+  /// cudaHostRegister (portable); false, with the error cleared, where the driver refuses.
+  bool pin_host(void* p, std::size_t bytes) override;
+  void unpin_host(void* p) noexcept override;
+  /// On the upload stream: waits for an event recorded on the compute stream at the call, copies,
+  /// and synchronises the upload stream only (the calling thread waits, the rank's kernels run on).
+  void upload(void* dst, const void* src, std::size_t bytes) override;
 
   int device() const noexcept { return device_; }
   /// The device's streaming multiprocessors (kernel grids are sized by it).
@@ -64,6 +71,7 @@ class CudaMemory final : public core::DeviceMemory {
   std::string describe_;
   cudaStream_t compute_ = nullptr;
   cudaStream_t comm_ = nullptr;
+  cudaStream_t upload_ = nullptr;  ///< host → device copies of a Loader's threads
   cudaMemPool_t pool_ = nullptr;
 };
 

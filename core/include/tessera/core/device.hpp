@@ -54,6 +54,24 @@ class DeviceMemory {
   virtual void fill(const Tensor& dst, double value) = 0;
   /// Waits until every operation issued so far has finished.
   virtual void synchronize() = 0;
+
+  /// Page-locks `bytes` of host memory at `p` for fast, asynchronous copies (cudaHostRegister);
+  /// false where this memory cannot (the default: copies stay as they are). A Loader pins its
+  /// host batch slots this way and unpins them before they are freed.
+  virtual bool pin_host(void* p, std::size_t bytes) {
+    (void)p, (void)bytes;
+    return false;
+  }
+  virtual void unpin_host(void* p) noexcept { (void)p; }
+  /// Copies `bytes` from host memory `src` to `dst` in this memory, ordered after every operation
+  /// issued on the compute stream before the call (so `dst` may still be read by queued kernels),
+  /// and returns when the data is there. May be called from another thread than the rank's (a
+  /// loader thread) while the rank issues work: the cuda backend copies on a stream of its own, so
+  /// the copy overlaps the rank's kernels. The default copies with copy_bytes and synchronises.
+  virtual void upload(void* dst, const void* src, std::size_t bytes) {
+    copy_bytes(dst, src, bytes);
+    synchronize();
+  }
 };
 
 }  // namespace tessera::core

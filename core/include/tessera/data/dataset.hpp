@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "tessera/core/layout.hpp"
@@ -30,11 +31,28 @@ class Dataset {
   virtual core::Shape image_shape() const = 0;
   /// Number of distinct samples (batches wrap around).
   virtual std::int64_t size() const noexcept = 0;
-  /// Batch `step` (samples step·B … step·B+B−1 modulo size(), B = layout's global N), the part
-  /// that `rank` holds under `layout` (an NCHW layout over the global batch).
-  virtual Batch load(std::int64_t step, const core::Layout& layout, int rank,
-                     const core::AllocatorPtr& allocator) const = 0;
+  /// Fills `out` — `rank`'s part of a batch under `layout` (an NCHW layout over the global batch),
+  /// as allocate_batch() makes it — with the batch whose row n holds sample samples[n]
+  /// (samples.size() is the layout's global N, each in [0, size())). Reads only the rows,
+  /// channels and pixels `rank` holds; does nothing to meta tensors. Must be safe to call from
+  /// several threads at once (a Loader's threads do). Throws InvalidArgument naming the dataset
+  /// for a layout that does not hold its images, a wrong sample count or index, or an `out` of
+  /// other shapes.
+  virtual void load_into(std::span<const std::int64_t> samples, const core::Layout& layout, int rank,
+                         Batch& out) const = 0;
+
+  /// allocate_batch() with `allocator` (null: unbooked host memory), then load_into().
+  Batch load_samples(std::span<const std::int64_t> samples, const core::Layout& layout, int rank,
+                     const core::AllocatorPtr& allocator) const;
+  /// Batch `step` in index order: samples step·B … step·B+B−1 modulo size(), B = layout's
+  /// global N (what a Loader without shuffling hands for that step).
+  Batch load(std::int64_t step, const core::Layout& layout, int rank, const core::AllocatorPtr& allocator) const;
 };
+
+/// Uninitialised tensors for `rank`'s part of a batch of `task` under `layout` (N,C,H,W): images
+/// f32 (N,C,H,W), labels i64 — (N) for classification, (N,H,W) for segmentation — both booked as
+/// activations with `allocator` (null: unbooked host memory; meta: shapes only).
+Batch allocate_batch(const core::Layout& layout, int rank, Task task, const core::AllocatorPtr& allocator);
 
 struct SyntheticOptions {
   Task task = Task::Classify;

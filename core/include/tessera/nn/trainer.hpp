@@ -12,6 +12,7 @@
 
 #include "tessera/core/allocator.hpp"
 #include "tessera/data/dataset.hpp"
+#include "tessera/data/loader.hpp"
 #include "tessera/nn/grad_compression.hpp"
 #include "tessera/nn/models.hpp"
 #include "tessera/nn/optimizer.hpp"
@@ -52,6 +53,9 @@ struct TrainOptions {
   GradCompression grad_compression = GradCompression::None;
   /// With topk: the fraction of each bucket's elements a rank sends per step, 0 < ratio <= 1.
   double topk_ratio = 0.01;
+  /// The input pipeline: batches loaded ahead by loader threads, the per-epoch shuffle
+  /// (data/loader.hpp). Its seed is ignored: the run's seed draws the sample order.
+  data::LoaderOptions loader;
 };
 
 /// The dtypes a Trainer trains in (TrainOptions::dtype), reference first: f32, and f64, to which
@@ -78,7 +82,8 @@ struct StepStats {
   double grad_norm = 0;     ///< global L2 norm before clipping
   double lr = 0;
   double step_time_s = 0;   ///< wall clock of this rank's step
-  double data_time_s = 0;   ///< of which loading the batch (the dataset's load)
+  double data_time_s = 0;   ///< of which waiting for the batch (all of its load without prefetch)
+  double load_time_s = 0;   ///< what loading this batch took the loader (its thread's time with prefetch)
   double loss_scale = 1;    ///< the loss scale this step ran with (1 without loss scaling)
   /// Bytes of the buffers this rank's gradient collectives carried this step: the buckets'
   /// all-reduce buffers (f32, or 16-bit with grad_reduce), or with top-k the all_gathers' receive
@@ -153,6 +158,7 @@ class Trainer {
   compute::Backend& compute_;
   core::AllocatorPtr alloc_;
   std::shared_ptr<const data::Dataset> data_;
+  std::unique_ptr<data::Loader> loader_;
   std::unique_ptr<Sequential> model_;
   core::Layout in_layout_, out_layout_;
   std::vector<Module*> units_;

@@ -29,6 +29,7 @@ struct LiveFigures {
 
 /// The figures as Prometheus text: tessera_steps_completed, tessera_loss, tessera_grad_norm,
 /// tessera_lr, tessera_loss_scale, tessera_step_time_seconds{rank}, tessera_data_time_seconds{rank},
+/// tessera_load_time_seconds{rank},
 /// tessera_images_per_second, tessera_peak_memory_bytes{rank,category} (category "total" too),
 /// tessera_step_halo_bytes{rank} and tessera_step_collective_bytes{rank} (the last step),
 /// tessera_halo_bytes_total{rank}, tessera_collective_bytes_total{rank},

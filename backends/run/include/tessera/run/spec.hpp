@@ -34,6 +34,9 @@ struct RunSpec {
   int classes = 5;
   double drop_path = -1;             ///< stochastic-depth rate; < 0: the model's own
   std::string data = "synthetic";    ///< synthetic, or a folder of .npy images with labels.npy
+  int prefetch = -1;                 ///< batches loaded ahead by loader threads (0: in the step; -1 auto: 2 on GPUs, 0 on cpu)
+  int loader_workers = 1;            ///< loader threads per rank (with prefetch)
+  bool shuffle = true;               ///< a new order of the samples every epoch, drawn from the seed
   std::string dtype = "f32";         ///< one of nn::training_dtypes()
   std::string precision = "fp32";    ///< fp32, or bf16/fp16 (mixed precision: f32 master weights, 16-bit activations)
   std::string loss_scale = "auto";   ///< auto (dynamic for fp16), dynamic, off, or a static scale

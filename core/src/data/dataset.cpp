@@ -1,0 +1,33 @@
+// What every dataset shares: its batch tensors, and loading by samples or by step in index order.
+#include "tessera/data/dataset.hpp"
+
+#include "tessera/data/loader.hpp"
+
+namespace tessera::data {
+
+Batch allocate_batch(const core::Layout& layout, int rank, Task task, const core::AllocatorPtr& allocator) {
+  TESSERA_CHECK(layout.ndim() == 4, "batch layout ", layout.to_string(), " is not an (N,C,H,W) layout");
+  const core::Shape s = layout.local_shape(rank);
+  Batch b;
+  b.images = core::Tensor::empty(s, core::DType::F32, core::MemCategory::Activation, allocator);
+  const core::Shape labels = task == Task::Classify ? core::Shape{s[0]} : core::Shape{s[0], s[2], s[3]};
+  b.labels = core::Tensor::empty(labels, core::DType::I64, core::MemCategory::Activation, allocator);
+  return b;
+}
+
+Batch Dataset::load_samples(std::span<const std::int64_t> samples, const core::Layout& layout, int rank,
+                            const core::AllocatorPtr& allocator) const {
+  TESSERA_CHECK(rank >= 0 && rank < layout.mesh().size(), "dataset: rank ", rank, " is not in the batch layout's mesh ",
+                layout.mesh().to_string());
+  Batch b = allocate_batch(layout, rank, task(), allocator);
+  load_into(samples, layout, rank, b);
+  return b;
+}
+
+Batch Dataset::load(std::int64_t step, const core::Layout& layout, int rank, const core::AllocatorPtr& allocator) const {
+  TESSERA_CHECK(layout.ndim() == 4, "batch layout ", layout.to_string(), " is not an (N,C,H,W) layout");
+  const SampleOrder order(size(), /*shuffle=*/false, 0);
+  return load_samples(order.batch(step, layout.global_shape()[0]), layout, rank, allocator);
+}
+
+}  // namespace tessera::data
