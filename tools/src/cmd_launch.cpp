@@ -161,8 +161,14 @@ int launch(const LaunchArgs& a) {
   int alive = a.nproc, first_failed = -1;
   std::string failure;
   // Every rank that exited badly, in the order they were reaped. A rank killed by a signal is the
-  // likely cause when its peers then fail on a broken connection, even when a peer is reaped first.
-  std::vector<std::pair<int, int>> failures;  // (global rank, wait status)
+  // likely cause when its peers then fail on a broken connection, even when a peer is reaped first;
+  // a signal the launcher sent itself (the rank outlived --grace) is not.
+  struct Failure {
+    int rank, status;
+    bool stopped_by_us;
+  };
+  std::vector<Failure> failures;
+  std::vector<int> sent(static_cast<std::size_t>(a.nproc), 0);  // the signal the launcher sent each rank
   std::chrono::steady_clock::time_point stop_at{}, killed_at{};
   bool stopping = false;
   auto flush_line = [&](int l, const std::string& line) {
@@ -208,7 +214,8 @@ int launch(const LaunchArgs& a) {
       // interrupted with the launcher (which may see their exit before its own signal), not failed.
       if (WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) g_interrupted = 1;
       if (g_interrupted) continue;
-      if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) failures.emplace_back(a.node_rank * a.nproc + l, status);
+      if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+        failures.push_back({a.node_rank * a.nproc + l, status, sent[ul] != 0});
       if ((WIFEXITED(status) && WEXITSTATUS(status) == 0) || first_failed >= 0) continue;
       first_failed = a.node_rank * a.nproc + l;
       failure = describe_status(status);
@@ -227,13 +234,22 @@ int launch(const LaunchArgs& a) {
     }
     const auto now = std::chrono::steady_clock::now();
     if (stopping && alive > 0 && now > stop_at && killed_at == std::chrono::steady_clock::time_point{}) {
+      // SIGCONT too: a stopped rank (SIGSTOP, a debugger detached) gets the SIGTERM now, not the
+      // SIGKILL 3 s later.
       for (int l = 0; l < a.nproc; ++l)
-        if (running[static_cast<std::size_t>(l)]) ::kill(pids[static_cast<std::size_t>(l)], SIGTERM);
+        if (running[static_cast<std::size_t>(l)]) {
+          ::kill(pids[static_cast<std::size_t>(l)], SIGTERM);
+          ::kill(pids[static_cast<std::size_t>(l)], SIGCONT);
+          sent[static_cast<std::size_t>(l)] = SIGTERM;
+        }
       killed_at = now;
     }
     if (killed_at != std::chrono::steady_clock::time_point{} && now > killed_at + std::chrono::seconds(3))
       for (int l = 0; l < a.nproc; ++l)
-        if (running[static_cast<std::size_t>(l)]) ::kill(pids[static_cast<std::size_t>(l)], SIGKILL);
+        if (running[static_cast<std::size_t>(l)]) {
+          ::kill(pids[static_cast<std::size_t>(l)], SIGKILL);
+          sent[static_cast<std::size_t>(l)] = SIGKILL;
+        }
   }
   if (g_interrupted && first_failed < 0) {
     std::fprintf(stderr, "tessera launch: interrupted; stopped all %d rank(s)\n", a.nproc);
@@ -242,15 +258,22 @@ int launch(const LaunchArgs& a) {
   if (first_failed >= 0) {
     auto cause = failures.begin();
     for (auto it = failures.begin(); it != failures.end(); ++it)
-      if (WIFSIGNALED(it->second) && WTERMSIG(it->second) != SIGTERM) {
+      if (WIFSIGNALED(it->status) && WTERMSIG(it->status) != SIGTERM && !it->stopped_by_us) {
         cause = it;
         break;
       }
-    std::string others;
-    for (auto it = failures.begin(); it != failures.end(); ++it)
-      if (it != cause) others += detail::cat(others.empty() ? "" : ", ", "rank ", it->first, " (", describe_status(it->second), ")");
-    std::fprintf(stderr, "tessera launch: rank %d failed (%s); stopped the other ranks%s%s\n", cause->first,
-                 describe_status(cause->second).c_str(), others.empty() ? "" : "; also failed: ", others.c_str());
+    std::string others, outlived;
+    for (auto it = failures.begin(); it != failures.end(); ++it) {
+      if (it == cause) continue;
+      std::string& list = it->stopped_by_us ? outlived : others;
+      list += detail::cat(list.empty() ? "" : ", ", "rank ", it->rank, " (", describe_status(it->status), ")");
+    }
+    if (!outlived.empty())
+      outlived = detail::cat("; still running ", a.grace_s, " s (--grace) after rank ", first_failed,
+                             " failed, so the launcher stopped: ", outlived);
+    std::fprintf(stderr, "tessera launch: rank %d failed (%s); stopped the other ranks%s%s%s\n", cause->rank,
+                 describe_status(cause->status).c_str(), others.empty() ? "" : "; also failed: ", others.c_str(),
+                 outlived.c_str());
     return 1;
   }
   return 0;

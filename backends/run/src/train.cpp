@@ -19,6 +19,7 @@
 #include "tessera/core/tracing.hpp"
 #include "tessera/run/live_metrics.hpp"
 #include "counting_comm.hpp"
+#include "fault_comm.hpp"
 
 namespace tessera::run {
 
@@ -118,6 +119,17 @@ void rank_loop(const TrainSetup& cfg, int device_index, comm::Backend& world,
     name << ")";
     recorder.set_process_name(rank, name.str());
   }
+  // TESSERA_FAULT (testing fault handling): the trainer's calls pass through the injector.
+  std::shared_ptr<FaultState> fault;
+  std::unique_ptr<FaultComm> faulty;
+  if (auto spec = fault_from_env()) {
+    fault = std::make_shared<FaultState>();
+    fault->spec = *spec;
+    fault->world_rank = rank;
+    fault->scope = &scope;
+    faulty = std::make_unique<FaultComm>(*w, fault);
+    w = faulty.get();
+  }
   // Every call of the trainer passes through a counter of halo and collective bytes (live metrics).
   auto counts = std::make_shared<CommCounts>();
   CountingComm counted(*w, counts);
@@ -181,6 +193,7 @@ void rank_loop(const TrainSetup& cfg, int device_index, comm::Backend& world,
   };
   while (trainer.next_step() < cfg.train.steps) {
     nn::StepStats st;
+    if (fault) fault->step = trainer.next_step();
     try {
       st = trainer.step();
     } catch (const NonFiniteError& e) {
@@ -314,6 +327,10 @@ void run_distributed(const TrainSetup& cfg, const std::shared_ptr<const data::Da
 
 TrainResult train(const TrainSetup& cfg, const StepCallback& on_step, const AlarmCallback& on_alarm) {
   const int n = cfg.mesh.size();
+  // A malformed TESSERA_FAULT is refused before any rank starts (each rank reads it again).
+  if (const auto fault = fault_from_env())
+    TESSERA_CHECK(fault->rank < n, kFaultVariable, "='", fault->text, "' names rank ", fault->rank, " but mesh ",
+                  cfg.mesh.to_string(), " has ", n, " rank(s); expected ", kFaultSyntax);
   auto dataset = make_dataset(cfg);
   compute::Registry computes;
   register_builtin_backends(computes);

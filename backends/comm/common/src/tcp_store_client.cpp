@@ -173,7 +173,7 @@ std::string TcpStoreClient::abort_reason() {
                         : "the store is shutting down";
   } catch (const std::exception&) {
     abort_reason_ = detail::cat("lost the connection to the store at ", address(),
-                                " (the process hosting it, rank 0 or the launcher, has exited)");
+                                " (the process hosting it, rank 0 or the launcher, has exited, or the network to it failed)");
   }
   return abort_reason_;
 }

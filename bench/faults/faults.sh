@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The measured fault table of docs/launching.md ("Faults, measured"): every fault injected into
+# a 2-rank ucx job, detection time, what each rank and launcher printed, exit codes, and that the
+# checkpoint at --save survived. Needs root for the disk-full case (it mounts a small tmpfs).
+#   bench/faults/faults.sh <tessera binary> [--json] [--reps 3] [--timeout 5] [--only kill-forward,...]
+set -euo pipefail
+exec python3 "$(dirname "$0")/faults.py" "$@"
