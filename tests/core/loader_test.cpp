@@ -199,8 +199,10 @@ TEST_CASE("bad loader options and bad batches are refused with the field named",
   auto ds = synthetic(8);
   const Layout layout = layout_of(*ds, DeviceMesh(), {core::Replicate()}, 2);
   data::LoaderOptions o;
-  o.prefetch = -1;
-  REQUIRE_THROWS_WITH(data::Loader(ds, layout, 0, nullptr, nullptr, o), Catch::Matchers::Contains("prefetch -1"));
+  o.prefetch = -2;
+  REQUIRE_THROWS_WITH(data::Loader(ds, layout, 0, nullptr, nullptr, o), Catch::Matchers::Contains("prefetch -2"));
+  o.prefetch = -1;  // auto: none on the host
+  REQUIRE(data::Loader(ds, layout, 0, nullptr, nullptr, o).options().prefetch == 0);
   o.prefetch = 2;
   o.workers = 0;
   REQUIRE_THROWS_WITH(data::Loader(ds, layout, 0, nullptr, nullptr, o), Catch::Matchers::Contains("loader_workers 0"));

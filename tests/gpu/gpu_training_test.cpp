@@ -78,6 +78,7 @@ TEST_CASE("a GPU run books per category what the simulator's replay predicts", "
   REQUIRE_CUDA();
   nn::TrainOptions o = test::options(test::small_convnext(), "adamw");
   o.steps = 2;
+  o.loader.prefetch = 2;  // explicit: auto prefetches on the GPU only, and both runs must book the slots
   for (const char* mesh : {"sp=1", "sp=2"}) {
     INFO("mesh " << mesh);
     const auto m = core::DeviceMesh::parse(mesh);
@@ -94,6 +95,27 @@ TEST_CASE("a GPU run books per category what the simulator's replay predicts", "
                   gpu.memory[r].peak_total / 1048576.0, gpu.memory[r].peak_reserved / 1048576.0);
       REQUIRE(gpu.memory[r].peak_reserved >= gpu.memory[r].peak_total);
     }
+  }
+}
+
+TEST_CASE("on a GPU, batches prefetched into pinned slots and copied by the loader equal prefetch 0, bit for bit",
+          "[gpu][train][loader]") {
+  REQUIRE_CUDA();
+  nn::TrainOptions o = test::options(test::small_convnext(), "adamw");
+  o.steps = 4;
+  o.loader.shuffle = true;
+  for (const char* mesh : {"sp=1", "sp=2"}) {
+    INFO("mesh " << mesh);
+    const auto m = core::DeviceMesh::parse(mesh);
+    nn::TrainOptions off = o;
+    off.loader.prefetch = 0;
+    nn::TrainOptions on = o;
+    on.loader.prefetch = 3;
+    on.loader.workers = 2;
+    const test::TrainRun a = test::train(off, m, {}, {}, test::Fault::None, cuda_rank);
+    const test::TrainRun b = test::train(on, m, {}, {}, test::Fault::None, cuda_rank);
+    REQUIRE(a.losses == b.losses);
+    REQUIRE(a.params == b.params);
   }
 }
 

@@ -59,6 +59,9 @@ TEST_CASE("training in device memory equals the host run bit for bit (ConvNeXt, 
           "[nn][train][device]") {
   nn::TrainOptions o = test::options(test::small_convnext(), "adamw");
   o.steps = 3;
+  // Explicit, so both runs book the same slots (auto would prefetch on the device only); on the
+  // device the loader threads upload each batch.
+  o.loader.prefetch = 2;
   for (const char* mesh : {"sp=1", "sp=2", "sp=3", "dp=2,sp=2"}) {
     INFO("mesh " << mesh);
     const auto m = core::DeviceMesh::parse(mesh);
@@ -77,10 +80,34 @@ TEST_CASE("training in device memory equals the host run bit for bit (RegNetY, S
           "[nn][train][device]") {
   nn::TrainOptions o = test::options(test::small_regnety(), "sgd");
   o.steps = 3;
+  o.loader.prefetch = 2;  // as above: the same slots on both sides
   for (const char* mesh : {"sp=1", "sp=2", "sp=3"}) {
     INFO("mesh " << mesh);
     const auto m = core::DeviceMesh::parse(mesh);
     require_identical(test::train(o, m, {}, {}, test::Fault::None, emulated()), test::train(o, m));
+  }
+}
+
+TEST_CASE("in device memory, the loader's threads copying prefetched batches up equal prefetch 0, bit for bit",
+          "[nn][train][device][loader]") {
+  // The loader threads fill host slots and upload them to device slots (DeviceMemory::upload) while
+  // the ranks compute; the trainer's default (prefetch 2) runs above, 0 and 3 with 2 threads here.
+  nn::TrainOptions o = test::options(test::small_convnext(), "adamw");
+  o.steps = 4;
+  o.loader.shuffle = true;
+  for (const char* mesh : {"sp=1", "dp=2,sp=2"}) {
+    INFO("mesh " << mesh);
+    const auto m = core::DeviceMesh::parse(mesh);
+    nn::TrainOptions off = o, on = o;
+    off.loader.prefetch = 0;
+    on.loader.prefetch = 3;
+    on.loader.workers = 2;
+    const test::TrainRun a = test::train(off, m, {}, {}, test::Fault::None, emulated());
+    const test::TrainRun b = test::train(on, m, {}, {}, test::Fault::None, emulated());
+    REQUIRE(b.replicas_agree);
+    REQUIRE(a.losses == b.losses);
+    REQUIRE(a.params == b.params);
+    REQUIRE(a.params == test::train(on, m).params);  // and the host run
   }
 }
 

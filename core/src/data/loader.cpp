@@ -26,8 +26,8 @@ std::size_t bytes_of(const core::Tensor& t) { return t.nbytes(); }
 }  // namespace
 
 void check_loader_options(const LoaderOptions& o, const std::string& who) {
-  TESSERA_CHECK(o.prefetch >= 0 && o.prefetch <= 64, who, ": prefetch ", o.prefetch, " is outside [0, 64] (batches "
-                "loaded ahead of the step being trained; 0 loads each batch when its step starts)");
+  TESSERA_CHECK(o.prefetch >= -1 && o.prefetch <= 64, who, ": prefetch ", o.prefetch, " is outside [0, 64] (batches "
+                "loaded ahead of the step being trained; 0 loads each batch when its step starts; -1: auto)");
   TESSERA_CHECK(o.workers >= 1 && o.workers <= 64, who, ": loader_workers ", o.workers, " is outside [1, 64] "
                 "(threads that load batches ahead; with prefetch 0 the training thread loads)");
   TESSERA_CHECK(o.timeout_s > 0, who, ": the loader's timeout ", o.timeout_s, " s must be positive");
@@ -63,6 +63,7 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, core::Layout layout, int 
       opt_(options), order_(data_ ? data_->size() : 1, options.shuffle, options.seed), st_(std::make_unique<State>()) {
   TESSERA_CHECK(data_ != nullptr, "loader: no dataset");
   check_loader_options(opt_, "loader");
+  if (opt_.prefetch < 0) opt_.prefetch = device_ ? 2 : 0;
   TESSERA_CHECK(rank_ >= 0 && rank_ < layout_.mesh().size(), "loader: rank ", rank_, " is not in the batch layout's mesh ",
                 layout_.mesh().to_string());
   if (opt_.prefetch == 0) return;

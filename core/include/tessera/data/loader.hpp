@@ -48,8 +48,10 @@ class SampleOrder {
 
 struct LoaderOptions {
   /// Batches loaded ahead of the step being trained. 0: no queue and no threads; each step loads
-  /// its own batch in the training thread when it starts (the synchronous reference).
-  int prefetch = 2;
+  /// its own batch in the training thread when it starts (the synchronous reference). -1, auto:
+  /// 2 when take() hands device tensors, 0 on the host, where the compute threads already keep
+  /// every core busy and a loader thread beside them only competes (docs/training.md).
+  int prefetch = -1;
   /// Loader threads (with prefetch > 0). Each loads whole batches (this rank's part of them), the
   /// next step not yet loaded first; more threads than prefetch have nothing to do.
   int workers = 1;
@@ -100,6 +102,7 @@ class Loader {
   /// Seconds the loader spent producing the batch take() returned last (its load, and its copy to
   /// the device): above the step time, the loader cannot keep up; add workers.
   double last_load_seconds() const noexcept { return last_load_s_; }
+  /// The options in effect (prefetch resolved when it was auto).
   const LoaderOptions& options() const noexcept { return opt_; }
   const SampleOrder& order() const noexcept { return order_; }
 

@@ -53,8 +53,8 @@ struct TrainOptions {
   GradCompression grad_compression = GradCompression::None;
   /// With topk: the fraction of each bucket's elements a rank sends per step, 0 < ratio <= 1.
   double topk_ratio = 0.01;
-  /// The input pipeline: batches loaded ahead by loader threads, the per-epoch shuffle
-  /// (data/loader.hpp). Its seed is ignored: the run's seed draws the sample order.
+  /// The input pipeline: batches loaded ahead by loader threads (by default on a device only),
+  /// the per-epoch shuffle (data/loader.hpp). Its seed is ignored: the run's seed draws the order.
   data::LoaderOptions loader;
 };
 
