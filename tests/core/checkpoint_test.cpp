@@ -54,11 +54,6 @@ std::string error_of(Fn&& fn) {
 }
 
 /// The bytes of a tensor's elements in row-major order.
-std::string bytes_of(const Tensor& t) {
-  const Tensor c = t.contiguous();
-  return std::string(static_cast<const char*>(c.raw_data()), c.nbytes());
-}
-
 Tensor iota(const core::Shape& shape, DType dtype, std::int64_t start) {
   Tensor t = Tensor::empty(shape, dtype, core::MemCategory::Workspace);
   for (std::int64_t i = 0; i < t.numel(); ++i) {
@@ -113,7 +108,7 @@ TEST_CASE("checkpoint round trip is bit-exact for every dtype, view and metadata
     REQUIRE(got.dtype() == expect[i].second->dtype());
     REQUIRE(got.shape() == expect[i].second->shape());
     REQUIRE(got.is_contiguous());
-    REQUIRE(bytes_of(got) == bytes_of(*expect[i].second));
+    REQUIRE(test::bytes_of(got) == test::bytes_of(*expect[i].second));
     if (got.numel() > 0) REQUIRE(reinterpret_cast<std::uintptr_t>(got.raw_data()) % 64 == 0);
   }
 
@@ -125,11 +120,11 @@ TEST_CASE("checkpoint round trip is bit-exact for every dtype, view and metadata
     Tensor empty_t = Tensor::zeros({0, 3}), scalar_t = Tensor::zeros({}, DType::F64);
     nn::restore_tensors(data, {{"scalar", &scalar_t}, {"f32", &f32_t}, {"strided", &strided_t}, {"i32", &i32_t},
                                {"i64", &i64_t}, {"empty", &empty_t}});
-    REQUIRE(bytes_of(f32_t) == bytes_of(f32));
-    REQUIRE(bytes_of(strided_t) == bytes_of(strided));
-    REQUIRE(bytes_of(i32_t) == bytes_of(i32));
-    REQUIRE(bytes_of(i64_t) == bytes_of(i64));
-    REQUIRE(bytes_of(scalar_t) == bytes_of(scalar));
+    REQUIRE(test::bytes_of(f32_t) == test::bytes_of(f32));
+    REQUIRE(test::bytes_of(strided_t) == test::bytes_of(strided));
+    REQUIRE(test::bytes_of(i32_t) == test::bytes_of(i32));
+    REQUIRE(test::bytes_of(i64_t) == test::bytes_of(i64));
+    REQUIRE(test::bytes_of(scalar_t) == test::bytes_of(scalar));
     REQUIRE(host.at<double>({0, 0, 0}) == 0.0);  // outside the view: untouched
   }
   SECTION("saving again over the file replaces it") {

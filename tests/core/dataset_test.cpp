@@ -16,11 +16,6 @@ using data::Task;
 
 namespace {
 
-std::string bytes_of(const Tensor& t) {
-  const Tensor c = t.contiguous();
-  return std::string(static_cast<const char*>(c.raw_data()), c.nbytes());
-}
-
 /// The layouts every dataset is checked under, for a global batch (B, C, H, W).
 std::vector<Layout> shard_layouts(const core::Shape& g) {
   return {
@@ -46,11 +41,11 @@ void require_shards_match(const data::Dataset& ds, std::int64_t step, const Layo
                            .narrow(1, c.begin, c.size())
                            .narrow(2, h.begin, h.size())
                            .narrow(3, w.begin, w.size());
-    REQUIRE(bytes_of(part.images) == bytes_of(img));
+    REQUIRE(test::bytes_of(part.images) == test::bytes_of(img));
     Tensor lab = whole.labels.narrow(0, n.begin, n.size());
     if (ds.task() == Task::Segment) lab = lab.narrow(1, h.begin, h.size()).narrow(2, w.begin, w.size());
     REQUIRE(part.labels.shape() == lab.shape());
-    REQUIRE(bytes_of(part.labels) == bytes_of(lab));
+    REQUIRE(test::bytes_of(part.labels) == test::bytes_of(lab));
   }
 }
 
@@ -78,13 +73,13 @@ TEST_CASE("synthetic data: same seed same bits, another seed other bits", "[data
   const Layout whole = Layout::replicated(DeviceMesh(), {6, 3, 24, 40});
   const auto a = data::make_synthetic(o)->load(2, whole, 0, nullptr);
   const auto b = data::make_synthetic(o)->load(2, whole, 0, nullptr);
-  REQUIRE(bytes_of(a.images) == bytes_of(b.images));
-  REQUIRE(bytes_of(a.labels) == bytes_of(b.labels));
+  REQUIRE(test::bytes_of(a.images) == test::bytes_of(b.images));
+  REQUIRE(test::bytes_of(a.labels) == test::bytes_of(b.labels));
   o.seed = 8;
   const auto c = data::make_synthetic(o)->load(2, whole, 0, nullptr);
-  REQUIRE(bytes_of(a.images) != bytes_of(c.images));
+  REQUIRE(test::bytes_of(a.images) != test::bytes_of(c.images));
   // Another step shows other samples.
-  REQUIRE(bytes_of(a.images) != bytes_of(data::make_synthetic(o)->load(3, whole, 0, nullptr).images));
+  REQUIRE(test::bytes_of(a.images) != test::bytes_of(data::make_synthetic(o)->load(3, whole, 0, nullptr).images));
 }
 
 TEST_CASE("synthetic data: sharded loads reassemble to the unsharded load", "[dataset]") {
@@ -100,9 +95,9 @@ TEST_CASE("synthetic data: batches wrap around the dataset", "[dataset]") {
   const auto ds = data::make_synthetic({Task::Classify, 1, 8, 8, 3, 4, 1});
   const auto whole = ds->load(0, Layout::replicated(DeviceMesh(), {8, 1, 8, 8}), 0, nullptr);
   // Samples 0..3 then 0..3 again.
-  REQUIRE(bytes_of(whole.images.narrow(0, 0, 4)) == bytes_of(whole.images.narrow(0, 4, 4)));
+  REQUIRE(test::bytes_of(whole.images.narrow(0, 0, 4)) == test::bytes_of(whole.images.narrow(0, 4, 4)));
   const auto next = ds->load(1, Layout::replicated(DeviceMesh(), {3, 1, 8, 8}), 0, nullptr);  // samples 3,0,1
-  REQUIRE(bytes_of(next.images.narrow(0, 1, 2)) == bytes_of(whole.images.narrow(0, 0, 2)));
+  REQUIRE(test::bytes_of(next.images.narrow(0, 1, 2)) == test::bytes_of(whole.images.narrow(0, 0, 2)));
 }
 
 TEST_CASE("synthetic data: meta allocators get shapes and bookings, no pixels", "[dataset]") {

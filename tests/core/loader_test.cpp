@@ -21,11 +21,6 @@ using data::Task;
 
 namespace {
 
-std::string bytes_of(const Tensor& t) {
-  const Tensor c = t.contiguous();
-  return std::string(static_cast<const char*>(c.raw_data()), c.nbytes());
-}
-
 std::shared_ptr<const data::Dataset> synthetic(std::int64_t size, Task task = Task::Segment) {
   data::SyntheticOptions o;
   o.task = task;
@@ -134,10 +129,10 @@ TEST_CASE("the loader hands the same batches with prefetch on and off, on every 
       for (int s = 0; s < steps; ++s) {
         const data::Batch b = ref.take(s);
         REQUIRE(b.images.shape() == layout.local_shape(r));
-        want.emplace_back(bytes_of(b.images), bytes_of(b.labels));
+        want.emplace_back(test::bytes_of(b.images), test::bytes_of(b.labels));
         // The reference itself: the dataset's rows in the order's samples.
         const data::Batch direct = ds->load_samples(ref.order().batch(s, 4), layout, r, nullptr);
-        REQUIRE(bytes_of(direct.images) == want.back().first);
+        REQUIRE(test::bytes_of(direct.images) == want.back().first);
       }
       for (auto [prefetch, workers] : {std::pair{1, 1}, {2, 1}, {4, 3}, {3, 8}}) {
         INFO("shuffle " << shuffle << " rank " << r << " prefetch " << prefetch << " workers " << workers);
@@ -148,17 +143,17 @@ TEST_CASE("the loader hands the same batches with prefetch on and off, on every 
         data::Loader l(ds, layout, r, alloc, nullptr, on);
         for (int s = 0; s < steps; ++s) {
           const data::Batch b = l.take(s);
-          REQUIRE(bytes_of(b.images) == want[static_cast<std::size_t>(s)].first);
-          REQUIRE(bytes_of(b.labels) == want[static_cast<std::size_t>(s)].second);
+          REQUIRE(test::bytes_of(b.images) == want[static_cast<std::size_t>(s)].first);
+          REQUIRE(test::bytes_of(b.labels) == want[static_cast<std::size_t>(s)].second);
         }
         // Its P + 1 slots are booked from construction on, as activations.
         const core::Shape ls = layout.local_shape(r);
         const std::size_t slot = std::size_t(core::shape_numel(ls)) * 4 + std::size_t(ls[0] * ls[2] * ls[3]) * 8;
         REQUIRE(alloc->stats().current_of(core::MemCategory::Activation) == slot * (prefetch + 1));
         // Jumping back (a resumed run) and forward restarts the queue at that step.
-        REQUIRE(bytes_of(l.take(2).images) == want[2].first);
-        REQUIRE(bytes_of(l.take(3).images) == want[3].first);
-        REQUIRE(bytes_of(l.take(7).images) == want[7].first);
+        REQUIRE(test::bytes_of(l.take(2).images) == want[2].first);
+        REQUIRE(test::bytes_of(l.take(3).images) == want[3].first);
+        REQUIRE(test::bytes_of(l.take(7).images) == want[7].first);
       }
     }
   }
@@ -174,11 +169,11 @@ TEST_CASE("a load that throws reaches take() for its step, and the step can be r
   data::LoaderOptions off = o;
   off.prefetch = 0;
   data::Loader ref(synthetic(8, Task::Classify), layout, 0, nullptr, nullptr, off);
-  REQUIRE(bytes_of(l.take(0).images) == bytes_of(ref.take(0).images));
-  REQUIRE(bytes_of(l.take(1).images) == bytes_of(ref.take(1).images));
+  REQUIRE(test::bytes_of(l.take(0).images) == test::bytes_of(ref.take(0).images));
+  REQUIRE(test::bytes_of(l.take(1).images) == test::bytes_of(ref.take(1).images));
   REQUIRE_THROWS_WITH(l.take(2), Catch::Matchers::Contains("probe: a broken read"));
-  REQUIRE(bytes_of(l.take(2).images) == bytes_of(ref.take(2).images));  // loaded again
-  REQUIRE(bytes_of(l.take(3).images) == bytes_of(ref.take(3).images));
+  REQUIRE(test::bytes_of(l.take(2).images) == test::bytes_of(ref.take(2).images));  // loaded again
+  REQUIRE(test::bytes_of(l.take(3).images) == test::bytes_of(ref.take(3).images));
 }
 
 TEST_CASE("a loader stuck past its deadline names the step instead of hanging", "[dataset][loader]") {

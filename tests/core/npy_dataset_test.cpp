@@ -92,11 +92,6 @@ void write_folder(const fs::path& dir, Task task) {
   }
 }
 
-std::string bytes_of(const Tensor& t) {
-  const Tensor c = t.contiguous();
-  return std::string(static_cast<const char*>(c.raw_data()), c.nbytes());
-}
-
 template <class Fn>
 std::string error_of(Fn&& fn) {
   try {
@@ -148,12 +143,12 @@ TEST_CASE("npy folder: loads the values written, sharded equal to unsharded", "[
       const data::Batch part = ds->load(step, l, r, nullptr);
       const auto n = l.local_range(r, 0), h = l.local_range(r, 2), w = l.local_range(r, 3);
       REQUIRE(part.images.shape() == l.local_shape(r));
-      REQUIRE(bytes_of(part.images) == bytes_of(whole.images.narrow(0, n.begin, n.size())
+      REQUIRE(test::bytes_of(part.images) == test::bytes_of(whole.images.narrow(0, n.begin, n.size())
                                                     .narrow(2, h.begin, h.size())
                                                     .narrow(3, w.begin, w.size())));
       Tensor lab = whole.labels.narrow(0, n.begin, n.size());
       if (task == Task::Segment) lab = lab.narrow(1, h.begin, h.size()).narrow(2, w.begin, w.size());
-      REQUIRE(bytes_of(part.labels) == bytes_of(lab));
+      REQUIRE(test::bytes_of(part.labels) == test::bytes_of(lab));
     }
   }
   auto meta = std::make_shared<core::Allocator>("meta", true);

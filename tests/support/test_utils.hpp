@@ -22,6 +22,12 @@ std::vector<double> to_doubles(const core::Tensor& t);
 /// bf16/f16 by core::double_to_half).
 core::Tensor from_doubles(const std::vector<double>& values, const core::Shape& shape, core::DType dtype);
 
+/// The bytes of a host tensor's elements in row-major order (any strides), for bit-for-bit checks.
+inline std::string bytes_of(const core::Tensor& t) {
+  const core::Tensor c = t.contiguous();
+  return std::string(static_cast<const char*>(c.raw_data()), c.nbytes());
+}
+
 /// Result of comparing `actual` with a float64 reference.
 struct Closeness {
   bool ok = true;
