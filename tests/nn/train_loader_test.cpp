@@ -26,8 +26,8 @@ nn::TrainOptions with_loader(nn::TrainOptions o, int prefetch, int workers, bool
 /// disk: the cores stay free). Rendering the synthetic images costs about a quarter of a step's
 /// compute on the cpu backend; a loader thread doing it in parallel would take that time from the
 /// step's own threads on a 2-core machine, and the step would not be the compute alone. So every
-/// batch is rendered once, by warm() (run the same steps once with it), and a timed load is the
-/// sleep and a copy.
+/// batch is rendered once, by a first run of the same steps, and a timed load is the sleep and a
+/// copy.
 class SlowDataset final : public data::Dataset {
  public:
   explicit SlowDataset(std::shared_ptr<const data::Dataset> inner) : inner_(std::move(inner)) {}
