@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Training alarms end to end through `tessera train --alarm`: each alarm fires on a real run, with
-# the figures of its step's metrics line, printed once per kind; a rank stalled by SIGSTOP fires
-# the default step-time alarm; stop and save act on every rank (a checkpoint that resumes); a
+# the figures of its step's metrics line, printed once per kind; a rank stalled by SIGSTOP inside a
+# step fires the default step-time alarm; stop and save act on every rank (a checkpoint that resumes); a
 # diverged run leaves a nonfinite alarm line and its last good state; the default run
 # (`tessera train`, 30 steps) fires nothing but a genuine throughput drop; bad --alarm text fails
 # with the syntax.
@@ -64,24 +64,31 @@ for kind, n in fired.items():
 print(f"cli_alarms: every kind fired ({fired}), figures match the metrics, printed once each")
 PY
 
-# 2. A stalled process: SIGSTOP for 1.5 s after the warmup makes that step far slower than the
-# ones before, and the default step_time alarm (3x the median) fires on it, and nothing else.
-"$bin" train --model "$src/examples/convnext-mini.json" --input 3x128x512 --batch 2 --mesh sp=2 --classes 6 --threads 1 \
-  --steps 30 --metrics "$tmp/stall.jsonl" >"$tmp/stall.out" 2>&1 &
+# 2. A stalled process: the run's own fault injector (TESSERA_FAULT=stall, docs/launching.md)
+# SIGSTOPs the process at rank 1's first forward halo exchange of step 9, so the stall is inside
+# that step's time by construction (a SIGSTOP sent from here when the metrics file has 8 lines
+# lands between steps now and then: a CI run on record stopped the rank in rank 0's bookkeeping,
+# and no step was slow). 1.5 s later it continues; that step is far slower than the ones before,
+# and the default step_time alarm (3x the median) fires on it, and nothing else.
+TESSERA_FAULT=stall:forward:step=9:rank=1 "$bin" train --model "$src/examples/convnext-mini.json" --input 3x128x512 \
+  --batch 2 --mesh sp=2 --classes 6 --threads 1 --steps 30 --metrics "$tmp/stall.jsonl" >"$tmp/stall.out" 2>&1 &
 pid=$!
-for _ in $(seq 600); do
-  [ -f "$tmp/stall.jsonl" ] && [ "$(wc -l <"$tmp/stall.jsonl")" -ge 8 ] && break
+state() { ps -o stat= -p "$pid" || true; }
+for _ in $(seq 1200); do
+  [[ $(state) == T* ]] && break
   sleep 0.05
 done
-kill -STOP $pid
+[[ $(state) == T* ]] &&
+  grep -q "stopping this rank (SIGSTOP) at its first forward halo exchange of step 9" "$tmp/stall.out" ||
+  { echo "stalled run: the process did not stop itself at step 9"; cat "$tmp/stall.out"; kill "$pid"; exit 1; }
 sleep 1.5
 kill -CONT $pid
 wait $pid
 fired=$(python3 "$tmp/check.py" "$tmp/stall.jsonl" 20 5)
 [ "$fired" = '{"step_time": 1}' ] || { echo "stalled run: expected one step_time alarm, got $fired"; cat "$tmp/stall.out"; exit 1; }
-grep -q "^alarm step_time at step [0-9]*: the slowest rank's step took" "$tmp/stall.out" ||
+grep -q "^alarm step_time at step 9: the slowest rank's step took" "$tmp/stall.out" ||
   { echo "stalled run: the alarm was not printed"; cat "$tmp/stall.out"; exit 1; }
-echo "cli_alarms: a 1.5 s stall fired the default step_time alarm once"
+echo "cli_alarms: a 1.5 s stall in step 9 fired the default step_time alarm once, at step 9"
 
 # 3. save+stop: every rank saves and stops after the step that fired; exit 1 with the alarm's
 # message; the metrics end at that step; the checkpoint resumes.
