@@ -2,6 +2,7 @@
 // the sizes of their layers for inputs of 64×256 to 128×512 (batch 2, one or two spatial shards).
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <sstream>
 
@@ -164,6 +165,45 @@ void add_activation_ops(std::vector<TimedCall>& out, const Shape& s, const core:
 }
 
 /// The optimizer and gradient-norm ops on a parameter of `n` elements.
+/// Top-k gradient compression's three kernels on a bucket of n f32 elements at the default ratio
+/// (1%): select, the scatter-add of two ranks' pairs, the residual. Host buckets only (the
+/// trainer compresses nothing on a GPU), so the suite has them on the cpu alone.
+void add_topk_ops(std::vector<TimedCall>& out, std::int64_t n) {
+  const std::int64_t k = std::max<std::int64_t>(1, n / 100);
+  const std::string l = "on " + std::to_string(n) + ", k " + std::to_string(k);
+  // k distinct indices spread over the bucket, then k values' bits (0.5f), per rank.
+  auto pairs = [n, k](int ranks) {
+    Tensor t = Tensor::empty({2 * k * ranks}, DType::I32, core::MemCategory::Gradient);
+    std::int32_t* p = t.data<std::int32_t>();
+    const float half = 0.5f;
+    std::int32_t bits = 0;
+    std::memcpy(&bits, &half, sizeof bits);
+    for (int q = 0; q < ranks; ++q)
+      for (std::int64_t j = 0; j < k; ++j) {
+        p[q * 2 * k + j] = static_cast<std::int32_t>((j * n) / k + q) % static_cast<std::int32_t>(n);
+        p[q * 2 * k + k + j] = bits;
+      }
+    return t;
+  };
+  out.push_back({l, [n, k]() -> Call {
+                   Maker m(nullptr);
+                   Tensor g = m.uniform({n}), r = m.uniform({n}), acc = m.uniform({n});
+                   Tensor order = Tensor::empty({n}, DType::I32, core::MemCategory::Workspace);
+                   Tensor send = Tensor::empty({2 * k}, DType::I32, core::MemCategory::Gradient);
+                   return [=](compute::Backend& be) mutable { compute::topk_select(be, g, r, 1.0, k, acc, order, send); };
+                 }});
+  out.push_back({l, [n, k, pairs]() -> Call {
+                   Maker m(nullptr);
+                   Tensor recv = pairs(2), grad = m.uniform({n});
+                   return [=](compute::Backend& be) mutable { compute::topk_scatter_add(be, recv, k, grad); };
+                 }});
+  out.push_back({l, [n, pairs]() -> Call {
+                   Maker m(nullptr);
+                   Tensor sent = pairs(1), acc = m.uniform({n}), r = m.uniform({n});
+                   return [=](compute::Backend& be) mutable { compute::topk_residual(be, sent, 1.0, acc, r); };
+                 }});
+}
+
 void add_parameter_ops(std::vector<TimedCall>& out, std::int64_t n, const core::AllocatorPtr& alloc) {
   const std::string l = "on " + std::to_string(n);
   out.push_back({l, [n, alloc]() -> Call {
@@ -254,6 +294,9 @@ std::vector<TimedCall> kernel_suite(bool quick, const core::AllocatorPtr& alloc)
   std::vector<std::int64_t> params = {16, 1024, 16384, 262144};
   if (!quick) params.push_back(2 << 20);
   for (std::int64_t n : params) add_parameter_ops(out, n, alloc);
+  if (!alloc)  // top-k runs on host buckets only
+    for (std::int64_t n : {std::int64_t(16384), std::int64_t(262144), std::int64_t(2 << 20)})
+      if (!quick || n < (2 << 20)) add_topk_ops(out, n);
   add_linear(out, 2, 16, 4, alloc);
   add_linear(out, 2, 64, 16, alloc);
   add_linear(out, 2, 768, 1000, alloc);

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "tessera/core/error.hpp"
+#include "tessera/nn/grad_compression.hpp"
 #include "tessera/nn/precision.hpp"
 #include "tessera/sim/fold.hpp"
 
@@ -18,9 +19,34 @@ int PlanResult::best_fit() const {
   return -1;
 }
 
+CompressionVerdict PlanResult::compression_verdict() const {
+  CompressionVerdict v;
+  auto same_run = [](const PlanConfig& a, const PlanConfig& b) {
+    return a.mesh == b.mesh && a.shard == b.shard && a.checkpointing == b.checkpointing && a.precision == b.precision;
+  };
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const PlanEntry& e = entries[i];
+    const bool topk = e.config.compression == "topk";
+    int& best = topk ? v.best_topk : v.best_dense;
+    if (e.fits && best < 0) best = static_cast<int>(i);  // entries are fastest first
+    if (!topk) continue;
+    for (const PlanEntry& d : entries)
+      if (d.config.compression == "none" && same_run(d.config, e.config) && d.iteration_s > 0) {
+        const double saving = (d.iteration_s - e.iteration_s) / d.iteration_s;
+        v.best_saving = v.compared ? std::max(v.best_saving, saving) : saving;
+        v.worst_saving = v.compared ? std::min(v.worst_saving, saving) : saving;
+        ++v.compared;
+        v.faster += e.iteration_s < d.iteration_s;
+        break;
+      }
+  }
+  return v;
+}
+
 std::vector<PlanConfig> enumerate_plan_configs(int devices, const std::vector<std::string>& shards,
                                                const std::vector<std::string>& checkpointing,
-                                               const std::vector<std::string>& precisions) {
+                                               const std::vector<std::string>& precisions,
+                                               const std::vector<std::string>& compressions) {
   TESSERA_CHECK(devices >= 1, "plan: ", devices, " devices; give at least one");
   auto with_dp = [](int dp, const std::string& rest) {
     return dp == 1 ? rest : "dp=" + std::to_string(dp) + (rest.empty() ? "" : "," + rest);
@@ -49,12 +75,14 @@ std::vector<PlanConfig> enumerate_plan_configs(int devices, const std::vector<st
   std::vector<PlanConfig> out;
   for (const PlanConfig& m : meshes)
     for (const std::string& ck : checkpointing)
-      for (const std::string& p : precisions) {
-        PlanConfig c = m;
-        c.checkpointing = ck;
-        c.precision = p;
-        out.push_back(std::move(c));
-      }
+      for (const std::string& p : precisions)
+        for (const std::string& g : compressions) {
+          PlanConfig c = m;
+          c.checkpointing = ck;
+          c.precision = p;
+          c.compression = g;
+          out.push_back(std::move(c));
+        }
   return out;
 }
 
@@ -65,7 +93,26 @@ nn::TrainOptions options_for(const nn::TrainOptions& base, const PlanConfig& c) 
   t.shard = c.shard == "H" ? "H" : "W";  // "HW" tiles are named by the mesh dims sp_h, sp_w
   t.checkpointing = c.checkpointing;
   t.precision = *nn::parse_precision(c.precision);  // plan() checked the names
+  t.grad_compression = *nn::parse_grad_compression(c.compression);
   return t;
+}
+
+// The compressions to try, checked.
+std::vector<std::string> checked_compressions(const PlanOptions& o) {
+  TESSERA_CHECK(!o.compressions.empty(), "plan: no gradient compression to try; list none and/or topk");
+  std::vector<std::string> out;
+  for (const std::string& name : o.compressions) {
+    const std::optional<nn::GradCompression> g = nn::parse_grad_compression(name);
+    TESSERA_CHECK(g.has_value(), "plan: gradient compression '", name, "': list none and/or topk");
+    TESSERA_CHECK(*g != nn::GradCompression::TopK || o.train.grad_reduce == nn::Precision::FP32,
+                  "plan: topk sends f32 values, but the gradients are reduced in ",
+                  nn::precision_name(o.train.grad_reduce), "; plan topk with grad_reduce_dtype fp32");
+    const std::string n(nn::grad_compression_name(*g));
+    TESSERA_CHECK(std::find(out.begin(), out.end(), n) == out.end(), "plan: gradient compression ", n,
+                  " listed twice; list each once");
+    out.push_back(n);
+  }
+  return out;
 }
 
 // The precisions to try, checked and spelled as nn::precision_name spells them.
@@ -127,8 +174,9 @@ PlanResult plan(const PlanOptions& o, const Topology& topology, const DeviceCata
   TESSERA_CHECK(o.memory_cap_bytes >= 0, "plan: memory cap ", o.memory_cap_bytes,
                 " bytes; give a positive size");
   const std::vector<std::string> precisions = checked_precisions(o);
+  const std::vector<std::string> compressions = checked_compressions(o);
   for (const PlanConfig& c :
-       enumerate_plan_configs(res.devices, o.shards, o.checkpointing, precisions)) {
+       enumerate_plan_configs(res.devices, o.shards, o.checkpointing, precisions, compressions)) {
     // Layout problems are the mesh's, whatever the checkpointing and precision: report them once.
     if (!res.skipped.empty() && res.skipped.back().config.mesh == c.mesh &&
         res.skipped.back().config.shard == c.shard &&
@@ -143,6 +191,7 @@ PlanResult plan(const PlanOptions& o, const Topology& topology, const DeviceCata
       PlanConfig any = c;
       any.checkpointing = "*";
       any.precision = "*";
+      any.compression = "*";
       res.skipped.push_back({any, e.what()});
       continue;
     }

@@ -7,11 +7,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <mutex>
-#include <numeric>
 #include <vector>
 
 #include "nn/train_models.hpp"
 #include "support/catch.hpp"
+#include "support/reference/ops_ref.hpp"
 #include "train_harness.hpp"
 #include "tessera/nn/grad_compression.hpp"
 
@@ -28,15 +28,6 @@ float int_grad(int rank, int step, std::int64_t i, std::int64_t n) {
   h *= 0xff51afd7ed558ccdull;
   h ^= h >> 33;
   return float(int(h % 17) - 8);
-}
-
-/// The reference selection: sort every index by (|a| descending, index ascending), keep k.
-std::vector<std::int64_t> reference_topk(const std::vector<double>& a, std::int64_t k) {
-  std::vector<std::int64_t> idx(a.size());
-  std::iota(idx.begin(), idx.end(), 0);
-  std::stable_sort(idx.begin(), idx.end(), [&](std::int64_t x, std::int64_t y) { return std::abs(a[x]) > std::abs(a[y]); });
-  idx.resize(k);
-  return idx;
 }
 
 std::vector<float> floats(const core::Tensor& t) {
@@ -73,10 +64,11 @@ TEST_CASE("top-k with error feedback matches the naive reference and loses nothi
   comm::local::run(P, [&](comm::Backend& world) {
     const int rank = world.rank();
     auto alloc = std::make_shared<core::Allocator>("rank " + std::to_string(rank));
+    compute::cpu::CpuBackend cpu(1);
     std::vector<std::unique_ptr<nn::TopKCompressor>> cs;
     std::vector<core::Tensor> buckets;
     for (std::int64_t n : sizes) {
-      cs.push_back(std::make_unique<nn::TopKCompressor>(n, core::DType::F32, ratio, P, alloc));
+      cs.push_back(std::make_unique<nn::TopKCompressor>(cpu, n, core::DType::F32, ratio, P, alloc));
       buckets.push_back(core::Tensor::zeros({n}, core::DType::F32, core::MemCategory::Gradient, alloc));
     }
     std::vector<std::vector<float>> sum(sizes.size());
@@ -120,7 +112,7 @@ TEST_CASE("top-k with error feedback matches the naive reference and loses nothi
           acc[i] = g + r[q][i];
           total[i] += g;
         }
-        for (std::int64_t i : reference_topk(acc, k)) want[i] += acc[i], acc[i] = 0;
+        for (std::int64_t i : test::ref::topk_indices(acc, k)) want[i] += acc[i], acc[i] = 0;
         r[q] = acc;
       }
       INFO("P=" << P << " ratio " << ratio << " bucket of " << n << " step " << s);
@@ -148,7 +140,8 @@ TEST_CASE("top-k sends a non-finite entry first and a discarded post leaves the 
   comm::local::run(2, [&](comm::Backend& world) {
     Seen& out = seen[world.rank()];
     auto alloc = std::make_shared<core::Allocator>("rank");
-    nn::TopKCompressor c(5, core::DType::F32, 0.2, 2, alloc);  // k = 1
+    compute::cpu::CpuBackend cpu(1);
+    nn::TopKCompressor c(cpu, 5, core::DType::F32, 0.2, 2, alloc);  // k = 1
     core::Tensor g = core::Tensor::zeros({5}, core::DType::F32, core::MemCategory::Gradient, alloc);
     float* p = g.data<float>();
     for (int i = 0; i < 5; ++i) p[i] = float(i + 1);

@@ -34,6 +34,10 @@ constexpr Slot optional_master_slot(std::string_view name, std::string_view like
 }
 constexpr Slot f64_slot(std::string_view name) { return {name, SlotType::F64, false, {}}; }
 constexpr Slot i64_slot(std::string_view name) { return {name, SlotType::I64, false, {}}; }
+/// An Index slot (i32 in an f32 call, i64 in an f64 call).
+constexpr Slot index_slot(std::string_view name, std::string_view like = {}) {
+  return {name, SlotType::Index, false, like};
+}
 constexpr Slot any_float_slot(std::string_view name, std::string_view like = {}) {
   return {name, SlotType::AnyFloat, false, like};
 }

@@ -148,6 +148,16 @@ void check_call(const OpCall& c) {
                       " (parameters, their gradients and statistics take the call's dtype, or f32 in a bf16/f16 "
                       "call)");
         break;
+      case SlotType::Index: {
+        TESSERA_CHECK(lead->dtype() == DType::F32 || lead->dtype() == DType::F64, op, ": ", kind, " ", slot.name,
+                      " holds indices of the call's float width, and ", lead->describe(),
+                      " is neither f32 nor f64 (top-k compresses f32 and f64 buckets only)");
+        const DType want = lead->dtype() == DType::F32 ? DType::I32 : DType::I64;
+        TESSERA_CHECK(t->dtype() == want, op, ": ", kind, " ", slot.name, " ", t->describe(), " must be ",
+                      core::dtype_name(want), " in a call of ", core::dtype_name(lead->dtype()), " like ",
+                      lead->describe(), " (an index or a value's bits per slot)");
+        break;
+      }
       case SlotType::AnyFloat:
         TESSERA_CHECK(is_floating(t->dtype()), op, ": ", kind, " ", slot.name, " ", t->describe(),
                       " must have a float dtype (f32, f64, bf16 or f16)");

@@ -54,9 +54,27 @@ std::vector<Variant> variants_of(const Traits& t) {
   return out;
 }
 
+namespace {
+
+/// An op with an Index slot (top-k's pairs) is defined for f32 and f64 calls only (the op table
+/// has no 16-bit index width), and runs on host buckets (the trainer refuses device buckets).
+bool has_index_slot(compute::OpKind op) {
+  const compute::OpSpec& spec = compute::op_spec(op);
+  for (const compute::Slot& s : spec.inputs)
+    if (s.type == compute::SlotType::Index) return true;
+  for (const compute::Slot& s : spec.outputs)
+    if (s.type == compute::SlotType::Index) return true;
+  return false;
+}
+
+}  // namespace
+
+bool op_has_dtype(compute::OpKind op, DType dtype) { return !(core::dtype_is_half(dtype) && has_index_slot(op)); }
+
 std::vector<Variant> variants_of(const Traits& t, compute::OpKind op, DType dtype) {
   std::vector<Variant> all = variants_of(t);
   if (!core::dtype_is_half(dtype)) return all;
+  if (has_index_slot(op)) return {};  // no bf16/f16 call exists: nothing to run
   // The narrowed layouts differ from stride 2 only in which runs are contiguous, which the one
   // widening of every tensor (convert_tensor) does not care about: half the CI time.
   std::vector<Variant> out;
@@ -142,6 +160,28 @@ Tensor Ctx::input_i64(const std::vector<std::int64_t>& v, const Shape& shape) {
   REQUIRE(v.size() == numel(shape));
   if (!v.empty()) std::memcpy(t.raw_data(), v.data(), v.size() * sizeof(std::int64_t));
   return track({t, t}, false);
+}
+
+Tensor Ctx::index_input(const std::vector<std::int64_t>& v) {
+  Tensor t = Tensor::empty({std::int64_t(v.size())}, index_dtype(), core::MemCategory::Workspace);
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (index_dtype() == DType::I32) t.data<std::int32_t>()[i] = static_cast<std::int32_t>(v[i]);
+    else t.data<std::int64_t>()[i] = v[i];
+  return track({t, t}, false);
+}
+
+Tensor Ctx::index_output(std::int64_t n) {
+  Tensor t = Tensor::empty({n}, index_dtype(), core::MemCategory::Workspace);
+  if (n > 0) std::memset(t.raw_data(), 0x5a, t.nbytes());  // garbage the op must overwrite
+  return track({t, t}, true);
+}
+
+std::vector<std::int64_t> Ctx::read_slots(const Tensor& t) const {
+  const Tensor h = t.is_host() ? t : t.to_host();
+  std::vector<std::int64_t> out(std::size_t(h.numel()));
+  for (std::size_t i = 0; i < out.size(); ++i)
+    out[i] = h.dtype() == DType::I32 ? std::int64_t(h.data<std::int32_t>()[i]) : h.data<std::int64_t>()[i];
+  return out;
 }
 
 Tensor Ctx::output(const Shape& shape, DType dt, Layout layout, const Vec& init) {
@@ -232,7 +272,7 @@ Vec Ctx::with_master_rounding(const Vec& ref, Vec bound) const {
 const std::vector<OpCase>& all_cases() {
   static const std::vector<OpCase> cases = [] {
     std::vector<OpCase> all;
-    for (auto part : {conv_cases, linear_norm_cases, pointwise_cases, loss_optim_cases})
+    for (auto part : {conv_cases, linear_norm_cases, pointwise_cases, loss_optim_cases, topk_cases})
       for (OpCase& c : part()) all.push_back(std::move(c));
     return all;
   }();
@@ -335,6 +375,7 @@ namespace {
 /// The backends that must support `op` in bf16 and f16: one line per backend whose half path is
 /// complete (the others may report Unsupported for now).
 bool must_support_half(std::string_view backend, compute::OpKind op) {
+  if (has_index_slot(op)) return false;  // f32/f64 only, by the op table
   if (backend == "cpu") return true;  // every op: widened to f32 (backends/compute/cpu/README.md)
   // Every op but the library calls (16-bit bodies or widened: backends/compute/cuda/README.md).
   if (backend == "cuda-kernels@host")
@@ -354,7 +395,8 @@ bool must_support(std::string_view backend, compute::OpKind op, DType dtype) {
   // The cuda backend's own kernels: every op but the library calls (cuDNN, cuBLAS).
   const bool library_op = compute::is_conv(op) || op == compute::OpKind::LinearForward ||
                           op == compute::OpKind::LinearBackward;
-  if (backend == "cuda-kernels@host") return !library_op;
+  // Top-k's ops (Index slots) run on host buckets only: the cuda kernels have none.
+  if (backend == "cuda-kernels@host") return !library_op && !has_index_slot(op);
   // The cuda backend: everything in f32; in f64 all but the convolutions (cuDNN's double
   // algorithms are not guaranteed for every geometry; where one is missing it is reported).
   if (backend == "cuda") return dtype == DType::F32 || !compute::is_conv(op);

@@ -88,6 +88,10 @@ std::vector<Variant> variants_of(const Traits& t);
 /// slots, the odd contiguous variant again with them in the call's dtype.
 std::vector<Variant> variants_of(const Traits& t, compute::OpKind op, DType dtype);
 
+/// Whether the op table defines calls of `op` in `dtype`: not the 16-bit dtypes of an op with
+/// Index slots (top-k's pairs have no 16-bit width). The suite registers no case for those.
+bool op_has_dtype(compute::OpKind op, DType dtype);
+
 /// Thrown by a check on a mismatch; the message names the tensor, the worst element and its bound.
 class CheckFailure : public std::runtime_error {
  public:
@@ -136,6 +140,14 @@ class Ctx {
   Tensor input(const Vec& v, const Shape& shape, DType dt, Layout layout);
   /// An i64 input (contiguous).
   Tensor input_i64(const std::vector<std::int64_t>& v, const Shape& shape);
+  /// The integer dtype of the call's Index slots (top-k's pairs): i32 in an f32 call, i64 in f64.
+  DType index_dtype() const { return dtype == DType::F32 ? DType::I32 : DType::I64; }
+  /// A vector of index_dtype() slots holding `v` (each an index, or a value's bits; contiguous).
+  Tensor index_input(const std::vector<std::int64_t>& v);
+  /// A vector of n index_dtype() slots holding garbage (contiguous).
+  Tensor index_output(std::int64_t n);
+  /// The slots of an index_dtype() vector made by this Ctx, read back to the host.
+  std::vector<std::int64_t> read_slots(const Tensor& t) const;
   /// An output in the variant's layout holding garbage, or `init` (accumulated into, in place).
   Tensor output(const Shape& shape, const Vec& init = {}) {
     return output(shape, dtype, variant.layout, init);
@@ -205,6 +217,7 @@ std::vector<OpCase> conv_cases();
 std::vector<OpCase> linear_norm_cases();
 std::vector<OpCase> pointwise_cases();
 std::vector<OpCase> loss_optim_cases();
+std::vector<OpCase> topk_cases();
 const std::vector<OpCase>& all_cases();
 /// The case of `op`, or null when the op has none (the suite then fails for it).
 const OpCase* find_case(compute::OpKind op);

@@ -3,6 +3,7 @@
 // with P = H·W pixels (a 2-d (N,C) tensor is P = 1).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -245,6 +246,27 @@ inline void adamw_step(Vec& p, const Vec& g, Vec& m, Vec& v, double lr, double b
     const double vhat = v[i] / (1 - std::pow(b2, double(step)));
     p[i] -= lr * mhat / (std::sqrt(vhat) + eps);
   }
+}
+
+// ---- top-k gradient compression (compute::topk_select and friends) ---------------------------
+/// The k indices of the largest |acc| (NaN largest, ties to the lower index), ascending: a full
+/// stable sort of every index by |acc| descending, then the first k sorted by index.
+inline std::vector<std::int64_t> topk_indices(const Vec& acc, std::int64_t k) {
+  std::vector<std::int64_t> idx(acc.size());
+  for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = std::int64_t(i);
+  auto key = [&](std::int64_t i) { return std::isnan(acc[std::size_t(i)]) ? HUGE_VAL : std::fabs(acc[std::size_t(i)]); };
+  std::stable_sort(idx.begin(), idx.end(), [&](std::int64_t a, std::int64_t b) { return key(a) > key(b); });
+  idx.resize(std::size_t(k));
+  std::sort(idx.begin(), idx.end());
+  return idx;
+}
+/// grad = Σ over blocks (in order) of each block's (index, value) pairs, zero elsewhere.
+inline Vec topk_scatter_add(const std::vector<std::vector<std::int64_t>>& indices, const std::vector<Vec>& values,
+                            std::size_t n) {
+  Vec g(n, 0.0);
+  for (std::size_t q = 0; q < indices.size(); ++q)
+    for (std::size_t j = 0; j < indices[q].size(); ++j) g[std::size_t(indices[q][j])] += values[q][j];
+  return g;
 }
 
 }  // namespace tessera::test::ref

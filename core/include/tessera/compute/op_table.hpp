@@ -21,6 +21,9 @@ enum class SlotType : std::uint8_t {
   /// bf16/f16 call (mixed precision keeps master weights, weight gradients and statistics in f32
   /// while activations are stored in 16 bits; docs/training.md, "Mixed precision").
   Master,
+  /// An integer of the call's float width: i32 in an f32 call, i64 in an f64 call (top-k's pair
+  /// buffers, whose slots hold an index or a value's bits); no other float dtype has one.
+  Index,
 };
 
 /// One tensor slot of an op. An unnamed slot is unused.
@@ -53,7 +56,7 @@ const OpSpec& op_spec(OpKind kind);
 /// Checks a call against its table entry, the generic part of every op's argument check: each
 /// required slot set and no unused one; every Float tensor of the call's one dtype, F64/I64 slots
 /// of theirs, AnyFloat slots of a float dtype, Master slots of the call's dtype or (in a bf16/f16
-/// call) f32; `like` slots of their partner's shape. Throws
+/// call) f32, Index slots of the call's float width (i32 for f32, i64 for f64); `like` slots of their partner's shape. Throws
 /// InvalidArgument naming the op, the slot and the tensor. A backend then refuses a float dtype
 /// it lacks with Unsupported. The typed entry points call it before Backend::execute.
 void check_call(const OpCall& call);

@@ -55,7 +55,10 @@ std::string_view activation_name(Activation a) noexcept;
   X(AdamWStep, adamw_step)                              \
   X(SumSquares, sum_squares)                            \
   X(Scale, scale)                                       \
-  X(Copy, copy)
+  X(Copy, copy)                                         \
+  X(TopKSelect, topk_select)                            \
+  X(TopKScatterAdd, topk_scatter_add)                   \
+  X(TopKResidual, topk_residual)
 
 /// Every op, in OpKind order.
 #define TESSERA_COMPUTE_OPS(X) TESSERA_COMPUTE_CONV_OPS(X) TESSERA_COMPUTE_KERNEL_OPS(X)
@@ -222,5 +225,22 @@ void adamw_step(Backend& b, core::Tensor& param, const core::Tensor& grad, core:
                 double weight_decay, std::int64_t step);
 /// out (f64, shape (1)) = Σ x² (accumulated in f64).
 void sum_squares(Backend& b, const core::Tensor& x, core::Tensor& out);
+
+// Top-k gradient compression with error feedback (nn/grad_compression.hpp says the scheme). f32 or
+// f64 buckets, contiguous tensors. A pair buffer holds k indices then the k values' bits, in slots
+// of the bucket's width: i32 for f32, i64 for f64 (the op table's Index slots).
+
+/// acc = grad + scale·residual; the k indices of the largest |acc| (NaN counts as largest, ties go
+/// to the lower index), ascending, into pairs[0, k), their acc values' bits into pairs[k, 2k).
+/// `order` (n slots) is scratch. 1 <= k <= n; pairs has 2k slots.
+void topk_select(Backend& b, const core::Tensor& grad, const core::Tensor& residual, double scale, std::int64_t k,
+                 core::Tensor& acc, core::Tensor& order, core::Tensor& pairs);
+/// grad = the sum, over the blocks of 2k slots of `recv` in order (one per rank), of each
+/// block's pairs (grad[index] += value), zero where no block has an index. An index outside grad
+/// throws InvalidArgument (a corrupted buffer), naming the block.
+void topk_scatter_add(Backend& b, const core::Tensor& recv, std::int64_t k, core::Tensor& grad);
+/// acc at the k indices of `sent` (its first k slots; sent has 2k) set to 0, then
+/// residual = acc·inv_scale.
+void topk_residual(Backend& b, const core::Tensor& sent, double inv_scale, core::Tensor& acc, core::Tensor& residual);
 
 }  // namespace tessera::compute

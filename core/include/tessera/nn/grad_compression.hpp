@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "tessera/comm/backend.hpp"
+#include "tessera/compute/backend.hpp"
 #include "tessera/core/allocator.hpp"
 #include "tessera/core/tensor.hpp"
 
@@ -56,9 +57,11 @@ void check_topk_ratio(double ratio, std::string_view where);
 class TopKCompressor {
  public:
   /// A compressor for buckets of `n` elements of `dtype` (F32 or F64) reduced over a group of
-  /// `group_size` ranks. Throws InvalidArgument for a bad ratio, another dtype, or an f32
-  /// bucket of 2^31 or more elements (its int32 indices).
-  TopKCompressor(std::int64_t n, core::DType dtype, double ratio, int group_size, core::AllocatorPtr alloc);
+  /// `group_size` ranks, its kernels run on `compute` (compute::topk_select, topk_scatter_add,
+  /// topk_residual; a recording backend on meta tensors). Throws InvalidArgument for a bad ratio,
+  /// another dtype, or an f32 bucket of 2^31 or more elements (its int32 indices).
+  TopKCompressor(compute::Backend& compute, std::int64_t n, core::DType dtype, double ratio, int group_size,
+                 core::AllocatorPtr alloc);
 
   std::int64_t size() const noexcept { return n_; }
   /// Entries each rank sends per step.
@@ -87,6 +90,7 @@ class TopKCompressor {
   core::Tensor& residual() noexcept { return residual_; }
 
  private:
+  compute::Backend* compute_;
   std::int64_t n_, k_;
   core::DType dtype_;
   int group_size_;

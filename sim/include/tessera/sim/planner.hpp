@@ -26,6 +26,11 @@ struct PlanOptions {
   /// Precisions to try (nn::parse_precision names: "fp32", "bf16", "fp16"); each candidate is
   /// simulated in each, with TrainOptions::precision set from it. bf16/fp16 need train.dtype f32.
   std::vector<std::string> precisions = {"fp32"};
+  /// Gradient compressions to try (nn::parse_grad_compression names: "none", the dense
+  /// all-reduce, and "topk" at train.topk_ratio); each candidate is simulated with each. topk needs
+  /// train.grad_reduce fp32, and is skipped with the trainer's reason where it cannot run (device
+  /// buckets: a GPU).
+  std::vector<std::string> compressions = {"none"};
   /// Memory limit per device in bytes; 0 = each device's capacity from the catalog.
   double memory_cap_bytes = 0;
   EngineOptions engine;
@@ -39,6 +44,7 @@ struct PlanConfig {
   std::string shard;          ///< "W", "H", "HW", or "-" for no spatial sharding
   std::string checkpointing;  ///< "none", "block", "stage"
   std::string precision = "fp32";  ///< "fp32", "bf16", "fp16" (nn::precision_name)
+  std::string compression = "none";  ///< "none" or "topk" (nn::grad_compression_name)
 };
 
 /// A simulated configuration.
@@ -55,6 +61,17 @@ struct PlanEntry {
   int classes = 0;                        ///< ranks replayed (one per class of symmetric ranks)
 };
 
+/// Whether top-k gradient compression pays, from the plan's own figures: every configuration
+/// simulated both dense and with top-k, compared.
+struct CompressionVerdict {
+  int compared = 0;         ///< configurations simulated both ways
+  int faster = 0;           ///< of them, those whose top-k iteration is shorter
+  double best_saving = 0;   ///< the largest (dense − top-k) / dense among them (< 0: never faster)
+  double worst_saving = 0;  ///< the smallest (most negative: top-k's selection outweighs its bytes)
+  int best_dense = -1;      ///< the fastest entry that fits without compression, or -1
+  int best_topk = -1;       ///< the fastest entry that fits with top-k, or -1
+};
+
 /// A configuration the planner did not simulate, with core's or the simulator's reason.
 struct PlanSkip {
   PlanConfig config;  ///< checkpointing and precision "*" when none could help (an invalid mesh)
@@ -68,24 +85,28 @@ struct PlanResult {
   int devices = 0;
   /// The fastest entry that fits, or -1 when none does.
   int best_fit() const;
+  /// The comparison of dense and top-k entries (compared = 0 unless both were planned).
+  CompressionVerdict compression_verdict() const;
 };
 
 /// The candidate configurations for `devices` ranks: every dp dividing the count (dp = 1 first),
 /// the rest spatial — along W and H (mesh dim "sp") and as sp_h × sp_w tiles with both factors ≥ 2
-/// — each with every checkpointing policy, and each of those in every precision (in the order
-/// given; the names are checked by plan(), not here). A mesh with one spatial rank is listed once,
-/// shard "-".
+/// — each with every checkpointing policy, each of those in every precision and each of those with
+/// every gradient compression (in the order given; the names are checked by plan(), not here). A
+/// mesh with one spatial rank is listed once, shard "-".
 std::vector<PlanConfig> enumerate_plan_configs(int devices, const std::vector<std::string>& shards,
                                                const std::vector<std::string>& checkpointing,
-                                               const std::vector<std::string>& precisions = {
-                                                   "fp32"});
+                                               const std::vector<std::string>& precisions = {"fp32"},
+                                               const std::vector<std::string>& compressions = {"none"});
 
 /// Simulates every candidate on `topology` (rank i on its i-th device). Candidates the input or
 /// batch cannot support (a dp larger than the batch, more spatial shards than blocks of the model's
 /// stride, a halo the shards cannot serve) are skipped with the error core gives; other errors
 /// propagate. Throws InvalidArgument for more devices than the topology has, for a precision that
-/// is not fp32, bf16 or fp16 (or none at all, or one listed twice), and for bf16/fp16 with a
-/// train.dtype other than f32 (mixed precision keeps f32 master weights).
+/// is not fp32, bf16 or fp16 (or none at all, or one listed twice), for bf16/fp16 with a
+/// train.dtype other than f32 (mixed precision keeps f32 master weights), for a compression that is
+/// not none or topk (or none at all, or one listed twice), and for topk with a 16-bit
+/// train.grad_reduce (top-k sends f32 values).
 PlanResult plan(const PlanOptions& options, const Topology& topology, const DeviceCatalog& catalog);
 
 }  // namespace tessera::sim
