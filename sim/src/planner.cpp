@@ -174,7 +174,22 @@ PlanResult plan(const PlanOptions& o, const Topology& topology, const DeviceCata
   TESSERA_CHECK(o.memory_cap_bytes >= 0, "plan: memory cap ", o.memory_cap_bytes,
                 " bytes; give a positive size");
   const std::vector<std::string> precisions = checked_precisions(o);
-  const std::vector<std::string> compressions = checked_compressions(o);
+  std::vector<std::string> compressions = checked_compressions(o);
+  // The trainer refuses top-k on device buckets (it selects on the host). The replay runs on meta
+  // tensors in host memory, so that refusal is the planner's to make, once for every candidate.
+  if (const auto topk = std::find(compressions.begin(), compressions.end(), "topk"); topk != compressions.end()) {
+    const std::vector<int> ranks = topology.devices();
+    for (int i = 0; i < res.devices; ++i) {
+      const std::string& dev = topology.nodes()[static_cast<std::size_t>(ranks[static_cast<std::size_t>(i)])].device;
+      if (catalog.get(dev).kind != "gpu") continue;
+      res.skipped.push_back({{"*", 1, 1, 1, "*", "*", "*", "topk"},
+                             "top-k gradient compression selects on the host, and on " + dev +
+                                 " (a GPU) the trainer keeps the gradients in device memory and refuses it"});
+      compressions.erase(topk);
+      break;
+    }
+    TESSERA_CHECK(!compressions.empty(), "plan: ", res.skipped.back().reason, "; plan with --compressions none");
+  }
   for (const PlanConfig& c :
        enumerate_plan_configs(res.devices, o.shards, o.checkpointing, precisions, compressions)) {
     // Layout problems are the mesh's, whatever the checkpointing and precision: report them once.

@@ -180,3 +180,115 @@ TEST_CASE("the planner refuses unknown, repeated and f64 mixed precisions", "[si
   REQUIRE(simtest::lacks(simtest::error_of([&] { sim::plan(o, topo, sim::DeviceCatalog{}); }),
                          {"fp16", "f64", "dtype f32"}) == "");
 }
+
+namespace {
+
+/// 4 ranks of cpu-host on one switch, every route at `bw` per direction (a cluster of CPUs
+/// behind one network).
+sim::Topology cpu_star(double bw) {
+  sim::Topology t;
+  t.name = "cpu-star";
+  const int sw = t.add_node({"switch", sim::NodeKind::PcieSwitch, "", 0});
+  for (int i = 0; i < 4; ++i) {
+    const int c = t.add_node({"cpu" + std::to_string(i), sim::NodeKind::Cpu, "cpu-host", i});
+    t.add_link(c, sw, bw, 5'000'000, "ib");
+  }
+  return t;
+}
+
+const sim::PlanEntry& twin(const sim::PlanResult& r, const sim::PlanConfig& c, const std::string& compression) {
+  for (const sim::PlanEntry& e : r.entries)
+    if (e.config.mesh == c.mesh && e.config.shard == c.shard && e.config.checkpointing == c.checkpointing &&
+        e.config.precision == c.precision && e.config.compression == compression)
+      return e;
+  FAIL("no " << compression << " entry for " << c.mesh);
+  return r.entries.front();
+}
+
+}  // namespace
+
+TEST_CASE("gradient compression is a planner dimension: top-k's kernels cost compute, its bytes are fewer, "
+          "it pays on a slow network and not on shared memory, and GPUs refuse it",
+          "[sim][planner][topk]") {
+  const sim::DeviceCatalog cat;
+  sim::PlanOptions o = small_plan();
+  o.devices = 4;
+  o.shards = {"W"};
+  o.checkpointing = {"none"};
+  o.compressions = {"none", "topk"};
+  for (const double bw : {13e9, 10e6}) {  // shared memory; a 10 MB/s network
+    INFO("link " << bw << " B/s");
+    const sim::PlanResult r = sim::plan(o, bw > 1e9 ? sim::Topology::preset("cpu-host:4") : cpu_star(bw), cat);
+    REQUIRE(r.entries.size() % 2 == 0);
+    REQUIRE_FALSE(r.entries.empty());
+    int faster = 0;
+    for (const sim::PlanEntry& d : r.entries) {
+      if (d.config.compression != "none") continue;
+      const sim::PlanEntry& t = twin(r, d.config, "topk");
+      INFO(d.config.mesh);
+      std::printf("plan compression: link %8.3g B/s %-10s dense %9.1f us (compute %9.1f, comm %9.1f) | topk %9.1f us "
+                  "(compute %9.1f, comm %9.1f)\n",
+                  bw, d.config.mesh.c_str(), d.iteration_s * 1e6, d.compute_busy_s * 1e6, d.comm_busy_s * 1e6,
+                  t.iteration_s * 1e6, t.compute_busy_s * 1e6, t.comm_busy_s * 1e6);
+      // Every 4-rank mesh reduces the weights' gradients over a group of 2 or 4: top-k's selection,
+      // scatter-add and residual are kernels the dense run does not have, and its all_gather of 1%
+      // of the entries as (index, value) pairs moves fewer bytes than the all-reduce.
+      REQUIRE(t.compute_busy_s > d.compute_busy_s);
+      REQUIRE(t.comm_busy_s < d.comm_busy_s);
+      REQUIRE(t.peak_bytes > d.peak_bytes);  // the residuals, one per parameter
+      faster += t.iteration_s < d.iteration_s;
+    }
+    const sim::CompressionVerdict v = r.compression_verdict();
+    REQUIRE(v.compared == static_cast<int>(r.entries.size() / 2));
+    REQUIRE(v.faster == faster);
+    REQUIRE(v.best_dense >= 0);
+    REQUIRE(v.best_topk >= 0);
+    REQUIRE(r.entries[std::size_t(v.best_dense)].config.compression == "none");
+    REQUIRE(r.entries[std::size_t(v.best_topk)].config.compression == "topk");
+    if (bw > 1e9) {
+      // Shared memory: the bytes saved are worth less than the kernels cost.
+      REQUIRE(v.faster == 0);
+      REQUIRE(v.best_saving < 0);
+    } else {
+      // A 10 MB/s network: the dense all-reduce of every gradient dominates, top-k wins everywhere.
+      REQUIRE(v.faster == v.compared);
+      REQUIRE(v.worst_saving > 0);
+      REQUIRE(r.entries[0].config.compression == "topk");
+    }
+  }
+  // A dense-only plan has no verdict.
+  o.compressions = {"none"};
+  REQUIRE(sim::plan(o, sim::Topology::preset("cpu-host:4"), cat).compression_verdict().compared == 0);
+
+  // GPUs keep gradients in device memory, where the trainer refuses top-k: one skip, the dense rows.
+  o.compressions = {"none", "topk"};
+  const sim::PlanResult g = sim::plan(o, simtest::star(4, 100e9, 2'000'000), cat);
+  REQUIRE_FALSE(g.entries.empty());
+  for (const sim::PlanEntry& e : g.entries) REQUIRE(e.config.compression == "none");
+  REQUIRE(std::count_if(g.skipped.begin(), g.skipped.end(), [](const sim::PlanSkip& s) {
+            return s.config.compression == "topk" && s.reason.find("a100-80gb (a GPU)") != std::string::npos &&
+                   s.reason.find("device memory") != std::string::npos;
+          }) == 1);
+  REQUIRE(g.compression_verdict().compared == 0);
+  o.compressions = {"topk"};
+  REQUIRE(simtest::lacks(simtest::error_of([&] { sim::plan(o, simtest::star(4, 100e9, 2'000'000), cat); }),
+                         {"a GPU", "--compressions none"}) == "");
+}
+
+TEST_CASE("the planner refuses unknown, repeated and 16-bit-reduced compressions", "[sim][planner][topk]") {
+  const sim::Topology topo = sim::Topology::preset("cpu-host:2");
+  sim::PlanOptions o = small_plan();
+  o.compressions = {"none", "zip"};
+  REQUIRE(simtest::lacks(simtest::error_of([&] { sim::plan(o, topo, sim::DeviceCatalog{}); }),
+                         {"compression 'zip'", "none and/or topk"}) == "");
+  o.compressions = {"topk", "topk"};
+  REQUIRE(simtest::lacks(simtest::error_of([&] { sim::plan(o, topo, sim::DeviceCatalog{}); }), {"topk", "twice"}) ==
+          "");
+  o.compressions = {};
+  REQUIRE(simtest::lacks(simtest::error_of([&] { sim::plan(o, topo, sim::DeviceCatalog{}); }),
+                         {"no gradient compression"}) == "");
+  o.compressions = {"topk"};
+  o.train.grad_reduce = nn::Precision::BF16;
+  REQUIRE(simtest::lacks(simtest::error_of([&] { sim::plan(o, topo, sim::DeviceCatalog{}); }),
+                         {"topk sends f32 values", "bf16", "grad_reduce_dtype fp32"}) == "");
+}
