@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End to end through the command line: `tessera sim run` (text, --json, --trace; the folded
 # simulation equals the every-rank one that a trace forces), `sim collective` against its closed
-# form, `sim memory`, `tessera plan` (sorted, a memory cap that leaves only checkpointed rows),
+# form, `sim memory`, `tessera plan` (sorted, a memory cap that leaves only checkpointed rows,
+# precision and gradient compression as dimensions),
 # and bad options refused with a message and a non-zero exit, never a crash.
 #   tests/cli_sim.sh <tessera binary> <source dir>
 set -euo pipefail
@@ -100,6 +101,34 @@ for r in both:
     if r["precision"] == "bf16":
         assert r["activation_peak_bytes"] < fp32[key(r)]["activation_peak_bytes"], r
 print(f"cli_sim: --precisions fp32,bf16 plans {len(both)} rows, bf16 activations below fp32's")
+# Gradient compression is a dimension: on 4 cpu ranks through shared memory every row comes dense
+# and with top-k, the verdict counts the top-k rows that are faster (none here: its kernels cost
+# more than the bytes it saves), and the table says so; on a GPU top-k is skipped once.
+out = subprocess.run([bin, "plan", "--model", f"{src}/examples/convnext-mini.json", "--input", "3x64x512",
+                      "--batch", "4", "--classes", "6", "--topology", "cpu-host:4", "--checkpointing", "none",
+                      "--compressions", "none,topk", "--json"], check=True, capture_output=True, text=True).stdout
+plan = json.loads(out)
+rows, v = plan["configurations"], plan["compression_verdict"]
+dense = {key(r): r for r in rows if r["compression"] == "none"}
+topk = {key(r): r for r in rows if r["compression"] == "topk"}
+assert dense and dense.keys() == topk.keys(), rows
+faster = sum(topk[k]["iteration_time_s"] < dense[k]["iteration_time_s"] for k in dense)
+assert v["compared"] == len(dense) and v["topk_faster"] == faster == 0 and v["worst_saving"] <= v["best_saving"] < 0, v
+assert all(topk[k]["compute_busy_s"] > dense[k]["compute_busy_s"] for k in dense), "top-k's kernels are not timed"
+assert rows[v["best_dense"]]["compression"] == "none" and rows[v["best_topk"]]["compression"] == "topk", v
+text = subprocess.run([bin, "plan", "--model", f"{src}/examples/convnext-mini.json", "--input", "3x64x512",
+                       "--batch", "4", "--classes", "6", "--topology", "cpu-host:4", "--checkpointing", "none",
+                       "--compressions", "none,topk"], check=True, capture_output=True, text=True).stdout
+assert f"faster in 0 of {len(dense)} configurations" in text and "verdict: top-k does not pay here" in text, text
+gpu = subprocess.run([bin, "plan", "--model", f"{src}/examples/convnext-mini.json", "--input", "3x64x512",
+                      "--batch", "4", "--classes", "6", "--topology", "dgx-a100", "--devices", "4",
+                      "--checkpointing", "none", "--compressions", "none,topk", "--json"],
+                     check=True, capture_output=True, text=True).stdout
+gpu = json.loads(gpu)
+assert {r["compression"] for r in gpu["configurations"]} == {"none"} and "compression_verdict" not in gpu, gpu
+assert [s["compression"] for s in gpu["skipped"]].count("topk") == 1, gpu["skipped"]
+print(f"cli_sim: --compressions none,topk: {len(dense)} rows each way on cpu-host:4, top-k faster in none; "
+      "skipped once on a GPU")
 PY
 
 # sim compare: a measured trace beside its simulation, simulated on the spot or from a sim run trace
@@ -138,6 +167,8 @@ expect_fail "ring" sim collective --op all_reduce --bytes 1MiB --topology dgx-a1
 expect_fail "byte size \"lots\"" sim collective --op all_reduce --bytes lots --topology dgx-a100
 expect_fail "W, H" plan --shards Q --devices 4
 expect_fail "precision 'fp8'" plan --precisions fp32,fp8 --devices 4
+expect_fail "compression 'zip'" plan --compressions none,zip --topology cpu-host:2
+expect_fail "a GPU" plan --compressions topk --devices 4
 expect_fail "no-such.json" sim compare --measured "$tmp/no-such.json"
 printf '{"mesh": 4}' >"$tmp/bad_spec.json"
 expect_fail 'field "mesh" must be a string' sim run --config "$tmp/bad_spec.json"
