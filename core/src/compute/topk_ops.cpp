@@ -30,7 +30,7 @@ const OpSpec kTopKScatterAdd{
     .inputs = {index_slot("recv")},
     .outputs = {slot("grad")},
     .integers = {"k"},
-    .flops = [](const OpCall& c) { return numel(c.in[0]) / 2; }};
+    .flops = [](const OpCall& c) { return numel(c.out[0]) + numel(c.in[0]) / 2; }};  // the zero fill, the adds
 
 const OpSpec kTopKResidual{
     .inputs = {index_slot("sent")},
