@@ -78,6 +78,26 @@ def test_plan_equals_cli():
                          precisions="fp32,fp8")
 
 
+def test_plan_compressions_equal_cli():
+    args = dict(model="convnext-atto", input="3x128x512", batch=2, topology="cpu-host:4", shards="W",
+                checkpointing="none")
+    p = tessera.sim.plan(**args, compressions=("none", "topk"), topk_ratio=0.05)
+    c = run_cli("plan", "--model", "convnext-atto", "--input", "3x128x512", "--batch", "2", "--topology",
+                "cpu-host:4", "--shards", "W", "--checkpointing", "none", "--compressions", "none,topk",
+                "--topk-ratio", "0.05")
+    assert [(r["mesh"], r["compression"]) for r in p["configurations"]] == \
+        [(r["mesh"], r["compression"]) for r in c["configurations"]]
+    assert {r["compression"] for r in p["configurations"]} == {"none", "topk"}
+    for a, b in zip(p["configurations"], c["configurations"]):
+        assert approx(a["iteration_time_s"], b["iteration_time_s"])
+    pv, cv = p["compression_verdict"], c["compression_verdict"]
+    assert pv["compared"] == cv["compared"] > 0 and pv["topk_faster"] == cv["topk_faster"]
+    assert pv["topk_ratio"] == 0.05 and approx(pv["best_saving"], cv["best_saving"])
+    assert "compression_verdict" not in tessera.sim.plan(**args)
+    with pytest.raises(ValueError, match="compression 'zip'"):
+        tessera.sim.plan(**args, compressions="none,zip")
+
+
 def test_topologies():
     assert "dgx-a100" in tessera.sim.Topology.preset_names()
     t = tessera.sim.Topology.preset("dgx-a100:2")

@@ -97,7 +97,7 @@ void print_json(const run::RunSpec& spec, const sim::PlanOptions& o, const sim::
   const sim::CompressionVerdict v = r.compression_verdict();
   if (v.compared > 0)
     std::printf(",\n \"compression_verdict\": {\"topk_ratio\": %.9g, \"compared\": %d, \"topk_faster\": %d, "
-                "\"best_saving\": %.6g, \"worst_saving\": %.6g, \"best_dense\": %d, \"best_topk\": %d}",
+                "\"best_saving\": %.9g, \"worst_saving\": %.9g, \"best_dense\": %d, \"best_topk\": %d}",
                 o.train.topk_ratio, v.compared, v.faster, v.best_saving, v.worst_saving, v.best_dense, v.best_topk);
   std::printf("}\n");
 }

@@ -26,6 +26,7 @@ py::dict plan_config(const sim::PlanConfig& c) {
   d["shard"] = c.shard;
   d["checkpointing"] = c.checkpointing;
   d["precision"] = c.precision;
+  d["compression"] = c.compression;
   return d;
 }
 
@@ -109,7 +110,7 @@ void bind_sim(py::module_& m) {
   s.def(
       "plan",
       [](const std::string& spec_json, int devices, const py::object& shards, const py::object& checkpointing,
-         const std::string& memory_cap, const py::object& precisions) {
+         const std::string& memory_cap, const py::object& precisions, const py::object& compressions) {
         run::RunSpec spec = run::RunSpec::from_json(spec_json, run::RunSpec::for_simulation(), "tessera.sim.plan");
         spec.mesh = "sp=1";  // the planner chooses the mesh; this only validates model and input
         const run::SimSetup setup = run::resolve_sim(spec);
@@ -119,6 +120,7 @@ void bind_sim(py::module_& m) {
         o.shards = strings_of(shards);
         o.checkpointing = strings_of(checkpointing);
         o.precisions = strings_of(precisions);  // sim::plan checks the names
+        o.compressions = strings_of(compressions);
         for (const std::string& x : o.shards)
           TESSERA_CHECK(x == "W" || x == "H" || x == "HW", "plan: shards ", x, ": list W, H and/or HW");
         if (!memory_cap.empty()) o.memory_cap_bytes = static_cast<double>(sim::parse_byte_size(memory_cap));
@@ -157,10 +159,21 @@ void bind_sim(py::module_& m) {
         }
         d["configurations"] = entries;
         d["skipped"] = skipped;
+        if (const sim::CompressionVerdict v = r.compression_verdict(); v.compared > 0) {
+          py::dict c;
+          c["topk_ratio"] = o.train.topk_ratio;
+          c["compared"] = v.compared;
+          c["topk_faster"] = v.faster;
+          c["best_saving"] = v.best_saving;
+          c["worst_saving"] = v.worst_saving;
+          c["best_dense"] = v.best_dense;
+          c["best_topk"] = v.best_topk;
+          d["compression_verdict"] = c;
+        }
         return d;
       },
       py::arg("spec_json"), py::arg("devices"), py::arg("shards"), py::arg("checkpointing"), py::arg("memory_cap"),
-      py::arg("precisions"));
+      py::arg("precisions"), py::arg("compressions"));
   s.def(
       "compare",
       [](const std::string& measured, const std::string& simulated, const std::string& spec_json) {

@@ -89,19 +89,26 @@ def plan(
     dtype: str = "f32",
     calibration: str = "",
     precisions: Union[str, Sequence[str]] = ("fp32",),
+    compressions: Union[str, Sequence[str]] = ("none",),
+    topk_ratio: float = 0.01,
 ) -> dict:
     """Ranks meshes, shard dimensions, checkpointing and precisions by simulated iteration time
     with memory fit, as ``tessera plan --json``: a dict with ``configurations`` (fastest first,
     each with its ``precision``), ``skipped`` and ``best_fit`` (index of the fastest configuration
     that fits, -1 when none does). ``precisions``: ``"fp32"``, ``"bf16"``, ``"fp16"`` (mixed
-    precision), every candidate simulated in each, as ``--precisions fp32,bf16``."""
+    precision), every candidate simulated in each, as ``--precisions fp32,bf16``. ``compressions``:
+    ``"none"`` (the dense all-reduce) and/or ``"topk"`` (at ``topk_ratio``), as ``--compressions
+    none,topk``; with both, each configuration has its ``compression`` and the dict a
+    ``compression_verdict`` (``compared``, ``topk_faster``, ``best_saving``, ``worst_saving``,
+    ``best_dense``, ``best_topk``)."""
     spec = _spec_json(model=model, input=_text(input), batch=batch, topology=topology, optimizer=optimizer,
                       task=task, classes=classes, device=device, tf32=tf32, bucket_mib=bucket_mib,
-                      overlap=overlap, dtype=dtype, calibration=calibration)
+                      overlap=overlap, dtype=dtype, calibration=calibration, topk_ratio=topk_ratio)
     def names(v):
         return v if isinstance(v, str) else list(v)
 
-    return _s.plan(spec, devices, names(shards), names(checkpointing), memory_cap, names(precisions))
+    return _s.plan(spec, devices, names(shards), names(checkpointing), memory_cap, names(precisions),
+                   names(compressions))
 
 
 def compare(measured: str, simulated: str = "", **spec) -> dict:
