@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "nn/train_harness.hpp"
@@ -140,11 +141,24 @@ TEST_CASE("with a slow dataset, prefetch makes a step take max(compute, load), n
   const Timing alone = time_steps(with_loader(o, 0, 1, true), slow);
   const auto delay = std::chrono::microseconds(static_cast<long>(0.5 * alone.fastest * 1e6));
   slow->set_delay(delay);
-  const Timing sync = time_steps(with_loader(o, 0, 1, true), slow);
-  const Timing ahead = time_steps(with_loader(o, 2, 1, true), slow);
-  INFO("compute " << alone.step * 1e3 << " ms, sleep per load " << delay.count() * 1e-3 << " ms; without prefetch "
-                  << sync.step * 1e3 << " ms per step (waits " << sync.wait * 1e3 << " ms), with prefetch 2 "
-                  << ahead.step * 1e3 << " ms (waits " << ahead.wait * 1e3 << " ms)");
+  // Up to 3 rounds of a run without prefetch and one with: beside another ctest job the compute of
+  // one run can be slower than the other's by more than the sleep (a CI run on record failed the
+  // step-time comparison once so). A loader that does not overlap fails the wait comparison in
+  // every round: its waits are the sleep's, with prefetch or without.
+  Timing sync, ahead;
+  std::ostringstream rounds;
+  auto holds = [&] {
+    return sync.wait >= 0.5 * alone.fastest && ahead.wait < 0.25 * sync.wait && ahead.step < sync.step - 0.5 * sync.wait;
+  };
+  for (int round = 1; round <= 3; ++round) {
+    sync = time_steps(with_loader(o, 0, 1, true), slow);
+    ahead = time_steps(with_loader(o, 2, 1, true), slow);
+    rounds << "\n  round " << round << ": without prefetch " << sync.step * 1e3 << " ms per step (waits "
+           << sync.wait * 1e3 << " ms), with prefetch 2 " << ahead.step * 1e3 << " ms (waits " << ahead.wait * 1e3
+           << " ms)";
+    if (holds()) break;
+  }
+  INFO("compute " << alone.step * 1e3 << " ms, sleep per load " << delay.count() * 1e-3 << " ms" << rounds.str());
   REQUIRE(sync.wait >= 0.5 * alone.fastest);          // the sleep cannot be shortened: compute + load
   REQUIRE(ahead.wait < 0.25 * sync.wait);             // the batch is there when the step starts ...
   REQUIRE(ahead.step < sync.step - 0.5 * sync.wait);  // ... so the step is about the compute alone
