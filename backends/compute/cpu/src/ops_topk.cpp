@@ -1,11 +1,13 @@
 // Top-k gradient compression's kernels on contiguous f32/f64 buckets: the accumulate and select
-// (nth_element under a strict total order, so the chosen set does not depend on how it proceeds),
+// (a threshold from nth_element over integer magnitude keys, then a scan in index order: the
+// chosen set is that of a strict total order, whatever nth_element does),
 // the scatter-add of every rank's pairs in rank order, and the residual. The pair slots are the
 // bucket's width: int32 for float, int64 for double (an index, or a value's bits).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <type_traits>
 
 #include "ops_common.hpp"
@@ -21,33 +23,53 @@ static_assert(sizeof(Slot<float>) == sizeof(float) && sizeof(Slot<double>) == si
 
 }  // namespace
 
+/// The magnitude of x as an unsigned integer that orders like |x|, with every NaN one value above
+/// +inf: IEEE floats without their sign bit order as unsigned integers, and NaNs lie above +inf.
+template <class T>
+std::make_unsigned_t<Slot<T>> magnitude_key(T x) {
+  using U = std::make_unsigned_t<Slot<T>>;
+  constexpr U kSign = U(1) << (8 * sizeof(U) - 1);
+  constexpr U kInf = std::is_same_v<T, float> ? U(0x7f800000u) : U(0x7ff0000000000000ull);
+  U u;
+  std::memcpy(&u, &x, sizeof u);
+  u &= ~kSign;
+  return u > kInf ? kInf + 1 : u;  // one NaN: they tie with each other, and go to the lower index
+}
+
+// The k largest |acc| (NaN first, ties to the lower index), as a threshold: nth_element over the
+// keys in `order` (contiguous integers, no indirection) gives the k-th largest key T; then one scan
+// in index order takes every key above T and the first (k - #above) keys equal to T, so the
+// indices come out ascending.
 template <class T>
 void run_topk_select(const OpCall& call, ThreadPool& pool) {
   using I = Slot<T>;
+  using U = std::make_unsigned_t<I>;
   const T* g = call.input("grad").data<T>();
   const T* r = call.input("residual").data<T>();
   T* acc = call.output("acc").data<T>();
-  I* order = call.output("order").data<I>();
+  U* keys = reinterpret_cast<U*>(call.output("order").data<I>());
   I* pairs = call.output("pairs").data<I>();
   const std::int64_t n = call.input("grad").numel(), k = call.integer("k");
   const T s = static_cast<T>(call.scalar("scale"));
   parallel_flat(pool, n, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t i = b; i < e; ++i) acc[i] = g[i] + s * r[i];
+    for (std::int64_t i = b; i < e; ++i) {
+      acc[i] = g[i] + s * r[i];
+      keys[i] = magnitude_key(acc[i]);
+    }
   });
-  for (std::int64_t i = 0; i < n; ++i) order[i] = static_cast<I>(i);
-  // Larger |acc| first, NaN before every number, then the lower index: a strict total order.
-  auto before = [acc](I a, I b) {
-    const T x = std::abs(acc[a]), y = std::abs(acc[b]);
-    const bool xn = std::isnan(x), yn = std::isnan(y);
-    if (xn != yn) return xn;
-    if (!xn && x != y) return x > y;
-    return a < b;
-  };
-  if (k < n) std::nth_element(order, order + k, order + n, before);
-  std::sort(order, order + k);
-  for (std::int64_t j = 0; j < k; ++j) {
-    pairs[j] = order[j];
-    std::memcpy(&pairs[k + j], &acc[order[j]], sizeof(T));
+  std::nth_element(keys, keys + (k - 1), keys + n, std::greater<U>());
+  const U t = keys[k - 1];
+  // Everything after position k-1 is <= t, so the keys above t are among the first k-1.
+  std::int64_t ties = k;
+  for (std::int64_t j = 0; j < k - 1; ++j) ties -= keys[j] > t;
+  std::int64_t j = 0;
+  for (std::int64_t i = 0; i < n && j < k; ++i) {
+    const U key = magnitude_key(acc[i]);
+    if (key < t || (key == t && ties == 0)) continue;
+    if (key == t) --ties;
+    pairs[j] = static_cast<I>(i);
+    std::memcpy(&pairs[k + j], &acc[i], sizeof(T));
+    ++j;
   }
 }
 
