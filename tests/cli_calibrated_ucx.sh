@@ -18,7 +18,8 @@
 # - simulated: per configuration, the median over attempts of the predictions;
 # - they must agree within 30%: what this machine can resolve (the scatter above, with a margin),
 #   not the simulator's accuracy. It still fails a simulator whose compute rates, link or halo
-#   plan are off by a factor, or that books the optimizer or a halo exchange twice. The 15% check on local ranks (threads, whose steps scatter far less) stays in
+#   plan are off by a factor, or that books the optimizer or a halo exchange twice. The 15% check
+#   on local ranks (threads, whose steps scatter far less) stays in
 #   tests/sim/calibrated_time_test.cpp; docs/simulator.md has both.
 # Attempts whose hypervisor steal time (/proc/stat) exceeds 200 ms are printed and not counted
 # (a neighbour took the machine). The verdict needs 3 counted attempts; attempts go on, up to 10,

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "tessera/comm/mesh_comm.hpp"
+#include "tessera/compute/op_table.hpp"
 #include "tessera/compute/ops.hpp"
 #include "tessera/core/error.hpp"
 
@@ -43,12 +44,6 @@ std::int64_t topk_count(std::int64_t n, double ratio) {
   return std::clamp<std::int64_t>(static_cast<std::int64_t>(k), 1, n);
 }
 
-namespace {
-
-core::DType slot_dtype(core::DType t) { return t == core::DType::F64 ? core::DType::I64 : core::DType::I32; }
-
-}  // namespace
-
 TopKCompressor::TopKCompressor(compute::Backend& compute, std::int64_t n, core::DType dtype, double ratio,
                                int group_size, core::AllocatorPtr alloc)
     : compute_(&compute), n_(n), dtype_(dtype), group_size_(group_size), alloc_(std::move(alloc)) {
@@ -81,7 +76,7 @@ comm::WorkPtr TopKCompressor::post(comm::Backend& group, const Tensor& grad, dou
   TESSERA_CHECK(grad.is_host(), "top-k gradient compression runs on host memory; the bucket ", grad.describe(),
                 " is in device memory: train on the cpu backend or without --grad-compression");
   scale_ = scale;
-  const core::DType slot = slot_dtype(dtype_);
+  const core::DType slot = compute::index_dtype(dtype_);
   acc_ = Tensor::empty({n_}, dtype_, MemCategory::Workspace, alloc_);
   send_ = Tensor::empty({2 * k_}, slot, MemCategory::Gradient, alloc_);
   recv_ = Tensor::empty({2 * k_ * group_size_}, slot, MemCategory::Gradient, alloc_);

@@ -193,8 +193,8 @@ void Trainer::build_buckets() {
     }
     b->reduced = mesh_ && !b->dims.empty() && mesh_->group(b->dims).size() > 1;
     if (b->reduced && opt_.grad_compression == GradCompression::TopK)
-      b->topk = std::make_unique<TopKCompressor>(compute_, b->elems, opt_.dtype, opt_.topk_ratio, mesh_->group(b->dims).size(),
-                                                 alloc_);
+      b->topk = std::make_unique<TopKCompressor>(compute_, b->elems, opt_.dtype, opt_.topk_ratio,
+                                                 mesh_->group(b->dims).size(), alloc_);
   }
   if (opt_.grad_compression != GradCompression::TopK) return;
   // Each parameter's residual is a view into its bucket's, at the offset of its gradient.

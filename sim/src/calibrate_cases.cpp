@@ -164,7 +164,6 @@ void add_activation_ops(std::vector<TimedCall>& out, const Shape& s, const core:
   }
 }
 
-/// The optimizer and gradient-norm ops on a parameter of `n` elements.
 /// Top-k gradient compression's three kernels on a bucket of n f32 elements at the default ratio
 /// (1%): select, the scatter-add of two ranks' pairs, the residual. Host buckets only (the
 /// trainer compresses nothing on a GPU), so the suite has them on the cpu alone.
@@ -204,6 +203,7 @@ void add_topk_ops(std::vector<TimedCall>& out, std::int64_t n) {
                  }});
 }
 
+/// The optimizer and gradient-norm ops on a parameter of `n` elements.
 void add_parameter_ops(std::vector<TimedCall>& out, std::int64_t n, const core::AllocatorPtr& alloc) {
   const std::string l = "on " + std::to_string(n);
   out.push_back({l, [n, alloc]() -> Call {

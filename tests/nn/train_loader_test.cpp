@@ -142,7 +142,7 @@ TEST_CASE("with a slow dataset, prefetch makes a step take max(compute, load), n
   const auto delay = std::chrono::microseconds(static_cast<long>(0.5 * alone.fastest * 1e6));
   slow->set_delay(delay);
   // Up to 3 rounds of a run without prefetch and one with: beside another ctest job the compute of
-  // one run can be slower than the other's by more than the sleep (a CI run on record failed the
+  // one run can be slower than the other's by more than the sleep (a local ctest -j2 run failed the
   // step-time comparison once so). A loader that does not overlap fails the wait comparison in
   // every round: its waits are the sleep's, with prefetch or without.
   Timing sync, ahead;

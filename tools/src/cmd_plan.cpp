@@ -1,6 +1,7 @@
 // `tessera plan`: ranks the ways to train a model on a cluster — dp × spatial meshes, shard
-// dimension, checkpointing, precision, gradient compression — by simulated iteration time, with each one's replayed peak
-// memory against the device capacity or --memory-cap (sim::plan does the work).
+// dimension, checkpointing, precision, gradient compression — by simulated iteration time, with
+// each one's replayed peak memory against the device capacity or --memory-cap (sim::plan does the
+// work).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

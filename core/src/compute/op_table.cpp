@@ -152,7 +152,7 @@ void check_call(const OpCall& c) {
         TESSERA_CHECK(lead->dtype() == DType::F32 || lead->dtype() == DType::F64, op, ": ", kind, " ", slot.name,
                       " holds indices of the call's float width, and ", lead->describe(),
                       " is neither f32 nor f64 (top-k compresses f32 and f64 buckets only)");
-        const DType want = lead->dtype() == DType::F32 ? DType::I32 : DType::I64;
+        const DType want = index_dtype(lead->dtype());
         TESSERA_CHECK(t->dtype() == want, op, ": ", kind, " ", slot.name, " ", t->describe(), " must be ",
                       core::dtype_name(want), " in a call of ", core::dtype_name(lead->dtype()), " like ",
                       lead->describe(), " (an index or a value's bits per slot)");

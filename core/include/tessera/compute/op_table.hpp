@@ -56,10 +56,16 @@ const OpSpec& op_spec(OpKind kind);
 /// Checks a call against its table entry, the generic part of every op's argument check: each
 /// required slot set and no unused one; every Float tensor of the call's one dtype, F64/I64 slots
 /// of theirs, AnyFloat slots of a float dtype, Master slots of the call's dtype or (in a bf16/f16
-/// call) f32, Index slots of the call's float width (i32 for f32, i64 for f64); `like` slots of their partner's shape. Throws
-/// InvalidArgument naming the op, the slot and the tensor. A backend then refuses a float dtype
+/// call) f32, Index slots of index_dtype(the call's dtype); `like` slots of their partner's shape.
+/// Throws InvalidArgument naming the op, the slot and the tensor. A backend then refuses a float dtype
 /// it lacks with Unsupported. The typed entry points call it before Backend::execute.
 void check_call(const OpCall& call);
+
+/// The dtype of an Index slot in a call of `float_dtype` (f32 or f64): i32 for f32, i64 for f64,
+/// the width of a value's bits.
+constexpr core::DType index_dtype(core::DType float_dtype) noexcept {
+  return float_dtype == core::DType::F64 ? core::DType::I64 : core::DType::I32;
+}
 
 /// The tensor whose dtype is the call's float dtype: its first tensor in a Float slot (null when
 /// it has none).
