@@ -177,6 +177,18 @@ double predicted_s(const KernelRate& r, const KernelSample& s) {
 // rate is scaled by measured / predicted summed over the in-step samples. (A sum, not a median
 // of ratios: a step's time is a sum of calls, dominated by the large ones that no longer fit a
 // core's cache.)
+WorldRunner job_world_runner(comm::Backend& world) {
+  return [&world](int size, const std::function<void(comm::Backend&)>& fn) {
+    TESSERA_CHECK(size <= world.size(), "calibrate: a measurement needs ", size, " ranks; the job has ", world.size());
+    if (size == world.size()) return fn(world);
+    std::vector<int> first(static_cast<std::size_t>(size));
+    for (int r = 0; r < size; ++r) first[static_cast<std::size_t>(r)] = r;
+    std::unique_ptr<comm::Backend> sub = world.split(first);  // every rank takes part
+    if (sub) fn(*sub);
+    world.barrier();
+  };
+}
+
 void anchor_to_steps(KernelCalibration& kc) {
   double measured = 0, predicted = 0;
   for (const KernelSample& s : kc.samples)

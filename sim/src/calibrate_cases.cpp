@@ -286,10 +286,22 @@ std::vector<TimedCall> kernel_suite(bool quick, const core::AllocatorPtr& alloc)
     convs.push_back({3, 32, 4, 4, 0, 1, 128, 512});
     convs.push_back({32, 32, 3, 1, 1, 4, 32, 128});
     convs.push_back({32, 32, 3, 1, 1, 1, 32, 128});
+    // A large model's first stage (ConvNeXt-T's 96 channels at 64×128: 3×256×1024 on two
+    // shards): operands far beyond a core's L2, and GEMMs big enough for several threads to
+    // share. Without them the fit extrapolates from small calls, which run at other rates: cache-
+    // bound bandwidths 2–3× above memory's, GEMMs a thread pool cannot split (docs/simulator.md).
+    convs.push_back({96, 96, 7, 1, 3, 96, 64, 128});
+    convs.push_back({96, 384, 1, 1, 0, 1, 64, 128});
+    convs.push_back({384, 96, 1, 1, 0, 1, 64, 128});
+    convs.push_back({96, 192, 2, 2, 0, 1, 64, 128});
   }
   for (const Conv& c : convs) add_conv(out, c, alloc);
   std::vector<Shape> acts = {{2, 64, 2, 8}, {2, 16, 16, 64}, {2, 64, 16, 64}, {2, 48, 4, 16}};
-  if (!quick) acts.push_back({2, 64, 32, 128});
+  if (!quick) {
+    acts.push_back({2, 64, 32, 128});
+    acts.push_back({2, 96, 64, 128});  // the large model's first stage, as above
+    acts.push_back({2, 384, 32, 64});
+  }
   for (const Shape& s : acts) add_activation_ops(out, s, alloc);
   std::vector<std::int64_t> params = {16, 1024, 16384, 262144};
   if (!quick) params.push_back(2 << 20);

@@ -83,16 +83,7 @@ int run_calibrate(const CalibrateArgs& a) {
     rdzv = job.rendezvous;
     world = std::move(job.world);
     o.ranks = world->size();
-    run_world = [&world](int size, const std::function<void(comm::Backend&)>& fn) {
-      TESSERA_CHECK(size <= world->size(), "calibrate: a measurement needs ", size, " ranks; the job has ",
-                    world->size());
-      if (size == world->size()) return fn(*world);
-      std::vector<int> first(static_cast<std::size_t>(size));
-      for (int r = 0; r < size; ++r) first[static_cast<std::size_t>(r)] = r;
-      std::unique_ptr<comm::Backend> sub = world->split(first);  // every rank takes part
-      if (sub) fn(*sub);
-      world->barrier();
-    };
+    run_world = sim::job_world_runner(*world);
   }
   const bool writer = !world || world->rank() == 0;
   const sim::Calibration c = sim::calibrate(make_compute, run_world, o, [writer](const std::string& line) {

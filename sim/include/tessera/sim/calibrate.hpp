@@ -34,6 +34,10 @@ using ComputeFactory = std::function<std::unique_ptr<compute::Backend>(int threa
 /// process's rank of a `size`-rank communicator; the measurements then take this process's own
 /// figures where in-process ranks would share theirs.
 using WorldRunner = std::function<void(int size, const std::function<void(comm::Backend&)>& fn)>;
+/// The WorldRunner of one rank of a multi-process job (`tessera launch`): a measurement on the
+/// job's size runs on `world`; a smaller one on the first `size` ranks (split off; the others wait
+/// at a barrier); a larger one is refused. `world` must outlive the runner.
+WorldRunner job_world_runner(comm::Backend& world);
 /// Progress lines ("kernels: 38 classes in 2.1 s").
 using CalibrateLog = std::function<void(const std::string&)>;
 
