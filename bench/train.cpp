@@ -45,6 +45,9 @@
 #include "tessera/compute/cpu.hpp"
 #include "tessera/core/tracing.hpp"
 #include "tessera/nn/trainer.hpp"
+#include "tessera/run/resolve.hpp"
+#include "tessera/run/simulate.hpp"
+#include "tessera/sim/calibrate.hpp"
 #include "train_gpu.hpp"
 
 #ifdef TESSERA_BENCH_HAVE_TORCH
@@ -80,6 +83,12 @@ struct Options {
   /// started by `tessera launch --nproc P`, and rank 0 prints.
   std::string backend = "local";
   bool torch = true;
+  /// --simulate: calibrate this machine (sim::calibrate, as `tessera calibrate --ranks P
+  /// --threads T` or `--backend ucx` under the launcher) just before each group of runs on P
+  /// ranks, and simulate every run with it; --calibration FILE: simulate with that file instead.
+  bool simulate = false;
+  int calibrations = 3;  ///< --simulate: calibrations per rank count (the prediction: their median)
+  std::string calibration;
   bool torch_linear = false;  // nn::Linear for the pointwise layers instead of 1x1 convs
   // --device cuda (train_gpu.cpp): everything above that applies, plus these.
   std::string device = "cpu";
@@ -143,11 +152,16 @@ CommFigures comm_figures(const std::vector<core::TraceEvent>& events, const std:
 }
 
 struct Run {
-  int ranks, threads;
+  int ranks = 0, threads = 0;
   std::string checkpointing, precision;
   bool overlap = true;
   std::string halos;  // halo recompute with checkpointing (keep, exchange), "-" without
   Stats ms;                               // step time, slowest rank
+  Stats compute_ms;                       // step time less data loading, slowest rank
+  bool overlaps_compute = false;          // the comm backend's Capabilities::overlaps_compute
+  double sim_ms = -1;                     // the calibrated simulations' median iteration (-1: none)
+  Stats sim;                              // over the calibrations
+  std::string sim_note;                   // how the calibration differs from the run, if it does
   std::vector<double> peak_mib, act_mib;  // per rank
   std::array<double, core::kNumMemCategories> category_mib{};  // peak per category, max over ranks
   CommFigures comm;                       // per rank and step, averaged over ranks
@@ -184,13 +198,19 @@ Run measure(const Options& o, int P, const std::string& checkpointing, const std
   d.num_classes = o.classes;
   const std::shared_ptr<const data::Dataset> ds = data::make_synthetic(d);
   const core::DeviceMesh mesh = core::DeviceMesh::parse("sp=" + std::to_string(P));
-  Run r{P, std::max(1, 2 / P), checkpointing, precision, overlap, halos, {}, std::vector<double>(P), std::vector<double>(P), {}, {}};
+  Run r;
+  r.ranks = P, r.threads = std::max(1, 2 / P), r.checkpointing = checkpointing, r.precision = precision;
+  r.overlap = overlap, r.halos = halos;
+  r.peak_mib.assign(P, 0.0);
+  r.act_mib.assign(P, 0.0);
   core::TraceRecorder recorder;
   std::mutex mu;
   std::vector<std::vector<double>> step_s(t.steps, std::vector<double>(P));  // [step][rank]
+  std::vector<std::vector<double>> compute_s(t.steps, std::vector<double>(P));  // less data loading
 
   auto rank_fn = [&](comm::Backend& world) {
         const int rank = world.rank();
+        if (rank == 0) r.overlaps_compute = world.capabilities().overlaps_compute;
         const core::TraceTarget target{&recorder, rank, mesh.coords_of(rank), nullptr, nullptr};
         core::TracingComm traced_world(world, target);
         comm::MeshComm mc(mesh, traced_world);
@@ -202,6 +222,7 @@ Run measure(const Options& o, int P, const std::string& checkpointing, const std
           world.barrier();  // every rank starts the step together
           const nn::StepStats s = trainer.step();
           step_s[s.step][rank] = s.step_time_s;  // own slots: no lock needed
+          compute_s[s.step][rank] = s.step_time_s - s.data_time_s;
           r.peak_mib[rank] = std::max(r.peak_mib[rank], s.memory.peak_total / kMiB);
           r.act_mib[rank] =
               std::max(r.act_mib[rank], s.memory.peak_of(core::MemCategory::Activation) / kMiB);
@@ -224,12 +245,14 @@ Run measure(const Options& o, int P, const std::string& checkpointing, const std
     // the communication figures, from every process.
     std::vector<double> mx;
     for (const auto& step : step_s) mx.push_back(step[job->rank()]);
+    for (const auto& step : compute_s) mx.push_back(step[job->rank()]);
     mx.insert(mx.end(), r.peak_mib.begin(), r.peak_mib.end());
     mx.insert(mx.end(), r.act_mib.begin(), r.act_mib.end());
     mx.insert(mx.end(), r.category_mib.begin(), r.category_mib.end());
     job->all_reduce({mx.data(), mx.size(), core::DType::F64}, comm::ReduceOp::Max)->wait();
     std::size_t k = 0;
     for (auto& step : step_s) step.assign(P, mx[k++]);
+    for (auto& step : compute_s) step.assign(P, mx[k++]);
     for (double& v : r.peak_mib) v = mx[k++];
     for (double& v : r.act_mib) v = mx[k++];
     for (double& v : r.category_mib) v = mx[k++];
@@ -239,11 +262,53 @@ Run measure(const Options& o, int P, const std::string& checkpointing, const std
     job->all_reduce({sum.data(), sum.size(), core::DType::F64}, comm::ReduceOp::Avg)->wait();
     f = {sum[0], sum[1], sum[2], sum[3], sum[4], sum[5], sum[6], sum[7]};
   }
-  std::vector<double> ms;
-  for (std::size_t i = 1; i < step_s.size(); ++i)  // step 0 is the warm-up
+  std::vector<double> ms, cms;
+  for (std::size_t i = 1; i < step_s.size(); ++i) {  // step 0 is the warm-up
     ms.push_back(1e3 * *std::max_element(step_s[i].begin(), step_s[i].end()));
+    cms.push_back(1e3 * *std::max_element(compute_s[i].begin(), compute_s[i].end()));
+  }
   r.ms = stats_of(ms);
+  r.compute_ms = stats_of(cms);
   return r;
+}
+
+/// This machine's calibration for runs on P ranks of T threads each, measured now: in-process
+/// ranks, or the ranks of the job `job` is one of (every process takes part).
+sim::Calibration calibrate_now(int P, int threads, comm::Backend* job) {
+  sim::CalibrateOptions co;
+  co.ranks = P;
+  co.threads = threads;
+  const sim::ComputeFactory make_compute = [](int n) -> std::unique_ptr<compute::Backend> {
+    return std::make_unique<compute::cpu::CpuBackend>(n);
+  };
+  const sim::WorldRunner run_world =
+      job ? sim::job_world_runner(*job)
+          : sim::WorldRunner([](int size, const std::function<void(comm::Backend&)>& fn) { comm::local::run(size, fn); });
+  return sim::calibrate(make_compute, run_world, co);
+}
+
+/// Simulates run `r` (trained with `t`) on cpu-host:P with calibration `cal`, the engine told the
+/// backend's progress (Capabilities::overlaps_compute: overlaps, else in-calls): the iteration in
+/// ms. The replay runs the same TrainOptions the measured run trained with.
+double simulate_ms(const Run& r, const nn::TrainOptions& t, const sim::Calibration& cal) {
+  run::SimSetup s{t, core::DeviceMesh::parse("sp=" + std::to_string(r.ranks)), {}, {}, {}, {}};
+  sim::apply_calibration(cal, s.catalog, s.engine);
+  s.topology = run::load_topology("cpu-host:" + std::to_string(r.ranks), s.catalog);
+  s.engine.comm_progress = r.overlaps_compute ? sim::CommProgress::Overlaps : sim::CommProgress::InCalls;
+  return double(run::simulate(std::move(s), false, false).result.iteration_ps) * 1e-9;
+}
+
+/// Simulates run `r` with each calibration: r.sim (their spread) and r.sim_ms (the median).
+void simulate_run(Run& r, const nn::TrainOptions& t, const std::vector<sim::Calibration>& cals) {
+  std::vector<double> ms;
+  for (const sim::Calibration& cal : cals) {
+    ms.push_back(simulate_ms(r, t, cal));
+    if (cal.concurrent_ranks != r.ranks || cal.threads_per_rank != r.threads)
+      r.sim_note = "calibrated on " + std::to_string(cal.concurrent_ranks) + " rank(s) x " +
+                   std::to_string(cal.threads_per_rank) + " thread(s)";
+  }
+  r.sim = stats_of(ms);
+  r.sim_ms = r.sim.median;
 }
 
 #ifdef TESSERA_BENCH_HAVE_TORCH
@@ -416,6 +481,7 @@ std::vector<std::string> split(const std::string& s) {
       "                   [--halo-recompute keep|exchange|both] [--backend local|ucx]\n"
       "                   [--device cpu|cuda|cuda:N] [--tf32] [--warmup N]\n"
       "                   [--pointwise linear|conv] [--peer-script FILE] [--python EXE]\n"
+      "                   [--simulate [--calibrations K] | --calibration FILE]\n"
       "  --steps: timed steps per configuration after one warm-up step (default 2)\n"
       "  --torch-linear: libtorch's pointwise layers as nn::Linear instead of 1x1 convs\n"
       "  --precision bf16|fp16: every configuration also in that mixed precision, beside fp32\n"
@@ -423,6 +489,10 @@ std::vector<std::string> split(const std::string& s) {
       "      default), not (off), or every configuration with P > 1 both ways (both)\n"
       "  --halo-recompute: with checkpointing, a block's recompute reuses the halos its\n"
       "      forward received (keep, the default), exchanges them again (exchange), or both\n"
+      "  --simulate: calibrate this machine just before each rank count's runs (as tessera\n"
+      "      calibrate --ranks P --threads T), K times (default 3), and print every run's\n"
+      "      calibrated simulation (the median over the K) beside its measured step;\n"
+      "      --calibration FILE: simulate with that file instead\n"
       "  --backend ucx: run under `tessera launch --nproc P -- bench_train --backend ucx`;\n"
       "      each process is one rank, --ranks is the job's size, rank 0 prints (no libtorch)\n"
       "  --device cuda: one unsharded rank on the cuda compute backend (default input\n"
@@ -444,6 +514,12 @@ Options parse(int argc, char** argv) {
     const bool has_value = i + 1 < argc;
     if (a == "--json") {
       o.json = true;
+    } else if (a == "--simulate") {
+      o.simulate = true;
+    } else if (a == "--calibrations" && has_value) {
+      o.calibrations = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--calibration" && has_value) {
+      o.calibration = argv[++i];
     } else if (a == "--no-torch") {
       o.torch = false;
     } else if (a == "--torch-linear") {
@@ -539,8 +615,19 @@ int run(int argc, char** argv) {
     rank_counts = {job.world->size()};
   }
   const bool printer = !job.world || job.world->rank() == 0;
+  if (o.simulate && !o.calibration.empty()) throw tessera::InvalidArgument("bench_train: --simulate and --calibration FILE both "
+                                                                  "say which calibration to simulate with; give one");
+  std::vector<sim::Calibration> file_cal;
+  if (!o.calibration.empty()) file_cal.push_back(sim::load_calibration(o.calibration));
   for (const std::string& ck : o.checkpointing)
-    for (int P : rank_counts)
+    for (int P : rank_counts) {
+      std::vector<sim::Calibration> cals = file_cal;
+      if (o.simulate) {  // measured just before the runs they predict: this machine's speed drifts
+        if (printer)
+          std::fprintf(stderr, "calibrating %d %s rank(s) x %d thread(s), %d time(s)...\n", P, o.backend.c_str(),
+                       std::max(1, 2 / P), o.calibrations);
+        for (int c = 0; c < o.calibrations; ++c) cals.push_back(calibrate_now(P, std::max(1, 2 / P), job.world.get()));
+      }
       for (const std::string& pr : o.precisions)
         for (const bool ov : o.overlaps)
           for (const std::string& halos : ck == "none" ? std::vector<std::string>{"-"} : o.halo_recomputes) {
@@ -550,7 +637,9 @@ int run(int argc, char** argv) {
                            o.model.c_str(), input.c_str(), o.batch, P, o.backend.c_str(), ck.c_str(),
                            halos == "-" ? "" : (" (halos " + halos + ")").c_str(), pr.c_str(), ov ? "on" : "off");
             runs.push_back(measure(o, P, ck, pr, ov, halos, job.world.get()));
+            if (!cals.empty() && printer) simulate_run(runs.back(), train_options(o, ck, pr, ov, halos), cals);
           }
+    }
   if (!printer) return 0;
   // The fp32 run of the same configuration (for the mixed-precision ratios).
   auto fp32_of = [&](const Run& r) -> const Run* {
@@ -635,6 +724,14 @@ int run(int argc, char** argv) {
         j.num("step_time_over_fp32", r.ms.median / f->ms.median)
             .num("activation_over_fp32", max_of(r.act_mib) / max_of(f->act_mib));
       if (const Run* on = overlapped_of(r); on && !r.overlap) j.num("step_time_over_overlap_on", r.ms.median / on->ms.median);
+      j.stats("step_less_loading_ms_", r.compute_ms).raw("backend_overlaps_compute", r.overlaps_compute ? "true" : "false");
+      if (r.sim_ms >= 0)
+        j.num("simulated_step_ms", r.sim_ms)
+            .num("simulated_step_ms_min", r.sim.min)
+            .num("simulated_step_ms_max", r.sim.max)
+            .num("calibrations", r.sim.reps)
+            .num("simulated_error", r.sim_ms / r.compute_ms.median - 1)
+            .str("simulated_note", r.sim_note);
       rs.push_back(j.str());
     }
     Json top;
@@ -681,6 +778,21 @@ int run(int argc, char** argv) {
                   r.comm.collectives, r.comm.collective_mib, r.comm.wait_ms, r.comm.collective_ms,
                   r.comm.coll_under_compute_ms, r.comm.halo_under_compute_ms);
   std::printf("\n");
+  if (std::any_of(runs.begin(), runs.end(), [](const Run& r) { return r.sim_ms >= 0; })) {
+    std::printf("calibrated simulation (%s), told the backend's progress (overlaps: data moves while the ranks\n"
+                "compute; in-calls: only inside the backend's calls), against the measured step less data loading\n"
+                "(which the simulator does not model), slowest rank; simulated: median over the calibrations\n"
+                "%-14s %5s %4s %5s %4s %9s %12s %19s %13s %19s %8s\n",
+                o.simulate ? "calibrated just before each rank count's runs" : o.calibration.c_str(), "ckpt", "ranks",
+                "thr", "prec", "ovl", "progress", "measured ms", "[min-max] ms", "simulated ms", "[min-max] ms", "error");
+    for (const Run& r : runs)
+      if (r.sim_ms >= 0)
+        std::printf("%-14s %5d %4d %5s %4s %9s %12.1f   [%6.1f - %6.1f] %13.1f   [%6.1f - %6.1f] %+7.1f%%%s%s\n",
+                    ckpt_label(r).c_str(), r.ranks, r.threads, r.precision.c_str(), r.overlap ? "on" : "off",
+                    r.overlaps_compute ? "overlaps" : "in-calls", r.compute_ms.median, r.compute_ms.min, r.compute_ms.max,
+                    r.sim_ms, r.sim.min, r.sim.max, 100 * (r.sim_ms / r.compute_ms.median - 1), r.sim_note.empty() ? "" : "  ", r.sim_note.c_str());
+    std::printf("\n");
+  }
   for (const Run& r : runs)
     if (const Run* f = fp32_of(r); f && r.precision != "fp32")
       std::printf("%s / fp32 (P=%d, checkpointing %s): step time %.2fx, activation peak %.3fx, total peak %.3fx\n",
