@@ -98,6 +98,9 @@ struct Options {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
+/// Compute threads of each of P ranks: the 2 cores shared out, at least one.
+int threads_for(int P) { return std::max(1, 2 / P); }
+
 /// Communication of one step as its trace shows it, averaged over ranks (comm_figures).
 struct CommFigures {
   double halo_exchanges = 0, halo_mib = 0;  // batch_p2p calls, MiB sent
@@ -159,8 +162,7 @@ struct Run {
   Stats ms;                               // step time, slowest rank
   Stats compute_ms;                       // step time less data loading, slowest rank
   bool overlaps_compute = false;          // the comm backend's Capabilities::overlaps_compute
-  double sim_ms = -1;                     // the calibrated simulations' median iteration (-1: none)
-  Stats sim;                              // over the calibrations
+  Stats sim;                              // the calibrated simulations' iteration (reps 0: none)
   std::string sim_note;                   // how the calibration differs from the run, if it does
   std::vector<double> peak_mib, act_mib;  // per rank
   std::array<double, core::kNumMemCategories> category_mib{};  // peak per category, max over ranks
@@ -199,7 +201,7 @@ Run measure(const Options& o, int P, const std::string& checkpointing, const std
   const std::shared_ptr<const data::Dataset> ds = data::make_synthetic(d);
   const core::DeviceMesh mesh = core::DeviceMesh::parse("sp=" + std::to_string(P));
   Run r;
-  r.ranks = P, r.threads = std::max(1, 2 / P), r.checkpointing = checkpointing, r.precision = precision;
+  r.ranks = P, r.threads = threads_for(P), r.checkpointing = checkpointing, r.precision = precision;
   r.overlap = overlap, r.halos = halos;
   r.peak_mib.assign(P, 0.0);
   r.act_mib.assign(P, 0.0);
@@ -298,7 +300,7 @@ double simulate_ms(const Run& r, const nn::TrainOptions& t, const sim::Calibrati
   return double(run::simulate(std::move(s), false, false).result.iteration_ps) * 1e-9;
 }
 
-/// Simulates run `r` with each calibration: r.sim (their spread) and r.sim_ms (the median).
+/// Simulates run `r` with each calibration: r.sim, over the calibrations.
 void simulate_run(Run& r, const nn::TrainOptions& t, const std::vector<sim::Calibration>& cals) {
   std::vector<double> ms;
   for (const sim::Calibration& cal : cals) {
@@ -308,7 +310,6 @@ void simulate_run(Run& r, const nn::TrainOptions& t, const std::vector<sim::Cali
                    std::to_string(cal.threads_per_rank) + " thread(s)";
   }
   r.sim = stats_of(ms);
-  r.sim_ms = r.sim.median;
 }
 
 #ifdef TESSERA_BENCH_HAVE_TORCH
@@ -625,8 +626,8 @@ int run(int argc, char** argv) {
       if (o.simulate) {  // measured just before the runs they predict: this machine's speed drifts
         if (printer)
           std::fprintf(stderr, "calibrating %d %s rank(s) x %d thread(s), %d time(s)...\n", P, o.backend.c_str(),
-                       std::max(1, 2 / P), o.calibrations);
-        for (int c = 0; c < o.calibrations; ++c) cals.push_back(calibrate_now(P, std::max(1, 2 / P), job.world.get()));
+                       threads_for(P), o.calibrations);
+        for (int c = 0; c < o.calibrations; ++c) cals.push_back(calibrate_now(P, threads_for(P), job.world.get()));
       }
       for (const std::string& pr : o.precisions)
         for (const bool ov : o.overlaps)
@@ -725,12 +726,12 @@ int run(int argc, char** argv) {
             .num("activation_over_fp32", max_of(r.act_mib) / max_of(f->act_mib));
       if (const Run* on = overlapped_of(r); on && !r.overlap) j.num("step_time_over_overlap_on", r.ms.median / on->ms.median);
       j.stats("step_less_loading_ms_", r.compute_ms).raw("backend_overlaps_compute", r.overlaps_compute ? "true" : "false");
-      if (r.sim_ms >= 0)
-        j.num("simulated_step_ms", r.sim_ms)
+      if (r.sim.reps > 0)
+        j.num("simulated_step_ms", r.sim.median)
             .num("simulated_step_ms_min", r.sim.min)
             .num("simulated_step_ms_max", r.sim.max)
             .num("calibrations", r.sim.reps)
-            .num("simulated_error", r.sim_ms / r.compute_ms.median - 1)
+            .num("simulated_error", r.sim.median / r.compute_ms.median - 1)
             .str("simulated_note", r.sim_note);
       rs.push_back(j.str());
     }
@@ -778,7 +779,7 @@ int run(int argc, char** argv) {
                   r.comm.collectives, r.comm.collective_mib, r.comm.wait_ms, r.comm.collective_ms,
                   r.comm.coll_under_compute_ms, r.comm.halo_under_compute_ms);
   std::printf("\n");
-  if (std::any_of(runs.begin(), runs.end(), [](const Run& r) { return r.sim_ms >= 0; })) {
+  if (std::any_of(runs.begin(), runs.end(), [](const Run& r) { return r.sim.reps > 0; })) {
     std::printf("calibrated simulation (%s), told the backend's progress (overlaps: data moves while the ranks\n"
                 "compute; in-calls: only inside the backend's calls), against the measured step less data loading\n"
                 "(which the simulator does not model), slowest rank; simulated: median over the calibrations\n"
@@ -786,11 +787,11 @@ int run(int argc, char** argv) {
                 o.simulate ? "calibrated just before each rank count's runs" : o.calibration.c_str(), "ckpt", "ranks",
                 "thr", "prec", "ovl", "progress", "measured ms", "[min-max] ms", "simulated ms", "[min-max] ms", "error");
     for (const Run& r : runs)
-      if (r.sim_ms >= 0)
+      if (r.sim.reps > 0)
         std::printf("%-14s %5d %4d %5s %4s %9s %12.1f   [%6.1f - %6.1f] %13.1f   [%6.1f - %6.1f] %+7.1f%%%s%s\n",
                     ckpt_label(r).c_str(), r.ranks, r.threads, r.precision.c_str(), r.overlap ? "on" : "off",
                     r.overlaps_compute ? "overlaps" : "in-calls", r.compute_ms.median, r.compute_ms.min, r.compute_ms.max,
-                    r.sim_ms, r.sim.min, r.sim.max, 100 * (r.sim_ms / r.compute_ms.median - 1), r.sim_note.empty() ? "" : "  ", r.sim_note.c_str());
+                    r.sim.median, r.sim.min, r.sim.max, 100 * (r.sim.median / r.compute_ms.median - 1), r.sim_note.empty() ? "" : "  ", r.sim_note.c_str());
     std::printf("\n");
   }
   for (const Run& r : runs)

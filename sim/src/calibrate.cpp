@@ -170,13 +170,6 @@ double predicted_s(const KernelRate& r, const KernelSample& s) {
 
 }  // namespace
 
-// The suite times each kernel on its own, again and again, with its operands hot in the caches;
-// in a training step the same kernel finds them cold (the previous layer's output, a gradient
-// written long ago) and runs slower. The fit over both sets takes its shape (how time grows with
-// FLOPs and bytes) from the suite's wide range of sizes; its level is then set by the steps: the
-// rate is scaled by measured / predicted summed over the in-step samples. (A sum, not a median
-// of ratios: a step's time is a sum of calls, dominated by the large ones that no longer fit a
-// core's cache.)
 WorldRunner job_world_runner(comm::Backend& world) {
   return [&world](int size, const std::function<void(comm::Backend&)>& fn) {
     TESSERA_CHECK(size <= world.size(), "calibrate: a measurement needs ", size, " ranks; the job has ", world.size());
@@ -189,6 +182,13 @@ WorldRunner job_world_runner(comm::Backend& world) {
   };
 }
 
+// The suite times each kernel on its own, again and again, with its operands hot in the caches;
+// in a training step the same kernel finds them cold (the previous layer's output, a gradient
+// written long ago) and runs slower. The fit over both sets takes its shape (how time grows with
+// FLOPs and bytes) from the suite's wide range of sizes; its level is then set by the steps: the
+// rate is scaled by measured / predicted summed over the in-step samples. (A sum, not a median
+// of ratios: a step's time is a sum of calls, dominated by the large ones that no longer fit a
+// core's cache.)
 void anchor_to_steps(KernelCalibration& kc) {
   double measured = 0, predicted = 0;
   for (const KernelSample& s : kc.samples)
