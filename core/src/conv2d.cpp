@@ -102,7 +102,7 @@ Tensor conv2d_forward(const HaloPlan& plan, const RankContext& ctx, const Tensor
   Tensor y = Tensor::empty(plan.out_box.shape(), x_own.dtype(), MemCategory::Activation, ctx.allocator);
   Conv2dTimes t;
   auto t0 = Clock::now();
-  HaloExchange ex(plan, ctx.world, ctx.allocator);
+  HaloExchange ex(plan, ctx.world, ctx.allocator, ctx.compute);
   const bool replay = halos && halos->use == Conv2dHalos::Use::Replay;
   if (replay) {
     ex.replay_forward(x_own, halos->pieces);
@@ -216,7 +216,7 @@ Conv2dGrads conv2d_backward(const HaloPlan& plan, const RankContext& ctx, const 
   if (!options.overlap) own_part();
 
   t0 = Clock::now();
-  HaloExchange ex(plan, ctx.world, ctx.allocator);
+  HaloExchange ex(plan, ctx.world, ctx.allocator, ctx.compute);
   ex.start_backward(dbuf);
   t.exchange_s += seconds_since(t0);
   if (options.overlap) {  // while the halo gradients travel

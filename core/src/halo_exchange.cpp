@@ -1,6 +1,7 @@
 // HaloExchange: pack, one batch_p2p, unpack — forward, and its adjoint backward.
 #include "tessera/nn/halo_exchange.hpp"
 
+#include "tessera/compute/ops.hpp"
 #include "tessera/core/error.hpp"
 
 namespace tessera::nn {
@@ -8,8 +9,9 @@ namespace tessera::nn {
 using core::MemCategory;
 using core::Tensor;
 
-HaloExchange::HaloExchange(const HaloPlan& plan, comm::Backend* world, core::AllocatorPtr allocator)
-    : plan_(plan), world_(world), alloc_(std::move(allocator)) {
+HaloExchange::HaloExchange(const HaloPlan& plan, comm::Backend* world, core::AllocatorPtr allocator,
+                           compute::Backend* compute)
+    : plan_(plan), world_(world), alloc_(std::move(allocator)), compute_(compute) {
   TESSERA_CHECK(world_ != nullptr || !plan_.exchanges(), plan_.spec.describe(), ": rank ", plan_.rank,
                 " must exchange halos but was given no communicator");
 }
@@ -25,6 +27,13 @@ comm::BufferView view(const Tensor& t) {
   return comm::BufferView{t.raw_data(), static_cast<std::size_t>(t.numel()), t.dtype(), t.space(), t.device()};
 }
 }  // namespace
+
+void HaloExchange::copy(const Tensor& from, Tensor to) {
+  if (compute_)
+    compute::copy(*compute_, from, to);
+  else
+    to.copy_from(from);
+}
 
 void HaloExchange::post(std::vector<comm::P2POp>& ops) {
   work_ = ops.empty() ? nullptr : world_->batch_p2p(ops);
@@ -42,7 +51,7 @@ void HaloExchange::own_part(const Tensor& x_own) {
   } else {
     buffer_ = Tensor::empty(plan_.need.shape(), dt, MemCategory::HaloBuffer, alloc_);
     const Box mine = plan_.need.intersect(plan_.own);
-    if (!mine.empty()) view_of(buffer_, plan_.need, mine).copy_from(view_of(x_own, plan_.own, mine));
+    if (!mine.empty()) copy(view_of(x_own, plan_.own, mine), view_of(buffer_, plan_.need, mine));
   }
 }
 
@@ -66,8 +75,7 @@ void HaloExchange::start_forward(const Tensor& x_own) {
 const Tensor& HaloExchange::finish_forward(std::vector<Tensor>* keep) {
   if (work_) work_->wait();
   work_.reset();
-  for (std::size_t i = 0; i < plan_.recvs.size(); ++i)
-    view_of(buffer_, plan_.need, plan_.recvs[i].box).copy_from(recv_staging_[i]);
+  for (std::size_t i = 0; i < plan_.recvs.size(); ++i) copy(recv_staging_[i], view_of(buffer_, plan_.need, plan_.recvs[i].box));
   if (keep) *keep = std::move(recv_staging_);  // the staging blocks are the halos: no copy
   recv_staging_.clear();
   send_staging_.clear();
@@ -84,7 +92,7 @@ const Tensor& HaloExchange::replay_forward(const Tensor& x_own, const std::vecto
                   plan_.spec.describe(), ": rank ", plan_.rank, ": kept halo ", i, " is ", kept[i].describe(),
                   " but the plan receives ", core::shape_str(plan_.recvs[i].box.shape()), " of ",
                   core::dtype_name(x_own.dtype()), "; keep them with finish_forward of the same plan");
-    view_of(buffer_, plan_.need, plan_.recvs[i].box).copy_from(kept[i]);
+    copy(kept[i], view_of(buffer_, plan_.need, plan_.recvs[i].box));
   }
   return buffer_;
 }
@@ -117,8 +125,10 @@ Tensor HaloExchange::finish_backward() {
   if (plan_.need == plan_.own && plan_.sends.empty()) {
     dx = dbuf_;  // nothing foreign either way: the buffer gradient is the input gradient
   } else {
-    dx = Tensor::zeros(plan_.own.shape(), dt, MemCategory::Activation, alloc_);
-    if (!mine.empty()) view_of(dx, plan_.own, mine).copy_from(view_of(dbuf_, plan_.need, mine));
+    // Zeros only where the buffer holds none of the input (a part no output window reads).
+    dx = mine == plan_.own ? Tensor::empty(plan_.own.shape(), dt, MemCategory::Activation, alloc_)
+                           : Tensor::zeros(plan_.own.shape(), dt, MemCategory::Activation, alloc_);
+    if (!mine.empty()) copy(view_of(dbuf_, plan_.need, mine), view_of(dx, plan_.own, mine));
   }
   if (work_) work_->wait();
   work_.reset();

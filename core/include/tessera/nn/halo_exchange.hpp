@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "tessera/comm/backend.hpp"
+#include "tessera/compute/backend.hpp"
 #include "tessera/core/tensor.hpp"
 #include "tessera/nn/halo_plan.hpp"
 
@@ -18,8 +19,12 @@ namespace tessera::nn {
 class HaloExchange {
  public:
   /// `world` is the communicator whose ranks the plan's peers name (may be null when the plan
-  /// exchanges nothing). The plan must outlive this object.
-  HaloExchange(const HaloPlan& plan, comm::Backend* world, core::AllocatorPtr allocator);
+  /// exchanges nothing). The plan must outlive this object. With `compute`, the copies between
+  /// a rank's tensor and the buffer (its own part, the received halos, the input gradient's own
+  /// part) are that backend's copy kernels, so a trace times them and a simulation replays them;
+  /// without, host copies (Tensor::copy_from).
+  HaloExchange(const HaloPlan& plan, comm::Backend* world, core::AllocatorPtr allocator,
+               compute::Backend* compute = nullptr);
 
   /// x_own: this rank's input (shape of plan.own). Copies it into the buffer (or views it when
   /// nothing is received), packs and posts sends and receives.
@@ -47,10 +52,12 @@ class HaloExchange {
   core::Tensor view_of(const core::Tensor& t, const Box& t_box, const Box& sub) const;
   void own_part(const core::Tensor& x_own);
   void post(std::vector<comm::P2POp>& ops);
+  void copy(const core::Tensor& from, core::Tensor to);
 
   const HaloPlan& plan_;
   comm::Backend* world_;
   core::AllocatorPtr alloc_;
+  compute::Backend* compute_;
   core::Tensor buffer_;
   core::Tensor dbuf_;
   std::vector<core::Tensor> recv_staging_;
