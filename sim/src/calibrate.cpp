@@ -163,10 +163,7 @@ double measure_cpu_share(int threads, double seconds) {
 
 namespace {
 
-double predicted_s(const KernelRate& r, const KernelSample& s) {
-  return r.overhead_s + (r.flops_per_s > 0 ? s.flops / r.flops_per_s : 0.0) +
-         (r.bytes_per_s > 0 ? s.bytes / r.bytes_per_s : 0.0) + s.rows * r.row_s;
-}
+double predicted_s(const KernelRate& r, const KernelSample& s) { return r.seconds(s.flops, s.bytes, s.rows); }
 
 }  // namespace
 
@@ -199,6 +196,7 @@ void anchor_to_steps(KernelCalibration& kc) {
   kc.rate.flops_per_s /= f;
   kc.rate.bytes_per_s /= f;
   kc.rate.row_s *= f;
+  kc.rate.far_bytes_per_s /= f;
 }
 
 namespace {
@@ -297,7 +295,7 @@ Calibration calibrate(const ComputeFactory& make_compute, const WorldRunner& run
   for (const auto& [k, samples] : runtime.samples) {
     KernelCalibration& kc = c.kernels[k];
     kc.samples.insert(kc.samples.end(), samples.begin(), samples.end());
-    kc.rate = fit_kernel_rate(kc.samples);
+    kc.rate = fit_kernel_rate(kc.samples, kc.rate.near_bytes);
     anchor_to_steps(kc);
   }
 

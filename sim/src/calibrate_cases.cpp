@@ -158,6 +158,13 @@ void add_activation_ops(std::vector<TimedCall>& out, const Shape& s, const core:
   add([](compute::Backend& be, ActTensors& t) { compute::add(be, t.x, t.dy, t.y); });
   add([](compute::Backend& be, ActTensors& t) { compute::axpy(be, 0.5, t.x, t.y); });
   add([](compute::Backend& be, ActTensors& t) { compute::scale_samples(be, t.x, t.per_sample, t.y); });
+  // A sharded convolution's halo buffer: its own part copied in, whole and as a window.
+  add([](compute::Backend& be, ActTensors& t) { compute::copy(be, t.x, t.y); });
+  if (s[3] > 2)
+    add([](compute::Backend& be, ActTensors& t) {
+      Tensor to = t.y.narrow(3, 1, t.y.size(3) - 2);
+      compute::copy(be, t.x.narrow(3, 1, t.x.size(3) - 2), to);
+    });
   if (s[2] % 2 == 0 && s[3] % 2 == 0) {
     add([](compute::Backend& be, ActTensors& t) { compute::upsample_nearest(be, t.half, 2, t.y); });
     add([](compute::Backend& be, ActTensors& t) { compute::upsample_nearest_backward(be, t.dy, 2, t.half); });
@@ -275,6 +282,7 @@ std::vector<TimedCall> kernel_suite(bool quick, const core::AllocatorPtr& alloc)
       {16, 32, 2, 2, 0, 1, 16, 64},   {48, 64, 2, 2, 0, 1, 4, 16},    {3, 16, 3, 2, 1, 1, 64, 256},
       {16, 32, 1, 2, 0, 1, 16, 64},   {16, 16, 3, 1, 1, 1, 16, 64},   {16, 16, 3, 1, 1, 2, 16, 64},
       {32, 32, 3, 2, 1, 4, 16, 64},   {48, 48, 3, 1, 1, 6, 4, 16},    {64, 64, 3, 1, 1, 8, 2, 8},
+      {8, 16, 2, 2, 0, 1, 32, 128},   {32, 64, 2, 2, 0, 1, 8, 32},
       // Narrow windows (a sharded convolution's borders): many rows of a few columns.
       {16, 16, 7, 1, 3, 16, 16, 3},   {32, 32, 7, 1, 3, 32, 8, 2},    {16, 16, 3, 1, 1, 1, 16, 2},
       {32, 32, 3, 1, 1, 4, 16, 2},
@@ -294,6 +302,8 @@ std::vector<TimedCall> kernel_suite(bool quick, const core::AllocatorPtr& alloc)
     convs.push_back({96, 384, 1, 1, 0, 1, 64, 128});
     convs.push_back({384, 96, 1, 1, 0, 1, 64, 128});
     convs.push_back({96, 192, 2, 2, 0, 1, 64, 128});
+    convs.push_back({192, 384, 2, 2, 0, 1, 32, 64});  // its later downsamplings
+    convs.push_back({384, 768, 2, 2, 0, 1, 16, 32});
   }
   for (const Conv& c : convs) add_conv(out, c, alloc);
   std::vector<Shape> acts = {{2, 64, 2, 8}, {2, 16, 16, 64}, {2, 64, 16, 64}, {2, 48, 4, 16}};

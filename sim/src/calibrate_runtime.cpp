@@ -27,14 +27,22 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
-/// The mean: a step's time is a sum of calls, so it is their means that add up. (A median, or a
-/// mean without the slowest calls, would leave out the calls slowed by the other ranks' traffic
-/// through the shared caches and memory, which every step pays: predictions came out 15-25% low
-/// on two ranks.)
+/// The mean, less the times over kPreempted × the median: a step's time is a sum of calls, so it
+/// is their means that add up. (A median, or a mean without the slowest calls, would leave out
+/// the calls slowed by the other ranks' traffic through the shared caches and memory, which every
+/// step pays: predictions came out 15-25% low on two ranks.) But a call that took several times
+/// its median was preempted — another process had the core for a time slice, milliseconds on a
+/// call of microseconds — and one such call in sixteen steps moved a calibration's prediction of
+/// ConvNeXt-T's step by 20% from one calibration to the next.
+constexpr double kPreempted = 3.0;
 double mean(const std::vector<double>& v) {
+  if (v.empty()) return 0.0;
+  const double cap = kPreempted * median(v);
   double sum = 0;
-  for (double x : v) sum += x;
-  return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
+  int n = 0;
+  for (double x : v)
+    if (x <= cap) sum += x, ++n;
+  return sum / n;  // n ≥ 1: the median itself is at most the cap
 }
 
 /// Times every kernel call of a step. In the first recorded step it also notes each call's class

@@ -38,12 +38,19 @@ bool bool_field(const Json& obj, const char* key, const std::string& where) {
 
 KernelCalibration read_kernel(const Json& e, const std::string& where) {
   TESSERA_CHECK(e.is_object(), "sim: ", where, " must be an object {\"rate_gflops\", \"rate_GBps\", \"overhead_us\"}");
-  refuse_unknown(e, {"rate_gflops", "rate_GBps", "overhead_us", "row_ns", "samples"}, where);
+  refuse_unknown(e, {"rate_gflops", "rate_GBps", "overhead_us", "row_ns", "far_GBps", "near_bytes", "samples"}, where);
   KernelCalibration k;
   k.rate.flops_per_s = in_range(e, "rate_gflops", 0, 1e9, where) * 1e9;
   k.rate.bytes_per_s = in_range(e, "rate_GBps", 0, 1e9, where) * 1e9;
   k.rate.overhead_s = in_range(e, "overhead_us", 0, 1e6, where) * 1e-6;
   k.rate.row_s = in_range(e, "row_ns", 0, 1e9, where) * 1e-9;
+  // The far term (optional: a file without it has none, the rate as fitted before it existed).
+  TESSERA_CHECK(e.contains("far_GBps") == e.contains("near_bytes"), "sim: ", where,
+                ": fields \"far_GBps\" and \"near_bytes\" come together (the far-memory term)");
+  if (e.contains("far_GBps")) {
+    k.rate.far_bytes_per_s = in_range(e, "far_GBps", 0, 1e9, where) * 1e9;
+    k.rate.near_bytes = in_range(e, "near_bytes", 0, 1e15, where);
+  }
   if (!e.contains("samples")) return k;
   const Json& list = e["samples"];
   TESSERA_CHECK(list.is_array(), "sim: ", where,
@@ -74,6 +81,8 @@ std::string calibration_to_json(const Calibration& c) {
                      {"rate_GBps", k.rate.bytes_per_s / 1e9},
                      {"overhead_us", k.rate.overhead_s * 1e6},
                      {"row_ns", k.rate.row_s * 1e9},
+                     {"far_GBps", k.rate.far_bytes_per_s / 1e9},
+                     {"near_bytes", k.rate.near_bytes},
                      {"samples", samples_json(k.samples)}};
   Json doc = {{"format", kFormat},
               {"version", kVersion},
@@ -172,7 +181,7 @@ Calibration calibration_from_json(const std::string& text, const std::string& or
   for (const auto& item : kernels.items()) {
     TESSERA_CHECK(is_kernel_class(item.key()), "sim: ", origin, ": kernels: unknown kernel class \"", item.key(),
                   "\"; a class is an op name (conv2d_forward, layernorm_forward, ...) with, for convolutions, "
-                  "/depthwise, /pointwise, /grouped or /dense and, for activations, /relu, /gelu or /sigmoid");
+                  "/depthwise, /pointwise, /grouped, /patchify or /dense and, for activations, /relu, /gelu or /sigmoid");
     c.kernels[item.key()] = read_kernel(item.value(), origin + ": kernels[\"" + item.key() + "\"]");
   }
   return c;

@@ -20,9 +20,7 @@ Picos kernel_time_ps(const ProgramOp& op, const DeviceSpec& d, const EngineOptio
   if (rate == o.kernel_rates.end()) rate = o.kernel_rates.find(op.name);
   if (rate != o.kernel_rates.end() && (o.kernel_rates_device.empty() || o.kernel_rates_device == d.name)) {
     const KernelRate& k = rate->second;
-    const double t = k.overhead_s + (k.flops_per_s > 0 ? op.flops / k.flops_per_s : 0.0) +
-                     (k.bytes_per_s > 0 ? static_cast<double>(op.bytes) / k.bytes_per_s : 0.0) +
-                     op.rows * k.row_s;
+    const double t = k.seconds(op.flops, static_cast<double>(op.bytes), op.rows);
     return static_cast<Picos>(std::ceil(t * static_cast<double>(kPicosPerSecond) - 1e-6));
   }
   const bool gemm_like = op.op == OpKind::Conv2dForward || op.op == OpKind::Conv2dBackwardData ||

@@ -25,7 +25,12 @@ std::string geometry_class(const compute::OpCall& c) {
       if (p.groups > 1) return k + "/grouped";
       const bool one_by_one = p.kernel_h == 1 && p.kernel_w == 1 && p.stride_h == 1 && p.stride_w == 1 &&
                               p.pad_h == 0 && p.pad_w == 0;
-      return k + (one_by_one ? "/pointwise" : "/dense");
+      if (one_by_one) return k + "/pointwise";
+      // Non-overlapping windows (ConvNeXt's stem and downsampling): the GEMM reads every input
+      // element once, where a k×k window of stride 1 reads it k² times.
+      const bool patchify = p.kernel_h == p.stride_h && p.kernel_w == p.stride_w && p.pad_h == 0 && p.pad_w == 0 &&
+                            p.dilation_h == 1 && p.dilation_w == 1 && p.kernel_h * p.kernel_w > 1;
+      return k + (patchify ? "/patchify" : "/dense");
     }
     case OpKind::ActivationForward:
     case OpKind::ActivationBackward: return k + "/" + std::string(compute::activation_name(c.act));
@@ -61,7 +66,8 @@ bool is_kernel_class(const std::string& full) {
       case OpKind::Conv2dForward:
       case OpKind::Conv2dBackwardData:
       case OpKind::Conv2dBackwardWeight:
-        return variant == "depthwise" || variant == "pointwise" || variant == "grouped" || variant == "dense";
+        return variant == "depthwise" || variant == "pointwise" || variant == "grouped" || variant == "patchify" ||
+               variant == "dense";
       case OpKind::ActivationForward:
       case OpKind::ActivationBackward: return variant == "relu" || variant == "gelu" || variant == "sigmoid";
       default: return false;

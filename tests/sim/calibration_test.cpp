@@ -72,6 +72,8 @@ Calibration sample_calibration() {
   c.kernels["conv2d_forward/pointwise"] = pw;
   KernelCalibration add;
   add.rate = {0, 12e9, 0.5e-6};
+  add.rate.far_bytes_per_s = 6e9;
+  add.rate.near_bytes = 2097152;
   add.samples = {{1e3, 1.2e4, 1.5e-6, false}};
   c.kernels["add"] = add;
   return c;
@@ -106,7 +108,10 @@ TEST_CASE("kernel classes name the convolution variant and the activation", "[si
   REQUIRE(conv_class(OpKind::Conv2dForward, 1, 1, 0, 1, 16, 64) == "conv2d_forward/pointwise");
   REQUIRE(conv_class(OpKind::Conv2dBackwardData, 1, 1, 0, 1, 64, 16) == "conv2d_backward_data/pointwise");
   REQUIRE(conv_class(OpKind::Conv2dForward, 1, 2, 0, 1, 16, 32) == "conv2d_forward/dense");
-  REQUIRE(conv_class(OpKind::Conv2dForward, 4, 4, 0, 1, 3, 16) == "conv2d_forward/dense");
+  REQUIRE(conv_class(OpKind::Conv2dForward, 4, 4, 0, 1, 3, 16) == "conv2d_forward/patchify");
+  REQUIRE(conv_class(OpKind::Conv2dBackwardWeight, 2, 2, 0, 1, 96, 192) == "conv2d_backward_weight/patchify");
+  REQUIRE(conv_class(OpKind::Conv2dForward, 2, 2, 1, 1, 96, 192) == "conv2d_forward/dense");  // padded
+  REQUIRE(conv_class(OpKind::Conv2dForward, 3, 2, 1, 1, 3, 16) == "conv2d_forward/dense");
   REQUIRE(conv_class(OpKind::Conv2dForward, 3, 1, 1, 4, 32, 32) == "conv2d_forward/grouped");
   compute::OpCall act;
   act.kind = OpKind::ActivationBackward;
@@ -117,6 +122,7 @@ TEST_CASE("kernel classes name the convolution variant and the activation", "[si
   REQUIRE(kernel_class(ln) == "layernorm_forward");
   REQUIRE(kernel_class_op("conv2d_forward/dense") == "conv2d_forward");
   for (const char* good : {"add", "adamw_step", "conv2d_backward_data/grouped", "activation_forward/relu",
+                           "conv2d_backward_weight/patchify",
                            "conv2d_forward"})
     REQUIRE(is_kernel_class(good));
   for (const char* bad : {"", "conv2d_forward/winograd", "add/depthwise", "activation_forward/tanh", "matmul"})
@@ -155,6 +161,20 @@ TEST_CASE("the rate fit recovers overhead, arithmetic and memory terms", "[sim][
   REQUIRE(std::abs(rr.flops_per_s / 30e9 - 1) < 1e-6);
   REQUIRE(std::abs(rr.bytes_per_s / 10e9 - 1) < 1e-6);
   REQUIRE(std::abs(rr.overhead_s / 1e-6 - 1) < 1e-6);
+  // Beyond 2 MB each byte costs 1/30 GB/s more (operands from memory, not the shared cache).
+  std::vector<KernelSample> big;
+  for (double b : {1e4, 1e5, 1e6, 2e6, 4e6, 8e6, 2e7, 5e7})
+    big.push_back({0, b, 1e-6 + b / 25e9 + std::max(0.0, b - 2e6) / 30e9, false});
+  const KernelRate fr = fit_kernel_rate(big, 2e6);
+  REQUIRE(std::abs(fr.far_bytes_per_s / 30e9 - 1) < 1e-6);
+  REQUIRE(std::abs(fr.bytes_per_s / 25e9 - 1) < 1e-6);
+  REQUIRE(fr.near_bytes == 2e6);
+  for (const KernelSample& s : big) REQUIRE(std::abs(fr.seconds(s.flops, s.bytes, s.rows) / s.seconds - 1) < 1e-6);
+  // Without a near size there is no far term, and samples that need none get none.
+  REQUIRE(fit_kernel_rate(big).far_bytes_per_s == 0);
+  std::vector<KernelSample> linear;
+  for (double b : {1e4, 1e6, 8e6, 5e7}) linear.push_back({0, b, 1e-6 + b / 25e9, false});
+  REQUIRE(fit_kernel_rate(linear, 2e6).far_bytes_per_s == 0);
 }
 
 TEST_CASE("in-step samples set the level of a fitted rate", "[sim][calibration]") {
@@ -204,6 +224,13 @@ TEST_CASE("the engine times a kernel by its measured rate", "[sim][calibration][
   o.kernel_rates["conv2d_forward/pointwise"].row_s = 20e-9;
   REQUIRE(kernel_time_ps(op, cpu, o) == 143'000'000);
   o.kernel_rates["conv2d_forward/pointwise"].row_s = 0;
+  // The 100 kB beyond near_bytes at a far rate of 5 GB/s add 20 µs; a call within it pays none.
+  o.kernel_rates["conv2d_forward/pointwise"].far_bytes_per_s = 5e9;
+  o.kernel_rates["conv2d_forward/pointwise"].near_bytes = 1e5;
+  REQUIRE(kernel_time_ps(op, cpu, o) == 143'000'000);
+  o.kernel_rates["conv2d_forward/pointwise"].near_bytes = 2e5;
+  REQUIRE(kernel_time_ps(op, cpu, o) == 123'000'000);
+  o.kernel_rates["conv2d_forward/pointwise"].far_bytes_per_s = 0;
   // The op name is the fallback key; the class wins over it.
   o.kernel_rates["conv2d_forward"] = {1e9, 0, 0};
   REQUIRE(kernel_time_ps(op, cpu, o) == 123'000'000);
@@ -247,6 +274,19 @@ TEST_CASE("a calibration round-trips through its JSON file", "[sim][calibration]
   REQUIRE(pw.samples[1].in_step);
   REQUIRE(std::abs(pw.samples[1].seconds / 80e-6 - 1) < 1e-12);
   REQUIRE(back.kernels.at("add").rate.flops_per_s == 0);
+  REQUIRE(std::abs(back.kernels.at("add").rate.far_bytes_per_s / 6e9 - 1) < 1e-12);
+  REQUIRE(back.kernels.at("add").rate.near_bytes == 2097152);
+  REQUIRE(pw.rate.far_bytes_per_s == 0);
+  // A file written before the far term (no far_GBps, near_bytes) reads as a rate without one.
+  std::string old = text;
+  for (const char* field : {"\"far_GBps\": 6.0,", "\"near_bytes\": 2097152.0,"}) {
+    const auto at = old.find(field);
+    REQUIRE(at != std::string::npos);
+    old.erase(at, std::string(field).size());
+  }
+  const Calibration before_far = calibration_from_json(old, "old.json");
+  REQUIRE(before_far.kernels.at("add").rate.far_bytes_per_s == 0);
+  REQUIRE(before_far.kernels.at("add").rate.bytes_per_s == 12e9);
 }
 
 TEST_CASE("malformed calibration files are refused naming the field", "[sim][calibration]") {
@@ -260,6 +300,8 @@ TEST_CASE("malformed calibration files are refused naming the field", "[sim][cal
       {edited("\"version\": 2", "\"version\": 1"), {"\"version\"", "1", "tessera calibrate"}},
       {edited("\"version\": 2", "\"version\": \"2\""), {"\"version\"", "integer"}},
       {with_value("row_ns", "-3"), {"kernels[\"add\"]", "row_ns"}},
+      {with_value("far_GBps", "-6"), {"kernels[\"add\"]", "far_GBps"}},
+      {edited("\"near_bytes\": 2097152.0,", ""), {"kernels[\"add\"]", "far_GBps", "near_bytes", "together"}},
       {with_value("rows", "\"many\""), {"kernels[\"add\"]: samples[0]", "rows"}},
       {edited("\"threads_per_rank\": 1", "\"threads_per_rank\": 0"), {"threads_per_rank"}},
       {edited("\"quick\": true", "\"quick\": 1"), {"\"quick\"", "true or false"}},
@@ -421,6 +463,7 @@ TEST_CASE("a quick calibration of this machine is sane and loads back from its f
   REQUIRE(c.cpu_share > 0);
   REQUIRE(c.cpu_share <= 1);
   for (const char* k : {"conv2d_forward/depthwise", "conv2d_forward/pointwise", "conv2d_forward/dense",
+                        "conv2d_forward/patchify", "conv2d_backward_data/patchify",
                         "conv2d_forward/grouped", "conv2d_backward_weight/grouped", "layernorm_forward",
                         "activation_forward/gelu", "activation_backward/relu", "add", "batchnorm_forward",
                         "softmax_cross_entropy", "adamw_step", "sgd_step", "linear_forward"}) {

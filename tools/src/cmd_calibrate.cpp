@@ -91,10 +91,11 @@ int run_calibrate(const CalibrateArgs& a) {
   });
   if (!writer) return 0;
   sim::save_calibration(c, a.out);
-  std::printf("%-36s %11s %9s %11s  %s\n", "kernel class", "GFLOP/s", "GB/s", "overhead", "samples");
+  // far GB/s: the rate of the bytes beyond a core's L2 (the far-memory term; 0: none).
+  std::printf("%-36s %11s %9s %9s %11s  %s\n", "kernel class", "GFLOP/s", "GB/s", "far GB/s", "overhead", "samples");
   for (const auto& [name, k] : c.kernels)
-    std::printf("%-36s %11.2f %9.2f %8.2f us  %zu\n", name.c_str(), k.rate.flops_per_s / 1e9,
-                k.rate.bytes_per_s / 1e9, k.rate.overhead_s * 1e6, k.samples.size());
+    std::printf("%-36s %11.2f %9.2f %9.2f %8.2f us  %zu\n", name.c_str(), k.rate.flops_per_s / 1e9,
+                k.rate.bytes_per_s / 1e9, k.rate.far_bytes_per_s / 1e9, k.rate.overhead_s * 1e6, k.samples.size());
   if (device < 0)
     std::printf("calibration written to %s (use: tessera sim run --topology cpu-host:N --calibration %s)\n",
                 a.out.c_str(), a.out.c_str());

@@ -99,11 +99,13 @@ void save_calibration(const Calibration& c, const std::string& path);
 /// result predicts a machine that runs nothing else.
 void apply_calibration(const Calibration& c, DeviceCatalog& catalog, EngineOptions& options);
 
-/// Fits seconds ≈ overhead + flops / flops_per_s + bytes / bytes_per_s by non-negative least
-/// squares on the relative error: each of the three terms is ≥ 0, and a term the samples do not
-/// support is dropped (its rate 0: no term). For a small convolution the bytes term matters as
-/// much as the FLOPs; for an elementwise kernel the FLOPs term is usually dropped.
-KernelRate fit_kernel_rate(const std::vector<KernelSample>& samples);
+/// Fits seconds ≈ overhead + flops / flops_per_s + bytes / bytes_per_s + rows · row_s (+ the
+/// bytes beyond `near_bytes` / far_bytes_per_s, when near_bytes > 0) by non-negative least
+/// squares on the relative error: each term is ≥ 0, and a term the samples do not support is
+/// dropped (its rate 0: no term). For a small convolution the bytes term matters as much as the
+/// FLOPs; for an elementwise kernel the FLOPs term is usually dropped; the far term is what the
+/// large calls, whose operands come from memory, pay beyond the small ones' rate.
+KernelRate fit_kernel_rate(const std::vector<KernelSample>& samples, double near_bytes = 0);
 
 /// Scales `kc.rate` (overhead and row cost up, both rates down, by one factor) so that it predicts
 /// the in-step samples' total time: kernels inside training steps find their operands cold in the

@@ -27,6 +27,16 @@ struct KernelRate {
   double bytes_per_s = 0;  ///< bytes read + written per second of the memory term (0: none)
   double overhead_s = 0;   ///< fixed time per call: dispatch, thread wake-up, small-size effects
   double row_s = 0;        ///< time per output row (compute::OpCost::rows; 0: no such term)
+  /// The far-memory term: a call's bytes beyond `near_bytes` (a core's L2 on the host) cost
+  /// 1 / far_bytes_per_s more each — a large call's operands come from memory, not from the
+  /// shared cache where a smaller call finds them (0: no such term).
+  double far_bytes_per_s = 0;
+  double near_bytes = 0;
+  /// overhead + flops / flops_per_s + bytes / bytes_per_s + rows · row_s + far bytes / far rate.
+  double seconds(double flops, double bytes, double rows) const {
+    return overhead_s + (flops_per_s > 0 ? flops / flops_per_s : 0.0) + (bytes_per_s > 0 ? bytes / bytes_per_s : 0.0) +
+           rows * row_s + (far_bytes_per_s > 0 && bytes > near_bytes ? (bytes - near_bytes) / far_bytes_per_s : 0.0);
+  }
 };
 
 /// What a rank loses each time it waits for a communication op, beyond the transfer the link

@@ -12,7 +12,9 @@ namespace tessera::sim {
 /// The op name, plus a variant where one op's kernels differ widely in speed:
 ///  - convolutions: "/depthwise" (one input channel per group, more than one group),
 ///    "/pointwise" (1×1, stride 1, no padding, one group), "/grouped" (other grouped
-///    convolutions), "/dense" (everything else: k×k, strided, the stems);
+///    convolutions), "/patchify" (non-overlapping windows: kernel = stride > 1, no padding, as
+///    in ConvNeXt's stem and downsampling), "/dense" (everything else: k×k, strided, RegNet's
+///    stem);
 ///  - activations: "/relu", "/gelu", "/sigmoid".
 ///  - a call in 16-bit storage (bf16/f16, mixed precision) ends in "@bf16" or "@f16": its kernels
 ///    run at other rates (tensor cores; on the CPU, f32 compute plus conversions), so an f32
