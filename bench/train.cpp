@@ -83,11 +83,12 @@ struct Options {
   /// started by `tessera launch --nproc P`, and rank 0 prints.
   std::string backend = "local";
   bool torch = true;
-  /// --simulate: calibrate this machine (sim::calibrate, as `tessera calibrate --ranks P
-  /// --threads T` or `--backend ucx` under the launcher) just before each group of runs on P
-  /// ranks, and simulate every run with it; --calibration FILE: simulate with that file instead.
+  /// --simulate: `calibrations` rounds per rank count P of: calibrate this machine
+  /// (sim::calibrate, as `tessera calibrate --ranks P --threads T` or `--backend ucx` under the
+  /// launcher), then run every configuration on P ranks and simulate it with that calibration;
+  /// --calibration FILE: one round, simulated with that file.
   bool simulate = false;
-  int calibrations = 3;  ///< --simulate: calibrations per rank count (the prediction: their median)
+  int calibrations = 3;  ///< --simulate: rounds per rank count (the prediction: their median)
   std::string calibration;
   bool torch_linear = false;  // nn::Linear for the pointwise layers instead of 1x1 convs
   // --device cuda (train_gpu.cpp): everything above that applies, plus these.
@@ -161,8 +162,12 @@ struct Run {
   std::string halos;  // halo recompute with checkpointing (keep, exchange), "-" without
   Stats ms;                               // step time, slowest rank
   Stats compute_ms;                       // step time less data loading, slowest rank
+  std::vector<double> step_ms, compute_step_ms;  // their samples (the timed steps of every round)
   bool overlaps_compute = false;          // the comm backend's Capabilities::overlaps_compute
   Stats sim;                              // the calibrated simulations' iteration (reps 0: none)
+  // Per round (--simulate: a calibration, then this run's steps): its prediction over the
+  // round's measured median step less loading, minus 1.
+  std::vector<double> sim_errors;
   std::string sim_note;                   // how the calibration differs from the run, if it does
   std::vector<double> peak_mib, act_mib;  // per rank
   std::array<double, core::kNumMemCategories> category_mib{};  // peak per category, max over ranks
@@ -271,7 +276,18 @@ Run measure(const Options& o, int P, const std::string& checkpointing, const std
   }
   r.ms = stats_of(ms);
   r.compute_ms = stats_of(cms);
+  r.step_ms = std::move(ms);
+  r.compute_step_ms = std::move(cms);
   return r;
+}
+
+/// Adds a later round of the same configuration to `r`: its steps join r's (the memory and
+/// communication figures stay those of the first round).
+void add_round(Run& r, const Run& later) {
+  r.step_ms.insert(r.step_ms.end(), later.step_ms.begin(), later.step_ms.end());
+  r.compute_step_ms.insert(r.compute_step_ms.end(), later.compute_step_ms.begin(), later.compute_step_ms.end());
+  r.ms = stats_of(r.step_ms);
+  r.compute_ms = stats_of(r.compute_step_ms);
 }
 
 /// This machine's calibration for runs on P ranks of T threads each, measured now: in-process
@@ -300,16 +316,37 @@ double simulate_ms(const Run& r, const nn::TrainOptions& t, const sim::Calibrati
   return double(run::simulate(std::move(s), false, false).result.iteration_ps) * 1e-9;
 }
 
-/// Simulates run `r` with each calibration: r.sim, over the calibrations.
-void simulate_run(Run& r, const nn::TrainOptions& t, const std::vector<sim::Calibration>& cals) {
-  std::vector<double> ms;
-  for (const sim::Calibration& cal : cals) {
-    ms.push_back(simulate_ms(r, t, cal));
-    if (cal.concurrent_ranks != r.ranks || cal.threads_per_rank != r.threads)
-      r.sim_note = "calibrated on " + std::to_string(cal.concurrent_ranks) + " rank(s) x " +
-                   std::to_string(cal.threads_per_rank) + " thread(s)";
+/// "[1.5, -2.25]": a JSON array of numbers.
+std::string number_array(const std::vector<double>& v) {
+  std::string s = "[";
+  char buf[32];
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    std::snprintf(buf, sizeof buf, "%s%.6g", i ? ", " : "", v[i]);
+    s += buf;
   }
-  r.sim = stats_of(ms);
+  return s + "]";
+}
+
+/// "  [-3.1% .. +4.0%]": the paired errors' range, with more than one round.
+std::string error_range(const std::vector<double>& errors) {
+  if (errors.size() < 2) return "";
+  const Stats s = stats_of(errors);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "  [%+.1f%% .. %+.1f%%]", 100 * s.min, 100 * s.max);
+  return buf;
+}
+
+/// Simulates one round of run `r` with calibration `cal`: `measured` is the round's run (its
+/// median step less loading is what the prediction is paired with); r.sim is over the rounds.
+void simulate_round(Run& r, const Run& measured, const nn::TrainOptions& t, const sim::Calibration& cal,
+                    std::vector<double>& predictions) {
+  const double ms = simulate_ms(r, t, cal);
+  predictions.push_back(ms);
+  r.sim_errors.push_back(ms / measured.compute_ms.median - 1);
+  if (cal.concurrent_ranks != r.ranks || cal.threads_per_rank != r.threads)
+    r.sim_note = "calibrated on " + std::to_string(cal.concurrent_ranks) + " rank(s) x " +
+                 std::to_string(cal.threads_per_rank) + " thread(s)";
+  r.sim = stats_of(predictions);
 }
 
 #ifdef TESSERA_BENCH_HAVE_TORCH
@@ -490,10 +527,11 @@ std::vector<std::string> split(const std::string& s) {
       "      default), not (off), or every configuration with P > 1 both ways (both)\n"
       "  --halo-recompute: with checkpointing, a block's recompute reuses the halos its\n"
       "      forward received (keep, the default), exchanges them again (exchange), or both\n"
-      "  --simulate: calibrate this machine just before each rank count's runs (as tessera\n"
-      "      calibrate --ranks P --threads T), K times (default 3), and print every run's\n"
-      "      calibrated simulation (the median over the K) beside its measured step;\n"
-      "      --calibration FILE: simulate with that file instead\n"
+      "  --simulate: K rounds (default 3) per rank count of: calibrate this machine (as\n"
+      "      tessera calibrate --ranks P --threads T), then run every configuration; print\n"
+      "      each run's calibrated simulation (median over the K) beside its measured step,\n"
+      "      and the error of each calibration against the steps measured just after it;\n"
+      "      --calibration FILE: simulate with that file instead (one round)\n"
       "  --backend ucx: run under `tessera launch --nproc P -- bench_train --backend ucx`;\n"
       "      each process is one rank, --ranks is the job's size, rank 0 prints (no libtorch)\n"
       "  --device cuda: one unsharded rank on the cuda compute backend (default input\n"
@@ -620,26 +658,46 @@ int run(int argc, char** argv) {
                                                                   "say which calibration to simulate with; give one");
   std::vector<sim::Calibration> file_cal;
   if (!o.calibration.empty()) file_cal.push_back(sim::load_calibration(o.calibration));
+  // With --simulate, K rounds per rank count: a calibration, then every configuration's steps,
+  // each predicted with that calibration. The machine's speed drifts over minutes (other tenants
+  // of the host), so each prediction is paired with the steps measured just after it.
+  const int rounds = o.simulate ? o.calibrations : 1;
   for (const std::string& ck : o.checkpointing)
     for (int P : rank_counts) {
-      std::vector<sim::Calibration> cals = file_cal;
-      if (o.simulate) {  // measured just before the runs they predict: this machine's speed drifts
-        if (printer)
-          std::fprintf(stderr, "calibrating %d %s rank(s) x %d thread(s), %d time(s)...\n", P, o.backend.c_str(),
-                       threads_for(P), o.calibrations);
-        for (int c = 0; c < o.calibrations; ++c) cals.push_back(calibrate_now(P, threads_for(P), job.world.get()));
+      const std::size_t first = runs.size();
+      std::vector<std::vector<double>> predictions;  // per configuration of this rank count
+      for (int round = 0; round < rounds; ++round) {
+        const sim::Calibration* cal = file_cal.empty() ? nullptr : &file_cal[0];
+        sim::Calibration now;
+        if (o.simulate) {
+          if (printer)
+            std::fprintf(stderr, "round %d/%d: calibrating %d %s rank(s) x %d thread(s)...\n", round + 1, rounds, P,
+                         o.backend.c_str(), threads_for(P));
+          now = calibrate_now(P, threads_for(P), job.world.get());
+          cal = &now;
+        }
+        std::size_t config = 0;
+        for (const std::string& pr : o.precisions)
+          for (const bool ov : o.overlaps)
+            for (const std::string& halos : ck == "none" ? std::vector<std::string>{"-"} : o.halo_recomputes) {
+              if (!ov && P == 1 && o.overlaps.size() > 1) continue;  // one rank exchanges nothing
+              if (printer)
+                std::fprintf(stderr, "training %s %s batch %d on %d %s rank(s), checkpointing %s%s, %s, overlap %s...\n",
+                             o.model.c_str(), input.c_str(), o.batch, P, o.backend.c_str(), ck.c_str(),
+                             halos == "-" ? "" : (" (halos " + halos + ")").c_str(), pr.c_str(), ov ? "on" : "off");
+              Run measured = measure(o, P, ck, pr, ov, halos, job.world.get());
+              if (round == 0) {
+                runs.push_back(measured);
+                predictions.emplace_back();
+              } else {
+                add_round(runs[first + config], measured);
+              }
+              if (cal && printer)
+                simulate_round(runs[first + config], measured, train_options(o, ck, pr, ov, halos), *cal,
+                               predictions[config]);
+              ++config;
+            }
       }
-      for (const std::string& pr : o.precisions)
-        for (const bool ov : o.overlaps)
-          for (const std::string& halos : ck == "none" ? std::vector<std::string>{"-"} : o.halo_recomputes) {
-            if (!ov && P == 1 && o.overlaps.size() > 1) continue;  // one rank exchanges nothing
-            if (printer)
-              std::fprintf(stderr, "training %s %s batch %d on %d %s rank(s), checkpointing %s%s, %s, overlap %s...\n",
-                           o.model.c_str(), input.c_str(), o.batch, P, o.backend.c_str(), ck.c_str(),
-                           halos == "-" ? "" : (" (halos " + halos + ")").c_str(), pr.c_str(), ov ? "on" : "off");
-            runs.push_back(measure(o, P, ck, pr, ov, halos, job.world.get()));
-            if (!cals.empty() && printer) simulate_run(runs.back(), train_options(o, ck, pr, ov, halos), cals);
-          }
     }
   if (!printer) return 0;
   // The fp32 run of the same configuration (for the mixed-precision ratios).
@@ -731,7 +789,10 @@ int run(int argc, char** argv) {
             .num("simulated_step_ms_min", r.sim.min)
             .num("simulated_step_ms_max", r.sim.max)
             .num("calibrations", r.sim.reps)
-            .num("simulated_error", r.sim.median / r.compute_ms.median - 1)
+            .num("simulated_error", stats_of(r.sim_errors).median)
+            .num("simulated_error_min", stats_of(r.sim_errors).min)
+            .num("simulated_error_max", stats_of(r.sim_errors).max)
+            .raw("simulated_errors", number_array(r.sim_errors))
             .str("simulated_note", r.sim_note);
       rs.push_back(j.str());
     }
@@ -782,16 +843,19 @@ int run(int argc, char** argv) {
   if (std::any_of(runs.begin(), runs.end(), [](const Run& r) { return r.sim.reps > 0; })) {
     std::printf("calibrated simulation (%s), told the backend's progress (overlaps: data moves while the ranks\n"
                 "compute; in-calls: only inside the backend's calls), against the measured step less data loading\n"
-                "(which the simulator does not model), slowest rank; simulated: median over the calibrations\n"
+                "(which the simulator does not model), slowest rank; simulated: median over the calibrations;\n"
+                "error: median over the rounds of each calibration's prediction against the steps measured just\n"
+                "after it [their range]\n"
                 "%-14s %5s %4s %5s %4s %9s %12s %19s %13s %19s %8s\n",
-                o.simulate ? "calibrated just before each rank count's runs" : o.calibration.c_str(), "ckpt", "ranks",
+                o.simulate ? "rounds of a calibration, then every run of the rank count" : o.calibration.c_str(), "ckpt", "ranks",
                 "thr", "prec", "ovl", "progress", "measured ms", "[min-max] ms", "simulated ms", "[min-max] ms", "error");
     for (const Run& r : runs)
       if (r.sim.reps > 0)
-        std::printf("%-14s %5d %4d %5s %4s %9s %12.1f   [%6.1f - %6.1f] %13.1f   [%6.1f - %6.1f] %+7.1f%%%s%s\n",
+        std::printf("%-14s %5d %4d %5s %4s %9s %12.1f   [%6.1f - %6.1f] %13.1f   [%6.1f - %6.1f] %+7.1f%%%s%s%s\n",
                     ckpt_label(r).c_str(), r.ranks, r.threads, r.precision.c_str(), r.overlap ? "on" : "off",
                     r.overlaps_compute ? "overlaps" : "in-calls", r.compute_ms.median, r.compute_ms.min, r.compute_ms.max,
-                    r.sim.median, r.sim.min, r.sim.max, 100 * (r.sim.median / r.compute_ms.median - 1), r.sim_note.empty() ? "" : "  ", r.sim_note.c_str());
+                    r.sim.median, r.sim.min, r.sim.max, 100 * stats_of(r.sim_errors).median,
+                    error_range(r.sim_errors).c_str(), r.sim_note.empty() ? "" : "  ", r.sim_note.c_str());
     std::printf("\n");
   }
   for (const Run& r : runs)
