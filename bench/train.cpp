@@ -165,6 +165,7 @@ struct Run {
   std::vector<double> step_ms, compute_step_ms;  // their samples (the timed steps of every round)
   bool overlaps_compute = false;          // the comm backend's Capabilities::overlaps_compute
   Stats sim;                              // the calibrated simulations' iteration (reps 0: none)
+  std::vector<double> sim_ms;             // its samples, one per round
   // Per round (--simulate: a calibration, then this run's steps): its prediction over the
   // round's measured median step less loading, minus 1.
   std::vector<double> sim_errors;
@@ -338,15 +339,14 @@ std::string error_range(const std::vector<double>& errors) {
 
 /// Simulates one round of run `r` with calibration `cal`: `measured` is the round's run (its
 /// median step less loading is what the prediction is paired with); r.sim is over the rounds.
-void simulate_round(Run& r, const Run& measured, const nn::TrainOptions& t, const sim::Calibration& cal,
-                    std::vector<double>& predictions) {
+void simulate_round(Run& r, const Run& measured, const nn::TrainOptions& t, const sim::Calibration& cal) {
   const double ms = simulate_ms(r, t, cal);
-  predictions.push_back(ms);
+  r.sim_ms.push_back(ms);
   r.sim_errors.push_back(ms / measured.compute_ms.median - 1);
   if (cal.concurrent_ranks != r.ranks || cal.threads_per_rank != r.threads)
     r.sim_note = "calibrated on " + std::to_string(cal.concurrent_ranks) + " rank(s) x " +
                  std::to_string(cal.threads_per_rank) + " thread(s)";
-  r.sim = stats_of(predictions);
+  r.sim = stats_of(r.sim_ms);
 }
 
 #ifdef TESSERA_BENCH_HAVE_TORCH
@@ -665,7 +665,6 @@ int run(int argc, char** argv) {
   for (const std::string& ck : o.checkpointing)
     for (int P : rank_counts) {
       const std::size_t first = runs.size();
-      std::vector<std::vector<double>> predictions;  // per configuration of this rank count
       for (int round = 0; round < rounds; ++round) {
         const sim::Calibration* cal = file_cal.empty() ? nullptr : &file_cal[0];
         sim::Calibration now;
@@ -686,15 +685,12 @@ int run(int argc, char** argv) {
                              o.model.c_str(), input.c_str(), o.batch, P, o.backend.c_str(), ck.c_str(),
                              halos == "-" ? "" : (" (halos " + halos + ")").c_str(), pr.c_str(), ov ? "on" : "off");
               Run measured = measure(o, P, ck, pr, ov, halos, job.world.get());
-              if (round == 0) {
+              if (round == 0)
                 runs.push_back(measured);
-                predictions.emplace_back();
-              } else {
+              else
                 add_round(runs[first + config], measured);
-              }
               if (cal && printer)
-                simulate_round(runs[first + config], measured, train_options(o, ck, pr, ov, halos), *cal,
-                               predictions[config]);
+                simulate_round(runs[first + config], measured, train_options(o, ck, pr, ov, halos), *cal);
               ++config;
             }
       }
@@ -784,14 +780,15 @@ int run(int argc, char** argv) {
             .num("activation_over_fp32", max_of(r.act_mib) / max_of(f->act_mib));
       if (const Run* on = overlapped_of(r); on && !r.overlap) j.num("step_time_over_overlap_on", r.ms.median / on->ms.median);
       j.stats("step_less_loading_ms_", r.compute_ms).raw("backend_overlaps_compute", r.overlaps_compute ? "true" : "false");
+      const Stats errors = stats_of(r.sim_errors);
       if (r.sim.reps > 0)
         j.num("simulated_step_ms", r.sim.median)
             .num("simulated_step_ms_min", r.sim.min)
             .num("simulated_step_ms_max", r.sim.max)
             .num("calibrations", r.sim.reps)
-            .num("simulated_error", stats_of(r.sim_errors).median)
-            .num("simulated_error_min", stats_of(r.sim_errors).min)
-            .num("simulated_error_max", stats_of(r.sim_errors).max)
+            .num("simulated_error", errors.median)
+            .num("simulated_error_min", errors.min)
+            .num("simulated_error_max", errors.max)
             .raw("simulated_errors", number_array(r.sim_errors))
             .str("simulated_note", r.sim_note);
       rs.push_back(j.str());

@@ -161,12 +161,6 @@ double measure_cpu_share(int threads, double seconds) {
   return std::clamp(sum / threads, 0.01, 1.0);
 }
 
-namespace {
-
-double predicted_s(const KernelRate& r, const KernelSample& s) { return r.seconds(s.flops, s.bytes, s.rows); }
-
-}  // namespace
-
 WorldRunner job_world_runner(comm::Backend& world) {
   return [&world](int size, const std::function<void(comm::Backend&)>& fn) {
     TESSERA_CHECK(size <= world.size(), "calibrate: a measurement needs ", size, " ranks; the job has ", world.size());
@@ -189,7 +183,7 @@ WorldRunner job_world_runner(comm::Backend& world) {
 void anchor_to_steps(KernelCalibration& kc) {
   double measured = 0, predicted = 0;
   for (const KernelSample& s : kc.samples)
-    if (s.in_step) measured += s.seconds, predicted += predicted_s(kc.rate, s);
+    if (s.in_step) measured += s.seconds, predicted += kc.rate.seconds(s.flops, s.bytes, s.rows);
   if (measured <= 0 || predicted <= 0) return;
   const double f = measured / predicted;
   kc.rate.overhead_s *= f;
