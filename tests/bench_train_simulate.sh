@@ -14,7 +14,7 @@ set -euo pipefail
 bin=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-args=(--model convnext-atto --input 3x64x256 --ranks 1,2 --checkpointing none --no-torch --steps 4
+args=(--model convnext-atto --input 3x64x256 --ranks 1,2 --checkpointing none --no-torch --steps 6
       --overlap both --simulate --calibrations 2)
 "$bin" "${args[@]}" --json >"$tmp/out.json" 2>"$tmp/err.txt" || { cat "$tmp/err.txt"; exit 1; }
 python3 - "$tmp/out.json" <<'PY'
