@@ -1,8 +1,12 @@
 // bench_conv --device cuda (conv_gpu.hpp). Per layer and pass (forward; forward + backward with
-// the weight, bias and input gradients): wall-clock time between synchronize() calls, median of
-// --reps after --warmup; GFLOP/s and bytes/s from core's own cost counters (compute::op_cost of
-// every call, bytes read + written); bytes/s as a share of a device-to-device copy's (read +
-// written) bytes/s measured in the same run through the backend's device memory. The issue's
+// the weight, bias and input gradients): time per call, --reps batches of N back-to-back calls
+// after --warmup calls, each batch timed between two CUDA events on the backend's compute stream
+// and divided by N (time_batched_ms; N so that a batch lasts >= min_batch_ms: a host
+// synchronisation around every call would make the short depthwise calls measure launch and
+// wait); GFLOP/s and bytes/s from core's own cost counters (compute::op_cost of every call, bytes
+// read + written); bytes/s as a share of a device-to-device copy's (read + written) bytes/s
+// measured the same way in the same run through the backend's device memory. The PyTorch peer
+// times its depthwise convolution the same way (events, batches of >= min_batch_ms). The issue's
 // target: the 7x7 depthwise forward + backward at >= 70% of the copy bandwidth.
 #include "conv_gpu.hpp"
 
@@ -67,7 +71,8 @@ Tensor random_on(const core::Shape& s, unsigned seed, Gpu& gpu, core::MemCategor
 
 struct GpuRow {
   std::string layer, pass;
-  Stats ms;
+  Stats ms;  ///< per call
+  int calls_per_batch = 1;
   double flops = 0, bytes = 0;
   double gflops() const { return flops / (ms.median * 1e-3) * 1e-9; }
   double bytes_per_s() const { return bytes / (ms.median * 1e-3); }
@@ -95,12 +100,15 @@ void measure_layer(const GpuConvOptions& o, const GpuLayer& l, Gpu& gpu, std::ve
   };
   for (int pass = 0; pass < 2; ++pass) {
     CostCounter counter(*gpu.backend);
-    GpuRow r{l.name, pass == 0 ? "fwd" : "fwd+bwd", {}, 0, 0};
+    GpuRow r{l.name, pass == 0 ? "fwd" : "fwd+bwd", {}, 1, 0, 0};
     if (pass == 0) fwd(counter); else fwd_bwd(counter);  // one call counted (and warmed up)
     r.flops = counter.flops, r.bytes = counter.bytes;
     compute::Backend& be = *gpu.backend;
-    r.ms = pass == 0 ? time_synced_ms(be, o.warmup, o.reps, [&] { fwd(be); })
-                     : time_synced_ms(be, o.warmup, o.reps, [&] { fwd_bwd(be); });
+    const BatchedTiming t =
+        pass == 0 ? time_batched_ms(be, o.warmup, o.reps, o.min_batch_ms, [&] { fwd(be); })
+                  : time_batched_ms(be, o.warmup, o.reps, o.min_batch_ms, [&] { fwd_bwd(be); });
+    r.ms = t.ms;
+    r.calls_per_batch = t.calls_per_batch;
     rows.push_back(r);
   }
 }
@@ -110,7 +118,8 @@ void measure_layer(const GpuConvOptions& o, const GpuLayer& l, Gpu& gpu, std::ve
 int run_conv_gpu(const GpuConvOptions& o) {
   Gpu gpu = open_gpu(o.device, o.tf32, "bench_conv");
   if (!o.json) std::fprintf(stderr, "device-to-device copy bandwidth on %s...\n", gpu.description.c_str());
-  const CopyBandwidth copy = measure_copy_bandwidth(gpu, o.copy_bytes, std::max(5, o.reps / 2));
+  const CopyBandwidth copy =
+      measure_copy_bandwidth(gpu, o.copy_bytes, std::max(5, o.reps / 2), o.min_batch_ms);
   std::vector<GpuRow> rows;
   std::vector<GpuLayer> measured;
   for (const GpuLayer& l : gpu_layers()) {
@@ -142,13 +151,14 @@ int run_conv_gpu(const GpuConvOptions& o) {
       break;
     }
     if (!o.json) std::fprintf(stderr, "PyTorch eager peer for %s...\n", l.name.c_str());
-    Peer p = run_torch_peer(o.peer_command,
-                            {"--mode", "conv", "--shape",
-                             std::to_string(l.n) + "," + std::to_string(l.cin) + "," +
-                                 std::to_string(l.h) + "," + std::to_string(l.w),
-                             "--steps", std::to_string(o.reps), "--warmup", std::to_string(o.warmup),
-                             "--tf32", o.tf32 ? "1" : "0", "--device",
-                             "cuda:" + std::to_string(cuda_device_index(o.device))});
+    Peer p = run_torch_peer(
+        o.peer_command,
+        {"--mode", "conv", "--shape",
+         std::to_string(l.n) + "," + std::to_string(l.cin) + "," + std::to_string(l.h) + "," +
+             std::to_string(l.w),
+         "--steps", std::to_string(o.reps), "--warmup", std::to_string(o.warmup), "--min-batch-ms",
+         std::to_string(o.min_batch_ms), "--tf32", o.tf32 ? "1" : "0", "--device",
+         "cuda:" + std::to_string(cuda_device_index(o.device))});
     if (!p.ok && no_peer.empty()) no_peer = p.error;
     peers.push_back({l.name, std::move(p)});
   }
@@ -166,6 +176,7 @@ int run_conv_gpu(const GpuConvOptions& o) {
       j.str("layer", r.layer)
           .str("pass", r.pass)
           .stats("ms_", r.ms)
+          .num("calls_per_batch", r.calls_per_batch)
           .num("gflops", r.gflops())
           .num("bytes", r.bytes)
           .num("gb_per_s", r.bytes_per_s() * 1e-9)
@@ -180,9 +191,12 @@ int run_conv_gpu(const GpuConvOptions& o) {
     top.str("device", o.device)
         .str("device_description", description)
         .raw("tf32", o.tf32 ? "true" : "false")
+        .str("timing", "cuda_events_batched")
+        .num("min_batch_ms", o.min_batch_ms)
         .raw("copy_bandwidth", Json()
                                    .num("bytes", copy.bytes)
-                                   .stats("ms_", copy.ms)
+                                   .stats("ms_", copy.per_copy.ms)
+                                   .num("calls_per_batch", copy.per_copy.calls_per_batch)
                                    .num("gb_per_s", copy_bw * 1e-9)
                                    .str())
         .num("target_share_dw7x7_fwd_bwd", 0.7)
@@ -195,19 +209,22 @@ int run_conv_gpu(const GpuConvOptions& o) {
     return no_peer.empty() ? 0 : kExitNoPeer;
   }
   std::printf(
-      "convolutions on %s (tf32 %s): wall clock between synchronize() calls, median of %d after "
-      "%d warm-up\ndevice-to-device copy (Tensor copy_from of %.0f MiB): %.3f ms, %.1f GB/s read + "
+      "convolutions on %s (tf32 %s): ms per call, median of %d batches of back-to-back calls "
+      "(>= %.0f ms each, timed between CUDA events) after %d warm-up calls\ndevice-to-device copy "
+      "(Tensor copy_from of %.0f MiB): %.3f ms, %.1f GB/s read + "
       "written\nbytes: read + written per core's cost counters (compute::op_cost); share: of the "
-      "copy's GB/s (target for dw7x7 fwd+bwd: >= 70%%)\n\n%-11s %-8s %10s %21s %9s %8s %6s %10s %6s\n",
-      description.c_str(), o.tf32 ? "on" : "off", o.reps, o.warmup, copy.bytes / (1 << 20),
-      copy.ms.median, copy_bw * 1e-9, "layer", "pass", "median ms", "[min-max] ms", "GFLOP/s",
-      "GB/s", "share", "torch ms", "ratio");
+      "copy's GB/s (target for dw7x7 fwd+bwd: >= 70%%)\n\n%-11s %-8s %10s %21s %6s %9s %8s %6s "
+      "%10s %6s\n",
+      description.c_str(), o.tf32 ? "on" : "off", o.reps, o.min_batch_ms, o.warmup,
+      copy.bytes / (1 << 20), copy.per_copy.ms.median, copy_bw * 1e-9, "layer", "pass", "median ms",
+      "[min-max] ms", "calls", "GFLOP/s", "GB/s", "share", "torch ms", "ratio");
   for (const GpuRow& r : rows) {
     const Peer* p = r.pass == "fwd+bwd" ? peer_of(r.layer) : nullptr;
     const double tms = p ? p->result["step_ms_median"].get<double>() : 0;
-    std::printf("%-11s %-8s %10.3f   [%8.3f - %8.3f] %9.1f %8.1f %5.1f%% %10s %6s\n",
-                r.layer.c_str(), r.pass.c_str(), r.ms.median, r.ms.min, r.ms.max, r.gflops(),
-                r.bytes_per_s() * 1e-9, copy_bw > 0 ? 100 * r.bytes_per_s() / copy_bw : 0.0,
+    std::printf("%-11s %-8s %10.3f   [%8.3f - %8.3f] %6d %9.1f %8.1f %5.1f%% %10s %6s\n",
+                r.layer.c_str(), r.pass.c_str(), r.ms.median, r.ms.min, r.ms.max, r.calls_per_batch,
+                r.gflops(), r.bytes_per_s() * 1e-9,
+                copy_bw > 0 ? 100 * r.bytes_per_s() / copy_bw : 0.0,
                 p ? std::to_string(tms).substr(0, 7).c_str() : "-",
                 p ? ratio_text(r.ms.median, tms).c_str() : "-");
   }

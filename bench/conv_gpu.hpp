@@ -11,8 +11,11 @@ namespace tessera::bench {
 
 struct GpuConvOptions {
   bool json = false;
-  int reps = 20;
-  int warmup = 3;
+  int reps = 20;   ///< timed batches per row
+  int warmup = 3;  ///< untimed calls first (cuDNN algorithm choice, pool growth)
+  /// A timed batch holds enough back-to-back calls to last at least this long (calls_per_batch),
+  /// on both sides.
+  double min_batch_ms = 10;
   std::string layers;  ///< ",name,name," or empty for all
   std::string device = "cuda";
   bool tf32 = false;

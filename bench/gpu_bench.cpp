@@ -1,15 +1,23 @@
-// The GPU helpers of bench_train and bench_conv: the cuda backend from the registry, the copy
-// bandwidth probe and the PyTorch peer subprocess (gpu_bench.hpp).
+// The GPU helpers of bench_train and bench_conv: the cuda backend from the registry, batched
+// timing between CUDA events, the copy bandwidth probe and the PyTorch peer subprocess
+// (gpu_bench.hpp).
 #include "gpu_bench.hpp"
 
 #include <sys/wait.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
 #include "tessera/builtin_backends.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/tensor.hpp"
+
+#ifdef TESSERA_BENCH_HAVE_CUDA_BACKEND
+#include <cuda_runtime.h>
+
+#include "tessera/compute/cuda.hpp"
+#endif
 
 #ifndef TESSERA_BENCH_TORCH_GPU_PEER
 #define TESSERA_BENCH_TORCH_GPU_PEER "bench/torch_gpu_peer.py"
@@ -49,7 +57,74 @@ Gpu open_gpu(const std::string& device, bool tf32, const std::string& who) {
   return g;
 }
 
-CopyBandwidth measure_copy_bandwidth(Gpu& gpu, double bytes, int reps) {
+int calls_per_batch(double call_ms, double min_batch_ms) {
+  if (!(call_ms > 0)) return kMaxCallsPerBatch;  // zero, negative or NaN: as short as can be
+  const double n = std::ceil(min_batch_ms / call_ms);
+  return n < 1 ? 1 : n > kMaxCallsPerBatch ? kMaxCallsPerBatch : int(n);
+}
+
+#ifdef TESSERA_BENCH_HAVE_CUDA_BACKEND
+namespace {
+
+void cuda_check(cudaError_t e, const char* call) {
+  if (e != cudaSuccess)
+    throw BackendError("cuda", int(e),
+                       std::string("bench: ") + call + " failed: " + cudaGetErrorString(e));
+}
+
+}  // namespace
+
+StreamTimer::StreamTimer(compute::Backend& be) {
+  auto* cd = dynamic_cast<compute::cuda::CudaDevice*>(&be);
+  if (!cd)
+    throw Unsupported("bench: StreamTimer times the cuda compute backend's stream; backend " +
+                      std::string(be.name()) + " has none");
+  stream_ = cd->compute_stream();
+  device_ = cd->device();
+  // The events belong to the stream's device (this thread's current device when created).
+  cuda_check(cudaSetDevice(device_), "cudaSetDevice");
+  cudaEvent_t a = nullptr, b = nullptr;
+  cuda_check(cudaEventCreate(&a), "cudaEventCreate");
+  start_ = a;
+  cuda_check(cudaEventCreate(&b), "cudaEventCreate");
+  stop_ = b;
+}
+
+StreamTimer::~StreamTimer() {
+  if (start_) cudaEventDestroy(static_cast<cudaEvent_t>(start_));
+  if (stop_) cudaEventDestroy(static_cast<cudaEvent_t>(stop_));
+}
+
+void StreamTimer::start() {
+  cuda_check(cudaSetDevice(device_), "cudaSetDevice");
+  cuda_check(cudaEventRecord(static_cast<cudaEvent_t>(start_), static_cast<cudaStream_t>(stream_)),
+             "cudaEventRecord");
+}
+
+double StreamTimer::stop_ms() {
+  cuda_check(cudaSetDevice(device_), "cudaSetDevice");
+  cuda_check(cudaEventRecord(static_cast<cudaEvent_t>(stop_), static_cast<cudaStream_t>(stream_)),
+             "cudaEventRecord");
+  cuda_check(cudaEventSynchronize(static_cast<cudaEvent_t>(stop_)), "cudaEventSynchronize");
+  float ms = 0;
+  cuda_check(
+      cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start_), static_cast<cudaEvent_t>(stop_)),
+      "cudaEventElapsedTime");
+  return double(ms);
+}
+#else
+StreamTimer::StreamTimer(compute::Backend& be) {
+  throw Unsupported(
+      "bench: StreamTimer needs the cuda compute backend, and this bench was built "
+      "without it (backend " +
+      std::string(be.name()) + ")");
+}
+StreamTimer::~StreamTimer() = default;
+void StreamTimer::start() {}
+double StreamTimer::stop_ms() { return 0; }
+#endif
+
+CopyBandwidth measure_copy_bandwidth(Gpu& gpu, double bytes, int reps, double min_batch_ms) {
   const auto n = static_cast<std::int64_t>(bytes / sizeof(float));
   core::Tensor src = core::Tensor::empty({n}, core::DType::F32, core::MemCategory::Workspace,
                                          gpu.allocator);
@@ -58,8 +133,8 @@ CopyBandwidth measure_copy_bandwidth(Gpu& gpu, double bytes, int reps) {
   src.fill(1.0);
   CopyBandwidth c;
   c.bytes = double(n) * sizeof(float);
-  c.ms = time_synced_ms(*gpu.backend, 2, reps, [&] { dst.copy_from(src); });
-  c.bytes_per_s = c.ms.median > 0 ? 2.0 * c.bytes / (c.ms.median * 1e-3) : 0;
+  c.per_copy = time_batched_ms(*gpu.backend, 2, reps, min_batch_ms, [&] { dst.copy_from(src); });
+  c.bytes_per_s = c.per_copy.ms.median > 0 ? 2.0 * c.bytes / (c.per_copy.ms.median * 1e-3) : 0;
   return c;
 }
 

@@ -1,8 +1,10 @@
 // What bench_train and bench_conv share on a GPU (--device cuda): opening the cuda compute
-// backend from the registry, timing between synchronize() calls, the device's measured copy
-// bandwidth, and the PyTorch peer (bench/torch_gpu_peer.py) run as a subprocess.
+// backend from the registry, timing batches of back-to-back calls between CUDA events, the
+// device's measured copy bandwidth, and the PyTorch peer (bench/torch_gpu_peer.py) run as a
+// subprocess.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,19 +37,60 @@ struct Gpu {
 /// fix when this binary was built without the cuda backend.
 Gpu open_gpu(const std::string& device, bool tf32, const std::string& who);
 
-/// Wall-clock milliseconds of `fn`, with `be.synchronize()` before the clock starts and before it
-/// stops: `warmup` untimed calls, then `reps` timed ones.
+/// Most calls in one timed batch (calls_per_batch).
+inline constexpr int kMaxCallsPerBatch = 10000;
+
+/// Calls in one timed batch: the fewest back-to-back calls of `call_ms` each that last at least
+/// `min_batch_ms` (ceil of the quotient), at least 1 and at most kMaxCallsPerBatch (also for a
+/// call_ms that is zero or not a number). bench/torch_gpu_peer.py sizes its batches by the same
+/// rule.
+int calls_per_batch(double call_ms, double min_batch_ms);
+
+/// Device time between two points of the cuda backend's compute stream (where it enqueues every
+/// kernel, library call and copy): two CUDA events recorded on it. Throws Unsupported for another
+/// backend, or in a bench built without the cuda backend.
+class StreamTimer {
+ public:
+  explicit StreamTimer(compute::Backend& be);
+  ~StreamTimer();
+  StreamTimer(const StreamTimer&) = delete;
+  StreamTimer& operator=(const StreamTimer&) = delete;
+  /// Records the first event: the work enqueued from now on is timed.
+  void start();
+  /// Records the second event, waits for it, and returns the milliseconds between the two.
+  double stop_ms();
+
+ private:
+  void* stream_ = nullptr;  // cudaStream_t
+  void* start_ = nullptr;   // cudaEvent_t
+  void* stop_ = nullptr;
+  int device_ = 0;
+};
+
+/// Per-call milliseconds of a batched measurement.
+struct BatchedTiming {
+  Stats ms;                 ///< over the batches: each batch's time divided by its calls
+  int calls_per_batch = 1;  ///< N
+};
+
+/// Times `fn` (calls that enqueue work on be's compute stream) as a GPU runs it back to back,
+/// without a host synchronisation between calls (which would make a short call measure the
+/// launch and the wait, not the kernel): `warmup` untimed calls; one batch of max(1, warmup) calls
+/// timed to size the batches (calls_per_batch with min_batch_ms); then `reps` batches of N calls,
+/// each timed with a StreamTimer and divided by N. The PyTorch peer times its calls the same way.
 template <class Fn>
-Stats time_synced_ms(compute::Backend& be, int warmup, int reps, Fn&& fn);
+BatchedTiming time_batched_ms(compute::Backend& be, int warmup, int reps, double min_batch_ms,
+                              Fn&& fn);
 
 /// The device's copy bandwidth, read + written bytes per second of a device-to-device Tensor
-/// copy_from of `bytes` bytes (through the backend's DeviceMemory), median of `reps`.
+/// copy_from of `bytes` bytes (through the backend's DeviceMemory), median of `reps` batches of
+/// copies (time_batched_ms, batches of at least `min_batch_ms`).
 struct CopyBandwidth {
-  double bytes = 0;         ///< size of the copied tensor
-  Stats ms;                 ///< per copy
-  double bytes_per_s = 0;   ///< 2 · bytes / median time (read + write, as bandwidthTest counts D2D)
+  double bytes = 0;        ///< size of the copied tensor
+  BatchedTiming per_copy;  ///< milliseconds per copy
+  double bytes_per_s = 0;  ///< 2 · bytes / median time (read + write, as bandwidthTest counts D2D)
 };
-CopyBandwidth measure_copy_bandwidth(Gpu& gpu, double bytes, int reps);
+CopyBandwidth measure_copy_bandwidth(Gpu& gpu, double bytes, int reps, double min_batch_ms);
 
 /// What the PyTorch peer printed: its JSON object, or why there is none.
 struct Peer {
@@ -81,18 +124,22 @@ std::string ratio_text(double a, double b);
 // ---- template definition ----------------------------------------------------------------------
 
 template <class Fn>
-Stats time_synced_ms(compute::Backend& be, int warmup, int reps, Fn&& fn) {
+BatchedTiming time_batched_ms(compute::Backend& be, int warmup, int reps, double min_batch_ms,
+                              Fn&& fn) {
   for (int i = 0; i < warmup; ++i) fn();
+  StreamTimer timer(be);
+  auto batch_ms = [&](int n) {
+    timer.start();
+    for (int i = 0; i < n; ++i) fn();
+    return timer.stop_ms();
+  };
+  const int probe = std::max(1, warmup);
+  BatchedTiming t;
+  t.calls_per_batch = calls_per_batch(batch_ms(probe) / probe, min_batch_ms);
   std::vector<double> ms;
-  for (int r = 0; r < reps; ++r) {
-    be.synchronize();
-    const auto t0 = std::chrono::steady_clock::now();
-    fn();
-    be.synchronize();
-    ms.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return stats_of(ms);
+  for (int r = 0; r < reps; ++r) ms.push_back(batch_ms(t.calls_per_batch) / t.calls_per_batch);
+  t.ms = stats_of(ms);
+  return t;
 }
 
 }  // namespace tessera::bench

@@ -21,9 +21,18 @@ Both in channels-last memory format, with the TF32 setting given by --tf32
 under torch.autocast("cuda", dtype=torch.bfloat16 / torch.float16), parameters, gradients and
 AdamW state in fp32 (master weights), and for fp16 a torch.amp.GradScaler (dynamic loss scaling),
 as tessera's --precision means. The input stays fp32 (autocast casts it at the first conv).
-A step's time is wall clock between torch.cuda.synchronize() calls; --warmup untimed steps first.
-Memory: torch.cuda.max_memory_allocated / max_memory_reserved over the whole run (parameters,
-gradients, optimizer state and activations, as tessera's booked peak counts them).
+Timing. train: a step's time is wall clock between torch.cuda.synchronize() calls, after --warmup
+untimed steps (as bench_train times tessera's steps). conv: --warmup untimed calls, one batch of
+max(1, --warmup) calls timed to size the batches, then --steps batches of N back-to-back calls,
+each timed between two torch.cuda.Event records on the current stream and divided by N, with N the
+fewest calls that last --min-batch-ms (at most 10000): bench_conv times tessera's calls the same
+way (bench/gpu_bench.hpp, time_batched_ms and calls_per_batch), so that neither side's short
+depthwise calls measure a host synchronisation.
+Memory: torch.cuda.max_memory_allocated / max_memory_reserved of the timed steps (or calls): the
+peak counters are reset once the warm-up is done, so cudnn.benchmark's algorithm trials (first
+step) are not counted. As tessera's peak in bench_train, it counts what is live during a step:
+parameters, gradients, optimizer state, the input, activations and library workspaces. The
+reserved figure is what the caching allocator holds (warm-up's cache included, since it is kept).
 
 Without torch, or without CUDA in torch, it prints {"error": "..."} and exits with status 4.
 torch is imported only after the arguments are parsed, so --help works without it.
@@ -31,11 +40,13 @@ torch is imported only after the arguments are parsed, so --help works without i
 
 import argparse
 import json
+import math
 import statistics
 import sys
 import time
 
 EXIT_NO_PEER = 4
+MAX_CALLS_PER_BATCH = 10000  # bench/gpu_bench.hpp: kMaxCallsPerBatch
 
 
 def int_list(text):
@@ -62,8 +73,12 @@ def parse_args(argv):
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--classes", type=int, default=4)
     p.add_argument("--shape", type=int_list, default=[2, 96, 128, 512], help="N,C,H,W (conv)")
-    p.add_argument("--steps", type=int, default=5, help="timed steps or repetitions")
-    p.add_argument("--warmup", type=int, default=2, help="untimed steps first")
+    p.add_argument("--steps", type=int, default=5,
+                   help="timed steps (train) or timed batches (conv)")
+    p.add_argument("--warmup", type=int, default=2,
+                   help="untimed steps (train) or calls (conv) first")
+    p.add_argument("--min-batch-ms", type=float, default=10.0,
+                   help="conv: a timed batch of back-to-back calls lasts at least this long")
     p.add_argument("--tf32", type=int, choices=[0, 1], default=0)
     p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
                    help="fp32, or PyTorch AMP (torch.autocast) in bf16/fp16 with fp32 master weights")
@@ -79,6 +94,8 @@ def parse_args(argv):
         p.error("--shape must be N,C,H,W")
     if a.steps < 1 or a.warmup < 0 or a.batch < 1 or a.classes < 1:
         p.error("--steps and --batch and --classes must be >= 1, --warmup >= 0")
+    if not a.min_batch_ms > 0:
+        p.error("--min-batch-ms must be > 0")
     return a
 
 
@@ -142,10 +159,17 @@ def build_convnext(torch, depths, dims, in_ch, classes, pointwise):
     return nn.Sequential(*layers)
 
 
-def timed(torch, fn, steps, warmup):
+def warm_up(torch, fn, warmup):
+    """Runs the untimed calls, then restarts the peak-memory counters (see the module's doc)."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+
+
+def timed_steps(torch, fn, steps, warmup):
+    """Milliseconds of each step, wall clock between synchronize() calls (train)."""
+    warm_up(torch, fn, warmup)
     ms = []
     for _ in range(steps):
         torch.cuda.synchronize()
@@ -154,6 +178,34 @@ def timed(torch, fn, steps, warmup):
         torch.cuda.synchronize()
         ms.append(1e3 * (time.perf_counter() - t0))
     return ms
+
+
+def calls_per_batch(call_ms, min_batch_ms):
+    """bench/gpu_bench.hpp's calls_per_batch: the fewest calls of call_ms that last min_batch_ms,
+    in [1, MAX_CALLS_PER_BATCH] (the most for a call_ms that is not positive)."""
+    if not call_ms > 0:
+        return MAX_CALLS_PER_BATCH
+    return max(1, min(MAX_CALLS_PER_BATCH, math.ceil(min_batch_ms / call_ms)))
+
+
+def timed_batches(torch, fn, batches, warmup, min_batch_ms):
+    """Milliseconds per call of each batch of N back-to-back calls between two CUDA events, and N
+    (conv; bench/gpu_bench.hpp's time_batched_ms)."""
+    warm_up(torch, fn, warmup)
+    start = torch.cuda.Event(enable_timing=True)
+    stop = torch.cuda.Event(enable_timing=True)
+
+    def batch_ms(n):
+        start.record()
+        for _ in range(n):
+            fn()
+        stop.record()
+        stop.synchronize()
+        return start.elapsed_time(stop)
+
+    probe = max(1, warmup)
+    n = calls_per_batch(batch_ms(probe) / probe, min_batch_ms)
+    return [batch_ms(n) / n for _ in range(batches)], n
 
 
 def stats(ms):
@@ -181,13 +233,13 @@ def run(a):
     out = {"torch_version": torch.__version__, "cuda": torch.version.cuda,
            "cudnn": torch.backends.cudnn.version(), "device_name": torch.cuda.get_device_name(dev),
            "mode": a.mode, "tf32": bool(a.tf32), "channels_last": True, "eager": True,
-           "precision": a.precision}
+           "precision": a.precision, "loss_scale": "dynamic" if a.precision == "fp16" else "off",
+           "memory_covers": "timed steps (peak counters reset after warm-up)"}
     amp_dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[a.precision]
 
     def autocast():
         # enabled=False for fp32: the same code path, no casts.
         return torch.autocast("cuda", dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None)
-    torch.cuda.reset_peak_memory_stats(dev)
     if a.mode == "train":
         model = build_convnext(torch, a.depths, a.dims, a.input[0], a.classes, a.pointwise)
         model = model.to(dev, memory_format=cl)
@@ -206,7 +258,7 @@ def run(a):
             scaler.update()
             losses.append(loss)
 
-        ms = timed(torch, step, a.steps, a.warmup)
+        ms = timed_steps(torch, step, a.steps, a.warmup)
         out.update({"depths": a.depths, "dims": a.dims, "input": "x".join(map(str, a.input)),
                     "batch": a.batch, "classes": a.classes, "pointwise": a.pointwise,
                     "optimizer": "adamw", "parameters": sum(p.numel() for p in model.parameters()),
@@ -224,8 +276,10 @@ def run(a):
                 y = conv(x)
             y.backward(dy.to(y.dtype))
 
-        ms = timed(torch, fwd_bwd, a.steps, a.warmup)
-        out.update({"shape": a.shape, "layer": "dw7x7_p3", "pass": "fwd+bwd"})
+        ms, calls = timed_batches(torch, fwd_bwd, a.steps, a.warmup, a.min_batch_ms)
+        out.update({"shape": a.shape, "layer": "dw7x7_p3", "pass": "fwd+bwd",
+                    "calls_per_batch": calls, "min_batch_ms": a.min_batch_ms,
+                    "timing": "cuda_events_batched"})
     out.update(stats(ms))
     out["max_memory_allocated_mib"] = torch.cuda.max_memory_allocated(dev) / 2**20
     out["max_memory_reserved_mib"] = torch.cuda.max_memory_reserved(dev) / 2**20

@@ -48,6 +48,7 @@
 #include "tessera/run/resolve.hpp"
 #include "tessera/run/simulate.hpp"
 #include "tessera/sim/calibrate.hpp"
+#include "train_args.hpp"
 #include "train_gpu.hpp"
 
 #ifdef TESSERA_BENCH_HAVE_TORCH
@@ -59,43 +60,6 @@
 
 namespace tessera::bench {
 namespace {
-
-// Defaults sized for a 2-core machine, where a ConvNeXt-T step at 3x256x1024, batch 2, takes
-// 3.5-6 s for tessera and ~4 s for libtorch on OpenBLAS: 6 configurations x (1 + 2) steps plus
-// 4 libtorch steps take ~2.5 min wall on a quiet machine, several times that on a busy one.
-// --steps N for tighter spreads.
-struct Options {
-  bool json = false;
-  int steps = 2;  // timed steps, after one warm-up step
-  std::string model = "convnext-t";
-  core::Shape input{3, 256, 1024};
-  int batch = 2;
-  int classes = 4;
-  std::vector<int> ranks = {1, 2, 4};
-  std::vector<std::string> checkpointing = {"none", "block"};
-  /// fp32, then the --precision asked for (bf16, fp16) beside it, each configuration in both.
-  std::vector<std::string> precisions = {"fp32"};
-  /// Overlap of halo exchange and bucket all-reduce with compute: {true}, {false} or both.
-  std::vector<bool> overlaps = {true};
-  /// With checkpointing: halo-aware recompute (keep), re-exchanging (exchange), or both.
-  std::vector<std::string> halo_recomputes = {"keep"};
-  /// "local": P in-process ranks; another comm backend (ucx): this process is one rank of a job
-  /// started by `tessera launch --nproc P`, and rank 0 prints.
-  std::string backend = "local";
-  bool torch = true;
-  /// --simulate: `calibrations` rounds per rank count P of: calibrate this machine
-  /// (sim::calibrate, as `tessera calibrate --ranks P --threads T` or `--backend ucx` under the
-  /// launcher), then run every configuration on P ranks and simulate it with that calibration;
-  /// --calibration FILE: one round, simulated with that file.
-  bool simulate = false;
-  int calibrations = 3;  ///< --simulate: rounds per rank count (the prediction: their median)
-  std::string calibration;
-  bool torch_linear = false;  // nn::Linear for the pointwise layers instead of 1x1 convs
-  // --device cuda (train_gpu.cpp): everything above that applies, plus these.
-  std::string device = "cpu";
-  bool input_set = false, steps_set = false;
-  GpuTrainOptions gpu;
-};
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
@@ -175,8 +139,9 @@ struct Run {
   CommFigures comm;                       // per rank and step, averaged over ranks
 };
 
-nn::TrainOptions train_options(const Options& o, const std::string& checkpointing, const std::string& precision,
-                               bool overlap, const std::string& halos) {
+nn::TrainOptions train_options(const TrainBenchOptions& o, const std::string& checkpointing,
+                               const std::string& precision, bool overlap,
+                               const std::string& halos) {
   nn::TrainOptions t;
   t.model = nn::model_preset(o.model);
   t.model.num_classes = o.classes;
@@ -195,9 +160,11 @@ nn::TrainOptions train_options(const Options& o, const std::string& checkpointin
 /// "none", "block/keep", "block/exchange".
 std::string ckpt_label(const Run& r) { return r.halos == "-" ? r.checkpointing : r.checkpointing + "/" + r.halos; }
 
-// `job`: this process's rank of a multi-process job (Options::backend), or null for P local ranks.
-Run measure(const Options& o, int P, const std::string& checkpointing, const std::string& precision,
-            bool overlap, const std::string& halos, comm::Backend* job) {
+// `job`: this process's rank of a multi-process job (TrainBenchOptions::backend), or null for P
+// local ranks.
+Run measure(const TrainBenchOptions& o, int P, const std::string& checkpointing,
+            const std::string& precision, bool overlap, const std::string& halos,
+            comm::Backend* job) {
   const nn::TrainOptions t = train_options(o, checkpointing, precision, overlap, halos);
   data::SyntheticOptions d;
   d.channels = int(o.input[0]);
@@ -466,7 +433,7 @@ struct TorchRun {
   ConvPaths paths;
 };
 
-TorchRun measure_torch(const Options& o) {
+TorchRun measure_torch(const TrainBenchOptions& o) {
   TorchRun r;
   // 2 threads in all: ATen's OpenMP pool and the BLAS's own pool (at::set_num_threads does not
   // reach OpenBLAS or BLIS).
@@ -503,13 +470,6 @@ TorchRun measure_torch(const Options& o) {
 }
 #endif
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> v;
-  std::stringstream ss(s);
-  for (std::string p; std::getline(ss, p, ',');) v.push_back(p);
-  return v;
-}
-
 [[noreturn]] void usage(int rc) {
   std::fprintf(
       stderr,
@@ -538,6 +498,8 @@ std::vector<std::string> split(const std::string& s) {
       "      3x512x2048, 5 steps after --warmup 2), beside PyTorch eager on the same GPU run\n"
       "      by --peer-script (default bench/torch_gpu_peer.py) with --python (python3);\n"
       "      --tf32 lets fp32 convolutions and matmuls use TF32 on both sides (default off);\n"
+      "      --precision bf16|fp16: both sides in that mixed precision only (tessera's, and\n"
+      "      PyTorch AMP: torch.autocast with fp32 master weights), no fp32 run beside it;\n"
       "      --pointwise: the peer's pointwise layers as nn.Linear (default) or 1x1 convs;\n"
       "      --no-torch: tessera only; --ranks and --checkpointing do not apply\n"
       "exit status 3: figures printed, but no ratio, because libtorch runs on the\n"
@@ -546,93 +508,17 @@ std::vector<std::string> split(const std::string& s) {
   std::exit(rc);
 }
 
-Options parse(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const bool has_value = i + 1 < argc;
-    if (a == "--json") {
-      o.json = true;
-    } else if (a == "--simulate") {
-      o.simulate = true;
-    } else if (a == "--calibrations" && has_value) {
-      o.calibrations = std::max(1, std::atoi(argv[++i]));
-    } else if (a == "--calibration" && has_value) {
-      o.calibration = argv[++i];
-    } else if (a == "--no-torch") {
-      o.torch = false;
-    } else if (a == "--torch-linear") {
-      o.torch_linear = true;
-    } else if (a == "--steps" && has_value) {
-      o.steps = std::max(1, std::atoi(argv[++i]));
-      o.steps_set = true;
-    } else if (a == "--device" && has_value) {
-      o.device = argv[++i];
-    } else if (a == "--tf32") {
-      o.gpu.tf32 = true;
-    } else if (a == "--warmup" && has_value) {
-      o.gpu.warmup = std::max(0, std::atoi(argv[++i]));
-    } else if (a == "--pointwise" && has_value) {
-      o.gpu.pointwise = argv[++i];
-      if (o.gpu.pointwise != "linear" && o.gpu.pointwise != "conv") usage(2);
-    } else if (a == "--peer-script" && has_value) {
-      o.gpu.peer_command.script = argv[++i];
-    } else if (a == "--python" && has_value) {
-      o.gpu.peer_command.python = argv[++i];
-    } else if (a == "--model" && has_value) {
-      o.model = argv[++i];
-    } else if (a == "--batch" && has_value) {
-      o.batch = std::max(1, std::atoi(argv[++i]));
-    } else if (a == "--input" && has_value) {
-      std::string s = argv[++i];
-      std::replace(s.begin(), s.end(), 'x', ',');
-      o.input.clear();
-      for (const std::string& p : split(s)) o.input.push_back(std::atoll(p.c_str()));
-      if (o.input.size() != 3 || *std::min_element(o.input.begin(), o.input.end()) <= 0) usage(2);
-      o.input_set = true;
-    } else if (a == "--halo-recompute" && has_value) {
-      const std::string v = argv[++i];
-      if (v == "both") o.halo_recomputes = {"keep", "exchange"};
-      else if (nn::parse_halo_recompute(v)) o.halo_recomputes = {v};
-      else usage(2);
-    } else if (a == "--backend" && has_value) {
-      o.backend = argv[++i];
-    } else if (a == "--ranks" && has_value) {
-      o.ranks.clear();
-      for (const std::string& p : split(argv[++i]))
-        o.ranks.push_back(std::max(1, std::atoi(p.c_str())));
-    } else if (a == "--precision" && has_value) {
-      const std::string pr = argv[++i];
-      if (!nn::parse_precision(pr)) usage(2);
-      o.precisions = {"fp32"};
-      if (*nn::parse_precision(pr) != nn::Precision::FP32) o.precisions.push_back(pr);
-    } else if (a == "--overlap" && has_value) {
-      const std::string v = argv[++i];
-      if (v == "on") o.overlaps = {true};
-      else if (v == "off") o.overlaps = {false};
-      else if (v == "both") o.overlaps = {true, false};
-      else usage(2);
-    } else if (a == "--checkpointing" && has_value) {
-      o.checkpointing = split(argv[++i]);
-    } else {
-      usage(a == "--help" ? 0 : 2);
-    }
-  }
-  return o;
-}
-
 int run(int argc, char** argv) {
-  const Options o = parse(argc, argv);
+  TrainBenchOptions o;
+  try {
+    o = parse_train_options(argc, argv);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "bench_train: %s\n", e.what());
+    usage(2);
+  }
+  if (o.help) usage(0);
   if (o.device != "cpu") {
-    GpuTrainOptions g = o.gpu;
-    g.json = o.json;
-    g.device = o.device;
-    g.model = o.model;
-    g.batch = o.batch;
-    g.classes = o.classes;
-    g.peer = o.torch;
-    if (o.input_set) g.input = o.input;
-    if (o.steps_set) g.steps = o.steps;
+    const GpuTrainOptions g = gpu_train_options(o);
     cuda_device_index(g.device);  // a clear error for a --device that is neither cpu nor cuda[:N]
     return run_train_gpu(g);
   }

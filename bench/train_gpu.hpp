@@ -6,6 +6,7 @@
 
 #include "gpu_bench.hpp"
 #include "tessera/core/tensor.hpp"
+#include "tessera/nn/precision.hpp"
 
 namespace tessera::bench {
 
@@ -19,6 +20,9 @@ struct GpuTrainOptions {
   int classes = 4;
   std::string device = "cuda";
   bool tf32 = false;
+  /// Both sides: fp32, or mixed precision (bf16/fp16 activations, f32 master weights; tessera's
+  /// nn::TrainOptions::precision, the peer's torch.autocast with fp32 parameters).
+  nn::Precision precision = nn::Precision::FP32;
   bool peer = true;               ///< run the PyTorch peer
   std::string pointwise = "linear";  ///< the peer's pointwise form: linear or conv
   PeerCommand peer_command = default_peer_command();
