@@ -2,10 +2,11 @@
 // checks: View offsets and coalesce against core's tensors, the tensor helpers behind
 // copy_from / add_from / fill, the label check of softmax_cross_entropy, and the execution model's
 // promises — the same bits whatever order a pass's items run in, workspace requested at most once
-// per op and before its first pass.
+// per op and before its first pass — and the top-k ops against the cpu backend bit for bit.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "support/reference/ops_ref.hpp"
 #include "support/test_utils.hpp"
 #include "support/views.hpp"
+#include "tessera/compute/cpu.hpp"
 #include "tessera/compute/cuda_kernels.hpp"
 #include "tessera/compute/ops.hpp"
 #include "tessera/core/half.hpp"
@@ -494,5 +496,95 @@ TEST_CASE("cuda kernels: the same bits whatever order a pass's items run in", "[
   REQUIRE(run_ops(strided, dt) == want);
 }
 
+// ---- top-k compression's ops: the cpu backend's bits, whatever the item order -------------------
+
+/// Whether two tensors hold the same bytes (NaNs included).
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  return a.nbytes() == b.nbytes() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
+}
+
+/// Every output of the three top-k ops on `be`: the selection of k from a bucket whose magnitudes
+/// tie across the cut (small integers), with NaNs, ±inf and −0; the scatter-add of three blocks
+/// (the selection, the selection again, and a block out of order with a repeated index: the
+/// one-item path); the residual.
+std::vector<Tensor> run_topk(compute::Backend& be, DType dt, std::int64_t n, std::int64_t k) {
+  const DType slot = dt == DType::F32 ? DType::I32 : DType::I64;
+  std::vector<double> g = random_doubles(std::size_t(n), 41, -8.5, 8.5),
+                      r = random_doubles(std::size_t(n), 42, -1, 1);
+  for (double& x : g) x = std::round(x);
+  for (double& x : r) x = std::round(x * 2) / 4;
+  if (n > 10) g[3] = g[n - 2] = std::nan(""), g[5] = -INFINITY, g[7] = INFINITY, g[9] = -0.0;
+  Tensor acc = Tensor::empty({n}, dt), order = Tensor::empty({n}, slot),
+         pairs = Tensor::empty({2 * k}, slot);
+  compute::topk_select(be, make(g, {n}, dt), make(r, {n}, dt), 4.0, k, acc, order, pairs);
+  // Blocks 0 and 1: the pairs; block 2: block 0's slots reversed, its last index repeated.
+  const std::size_t w = core::dtype_size(slot), block = pairs.nbytes();
+  Tensor recv = Tensor::empty({6 * k}, slot);
+  auto* dst = static_cast<unsigned char*>(recv.raw_data());
+  const auto* src = static_cast<const unsigned char*>(pairs.raw_data());
+  std::memcpy(dst, src, block);
+  std::memcpy(dst + block, src, block);
+  for (std::int64_t j = 0; j < k; ++j) {
+    std::memcpy(dst + 2 * block + std::size_t(j) * w, src + std::size_t(k - 1 - j) * w, w);
+    std::memcpy(dst + 2 * block + std::size_t(k + j) * w, src + std::size_t(2 * k - 1 - j) * w, w);
+  }
+  if (k > 1) std::memcpy(dst + 2 * block + w, dst + 2 * block, w);
+  Tensor grad = Tensor::empty({n}, dt);
+  compute::topk_scatter_add(be, recv, k, grad);
+  Tensor after = acc.clone(), residual = Tensor::empty({n}, dt);
+  compute::topk_residual(be, pairs, 0.25, after, residual);
+  return {acc, order, pairs, grad, after, residual};
+}
+
+TEST_CASE("cuda kernels: top-k ops give the cpu backend's bits in any item order",
+          "[cuda_kernels]") {
+  const DType dt = GENERATE(DType::F32, DType::F64);
+  // k = 1, the cut inside a tie class, and every element; a bucket of one tile, of many.
+  constexpr std::int64_t kSizes[][2] = {{1, 1},    {33, 5},       {33, 33},
+                                        {5000, 1}, {40001, 4000}, {40001, 40001}};
+  const int which = GENERATE(0, 1, 2, 3, 4, 5);
+  const std::int64_t n = kSizes[which][0], k = kSizes[which][1];
+  INFO(core::dtype_name(dt) << ", n = " << n << ", k = " << k);
+  compute::cpu::CpuBackend cpu(1);
+  compute::cuda::HostLoopBackend reverse;  // items last to first
+  OrderedBackend forward(0), strided(1);
+  const std::vector<Tensor> want = run_topk(cpu, dt, n, k);
+  for (compute::Backend* be : std::vector<compute::Backend*>{&reverse, &forward, &strided}) {
+    const std::vector<Tensor> got = run_topk(*be, dt, n, k);
+    const char* names[] = {"acc", "order", "pairs", "scatter-add", "acc after", "residual"};
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      if (i == 1) continue;  // `order` is the op's scratch, not part of the contract
+      INFO(be->name() << ": " << names[i]);
+      REQUIRE(same_bytes(got[i], want[i]));
+    }
+  }
+}
+
+TEST_CASE("cuda kernels: top-k ops refuse a corrupted pair buffer before writing",
+          "[cuda_kernels]") {
+  compute::cuda::HostLoopBackend be;
+  const std::int64_t n = 8;
+  Tensor grad = Tensor::zeros({n}, DType::F32);
+  grad.data<float>()[0] = 7;
+  Tensor recv = Tensor::zeros({6}, DType::I32);  // three blocks of k = 1
+  recv.data<std::int32_t>()[2] = 8;              // block 1's index is outside the bucket
+  recv.data<std::int32_t>()[4] = -1;             // and block 2's: block 1 is reported
+  const std::string msg =
+      error_of<InvalidArgument>([&] { compute::topk_scatter_add(be, recv, 1, grad); });
+  INFO(msg);
+  REQUIRE(msg.find("block 1 (rank 1 of the group) holds index 8 outside the bucket of 8") !=
+          std::string::npos);
+  REQUIRE(grad.data<float>()[0] == 7);
+
+  Tensor acc = Tensor::zeros({n}), res = Tensor::zeros({n});
+  acc.fill(3.0);
+  res.fill(5.0);
+  Tensor sent = Tensor::zeros({4}, DType::I32);  // k = 2: indices 0 and 9
+  sent.data<std::int32_t>()[1] = 9;
+  REQUIRE_THAT(error_of<InvalidArgument>([&] { compute::topk_residual(be, sent, 1.0, acc, res); }),
+               Catch::Matchers::Contains("sent index 9 outside the bucket of 8"));
+  REQUIRE(to_doubles(acc) == std::vector<double>(n, 3.0));
+  REQUIRE(to_doubles(res) == std::vector<double>(n, 5.0));
+}
 }  // namespace
 }  // namespace tessera::test

@@ -7,10 +7,25 @@
 // master_in_call_dtype variant): the inputs are generated in their dtype, so exact, and the
 // arithmetic is f32, so each bound is conv2d_bounds' with f32's γ_{m+1} (ctx.gamma); a 16-bit
 // output adds its one rounding (Ctx::expect_within): |ŷ − y| ≤ b + u·(|y| + b) + η, u = 2^-8
-// (bf16) or 2^-11 (f16). The contract lets a backend round the f32 Master operands w and bias to
-// the call's dtype (cuDNN needs them so; autocast does the same) and return dw / db rounded to it
-// once: u more relative error per product (Ctx::master_rounding) and one rounding of dw / db
-// (Ctx::with_master_rounding).
+// (bf16) or 2^-11 (f16). That is the op table's definition, and every backend is held to it but
+// one that declares compute::Capabilities::rounds_master_to_call_dtype (the cuda backend), which
+// in a 16-bit call with f32 Master slots rounds w and bias to the call's dtype and computes dw and
+// db in it. Its bound adds exactly the error of those roundings (u = Ctx::master_rounding(), 0
+// elsewhere; γ = ctx.gamma(m + 1), u₃₂ = f32's unit roundoff):
+//
+// - y, dx: ŵ = fl16(w) = w(1 + δ), b̂ = fl16(b) = b(1 + δ'), |δ|, |δ'| ≤ u. The f32 sum of the
+//   products with ŵ (and b̂) is within γ·Σ|x||ŵ| ≤ γ(1 + u)·Σ|x||w| of their exact sum, which
+//   is within u·Σ|x||w| of Σ x·w: |ŝ − s| ≤ (γ(1 + u) + u)·Σ|x||w| (+ the same factor on |b| in
+//   y). So u·Σ|x||w| + u·|b| more than the definition's bound, and γ·u on the same sums for the
+//   larger operands; conv2d_bounds run with γ(1 + u) + u for γ gives it. The one rounding of the
+//   16-bit y / dx follows as for every backend; an accumulated dx's own term is not rounded by
+//   this (γ·|init|).
+// - dw, db do not read w: the f32 sum s is within e = γ·Σ|x||dy| of dw as in the definition, and
+//   the 16-bit result the backend widens is fl16(s): |fl16(s) − dw| ≤ e + u·(|dw| + e) + η
+//   (Ctx::with_master_rounding): u·|dw| on top of the f32-accumulation bound, to first order.
+//   With accumulate the widened value is added to init in f32, one more rounding of
+//   |init + fl16(s)| ≤ |init| + |dw| + e′ (e′ the bound just stated): γ_{m+1} − γ_m ≥ u₃₂ already
+//   covers u₃₂·(|init| + |dw|) (the accumulated term of the sum), so u₃₂·e′ is added.
 #include "compute/conformance/conformance.hpp"
 #include "support/reference/conv2d_ref.hpp"
 
@@ -60,11 +75,12 @@ void run_conv(Ctx& ctx, OpKind op) {
     const Vec dy = ctx.values(numel(ys), 14);
     // The reference on the full output; a 0-width window has zero dy everywhere.
     const Vec dy_full = wo == c.wo() ? dy : Vec(c.y_size(), 0.0);
-    // +1: the accumulated term. A rounded Master weight or bias (ctx.master_rounding()) adds u to
-    // each product's relative error: |ŵx − wx| ≤ u·|w||x|, and the sum's γ applies to |ŵ| ≤ (1+u)|w|.
-    const double uw = ctx.master_rounding();
-    auto gamma = [&](std::int64_t m) { return ctx.gamma(m + 1) * (1 + uw) + uw; };
-    const ref::Conv2dBounds bound = ref::conv2d_bounds(c, x, w, b, dy_full, gamma);
+    // +1: the accumulated term. y and dx with a rounded w and bias: γ(1 + u) + u (the file's
+    // comment); dw and db do not read w.
+    auto gamma = [&](std::int64_t m) { return ctx.gamma(m + 1); };
+    const double u = ctx.master_rounding(), uw = op == OpKind::Conv2dBackwardWeight ? 0.0 : u;
+    const ref::Conv2dBounds bound = ref::conv2d_bounds(
+        c, x, w, b, dy_full, [&](std::int64_t m) { return gamma(m) * (1 + uw) + uw; });
     const std::int64_t m_dx = std::int64_t(c.cout / c.groups) * c.kh * c.kw,
                        m_dw = std::int64_t(c.n) * ho * wo;
     const std::string what = detail::cat(compute::op_name(op), " k", c.kh, " s", c.sh, " p", c.ph,
@@ -92,6 +108,9 @@ void run_conv(Ctx& ctx, OpKind op) {
       const Vec init_w = v.accumulate ? ctx.master_values(c.w_size(), 16) : Vec{};
       const Vec init_b = v.accumulate ? ctx.master_values(bs[0], 17) : Vec{};
       if (v.accumulate) {
+        if (u > 0)  // fl16(s) widened, then added in f32: u₃₂·e′ (the file's comment)
+          for (Vec* bnd : {&bdw, &bdb})
+            for (double& e : *bnd) e += ctx.unit_roundoff() * e;
         accumulate_into(want.dw, bdw, init_w, gamma(m_dw));
         accumulate_into(want.db, bdb, init_b, gamma(m_dw));
       }

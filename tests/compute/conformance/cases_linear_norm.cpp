@@ -10,6 +10,10 @@
 // 2^-8 bf16, 2^-11 f16): linear y, dx γ_K·Σ|x||w| + u|y|; layer norm y within f32's rtol + u
 // (tensor-scaled), mean and rstd f32's rtol (or + u in 16 bits); batch norm y γ_5 on its terms +
 // u|y|, dx γ_8 + u|dx|; the f64 reductions (channel moments, backward-reduce) f32's bound alone.
+// A backend that declares compute::Capabilities::rounds_master_to_call_dtype (the cuda backend)
+// rounds linear's f32 w and bias to the call's dtype first: y and dx get γ(1 + u) + u for γ, u =
+// Ctx::master_rounding() (cases_conv.cpp derives it: u·Σ|x||w| + u·|b| more); its f32 dw and db
+// are computed in f32 (cuBLAS writes an f32 C from 16-bit A and B), so they keep f32's bound.
 #include <cmath>
 
 #include "compute/conformance/conformance.hpp"
@@ -43,7 +47,7 @@ void run_linear_forward(Ctx& ctx) {
   const Vec x = ctx.values(std::size_t(M) * K, 21), w = ctx.master_values(std::size_t(N) * K, 22),
             b = ctx.master_values(N, 23);
   const Vec want = ref::linear_forward(x, w, b, M, K, N);
-  // A rounded Master weight or bias adds u to each product's relative error (cases_conv.cpp).
+  // A declared rounding of w and bias: γ(1 + u) + u (cases_conv.cpp).
   const double uw = ctx.master_rounding();
   const Vec bound = scaled(ref::linear_forward(abs_of(x), abs_of(w), abs_of(b), M, K, N),
                            ctx.gamma(K + 1) * (1 + uw) + uw);
@@ -59,10 +63,10 @@ void run_linear_backward(Ctx& ctx) {
             w = ctx.master_values(std::size_t(N) * K, 26);
   ref::LinearGrads want = ref::linear_backward(dy, x, w, M, K, N);
   const ref::LinearGrads mag = ref::linear_backward(abs_of(dy), abs_of(x), abs_of(w), M, K, N);
+  // dx reads w (a declared rounding of it: γ(1 + u) + u); dw and db do not, and are never rounded.
   const double uw = ctx.master_rounding();
-  Vec bdx = scaled(mag.dx, ctx.gamma(N) * (1 + uw) + uw),
-      bdw = ctx.with_master_rounding(want.dw, scaled(mag.dw, ctx.gamma(M + 1))),
-      bdb = ctx.with_master_rounding(want.db, scaled(mag.db, ctx.gamma(M + 1)));
+  Vec bdx = scaled(mag.dx, ctx.gamma(N) * (1 + uw) + uw), bdw = scaled(mag.dw, ctx.gamma(M + 1)),
+      bdb = scaled(mag.db, ctx.gamma(M + 1));
   const Vec dw0 = init_of(ctx, want.dw.size(), 27), db0 = init_of(ctx, want.db.size(), 28);
   add_init(ctx, want.dw, bdw, dw0, ctx.gamma(M + 1));
   add_init(ctx, want.db, bdb, db0, ctx.gamma(M + 1));

@@ -57,7 +57,7 @@ std::vector<Variant> variants_of(const Traits& t) {
 namespace {
 
 /// An op with an Index slot (top-k's pairs) is defined for f32 and f64 calls only (the op table
-/// has no 16-bit index width), and runs on host buckets (the trainer refuses device buckets).
+/// has no 16-bit index width).
 bool has_index_slot(compute::OpKind op) {
   const compute::OpSpec& spec = compute::op_spec(op);
   for (const compute::Slot& s : spec.inputs)
@@ -260,7 +260,9 @@ double Ctx::gamma(std::int64_t m) const {
 double Ctx::unit_roundoff() const { return core::unit_roundoff(core::accumulate_dtype(dtype)); }
 
 double Ctx::master_rounding() const {
-  return core::dtype_is_half(dtype) && master() == DType::F32 ? core::unit_roundoff(dtype) : 0.0;
+  const bool declared = backend.capabilities().rounds_master_to_call_dtype;
+  const bool rounds = declared && core::dtype_is_half(dtype) && master() == DType::F32;
+  return rounds ? core::unit_roundoff(dtype) : 0.0;
 }
 
 Vec Ctx::with_master_rounding(const Vec& ref, Vec bound) const {
@@ -395,8 +397,7 @@ bool must_support(std::string_view backend, compute::OpKind op, DType dtype) {
   // The cuda backend's own kernels: every op but the library calls (cuDNN, cuBLAS).
   const bool library_op = compute::is_conv(op) || op == compute::OpKind::LinearForward ||
                           op == compute::OpKind::LinearBackward;
-  // Top-k's ops (Index slots) run on host buckets only: the cuda kernels have none.
-  if (backend == "cuda-kernels@host") return !library_op && !has_index_slot(op);
+  if (backend == "cuda-kernels@host") return !library_op;
   // The cuda backend: everything in f32; in f64 all but the convolutions (cuDNN's double
   // algorithms are not guaranteed for every geometry; where one is missing it is reported).
   if (backend == "cuda") return dtype == DType::F32 || !compute::is_conv(op);

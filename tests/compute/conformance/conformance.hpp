@@ -177,14 +177,15 @@ class Ctx {
   double gamma(std::int64_t m) const;
   /// The unit roundoff of the call's arithmetic: f64's, or f32's for f32, bf16 and f16 calls.
   double unit_roundoff() const;
-  /// conv2d and linear in a bf16/f16 call may compute with their f32 Master operands (w, bias)
-  /// rounded to the call's dtype, and may return their Master gradients (dw, db) rounded to it
-  /// once: autocast's contract, and what cuDNN, cuBLAS and the CPUs' bf16 dot products need
-  /// (docs/training.md, "What each op computes"). The relative error this adds to each product:
-  /// the call's 16-bit unit roundoff where the Master slots are f32, else 0.
+  /// The unit roundoff u of the rounding a backend that declares
+  /// compute::Capabilities::rounds_master_to_call_dtype applies to the f32 Master operands and
+  /// gradients of conv2d and linear: the call's 16-bit unit roundoff in a bf16/f16 call whose
+  /// Master slots are f32 on such a backend, else 0 (the op table's definition: nothing rounded
+  /// but the 16-bit outputs). cases_conv.cpp derives the error it adds.
   double master_rounding() const;
-  /// `bound` of a conv2d/linear Master gradient (before anything is accumulated into it) plus its
-  /// one rounding to the call's dtype, where master_rounding() is not 0.
+  /// `bound` (within which an f32 Master gradient is computed, before anything is accumulated into
+  /// it) plus its one rounding to the call's dtype, where master_rounding() is not 0:
+  /// b + u·(|ref| + b) + η, as a 16-bit output's (expect_within).
   Vec with_master_rounding(const Vec& ref, Vec bound) const;
   /// The op tests' tensor-scaled tolerance of the call's arithmetic (rtol_of of f32 or f64).
   double rtol() const { return rtol_of(core::accumulate_dtype(dtype)); }

@@ -30,6 +30,7 @@
 #include "tessera/compute/ops.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/half.hpp"
+#include "topk.hpp"
 #include "upsample.hpp"
 #include "view_host.hpp"
 
@@ -77,6 +78,66 @@ void run_softmax_ce(L& l, const OpCall& c) {
                 position_of(labels.shape(), bad.index), " of labels ", labels.describe(),
                 " is out of range for ", k, " classes (labels must be < ", k,
                 "; negative labels are ignored)");
+}
+
+/// The contiguous data of a top-k bucket or pair buffer of element type E (core has checked the
+/// slots: flat, contiguous, i32 pairs with f32 buckets and i64 with f64).
+template <class E>
+E* flat_data(const core::Tensor& t) {
+  TESSERA_ASSERT(t.is_contiguous() && core::dtype_size(t.dtype()) == sizeof(E),
+                 "top-k kernels: ", t.describe(), " is not a contiguous vector of ", sizeof(E),
+                 "-byte slots");
+  return t.numel() > 0 ? static_cast<E*>(t.raw_data()) : nullptr;
+}
+
+/// topk_select, topk_scatter_add, topk_residual (f32 and f64 buckets; topk.hpp). A corrupted pair
+/// buffer is refused before anything is written, with the cpu backend's message.
+template <class L, class T>
+void run_topk(L& l, const OpCall& c) {
+  using I = TopKSlot<T>;
+  switch (c.kind) {
+    case OpKind::TopKSelect: {
+      TopKSelectParams<T> q{};
+      q.grad = flat_data<const T>(c.input("grad"));
+      q.residual = flat_data<const T>(c.input("residual"));
+      q.acc = flat_data<T>(c.output("acc"));
+      q.keys = reinterpret_cast<TopKKey<T>*>(flat_data<I>(c.output("order")));
+      q.pairs = flat_data<I>(c.output("pairs"));
+      q.scale = static_cast<T>(c.scalar("scale"));
+      q.n = c.input("grad").numel();
+      q.k = c.integer("k");
+      return run_topk_select(l, q);
+    }
+    case OpKind::TopKScatterAdd: {
+      const core::Tensor& recv = c.input("recv");
+      TopKScatterParams<T> q{};
+      q.recv = flat_data<const I>(recv);
+      q.grad = flat_data<T>(c.output("grad"));
+      q.n = c.output("grad").numel();
+      q.k = c.integer("k");
+      const TopKBadIndex bad = run_topk_scatter_add(l, q, recv.numel() / (2 * q.k));
+      TESSERA_CHECK(bad.block < 0, "topk_scatter_add: block ", bad.block, " (rank ", bad.block,
+                    " of the group) holds index ", bad.index, " outside the bucket of ", q.n,
+                    " elements: a corrupted pair buffer");
+      return;
+    }
+    case OpKind::TopKResidual: {
+      const core::Tensor& sent = c.input("sent");
+      TopKResidualParams<T> q{};
+      q.sent = flat_data<const I>(sent);
+      q.acc = flat_data<T>(c.output("acc"));
+      q.residual = flat_data<T>(c.output("residual"));
+      q.inv_scale = static_cast<T>(c.scalar("inv_scale"));
+      q.n = c.output("acc").numel();
+      q.k = sent.numel() / 2;
+      const TopKBadIndex bad = run_topk_residual(l, q);
+      TESSERA_CHECK(bad.block < 0, "topk_residual: sent index ", bad.index,
+                    " outside the bucket of ", q.n, " elements");
+      return;
+    }
+    default:
+      TESSERA_ASSERT(false, op_name(c.kind), " is not a top-k op");
+  }
 }
 
 /// Calls body(E{}) with E the kernel element type of float dtype dt (float, double, Bf16, F16).
@@ -195,6 +256,10 @@ void run_typed(L& l, const OpCall& c, std::string_view who) {
       return run_scale(l, ScaleParams<T>{out<T>(c, "y"), static_cast<T>(c.scalar("alpha"))});
     case OpKind::Copy:
       return run_copy_op<L, T>(l, c);
+    case OpKind::TopKSelect:
+    case OpKind::TopKScatterAdd:
+    case OpKind::TopKResidual:
+      return run_topk<L, T>(l, c);
     case OpKind::Conv2dForward:
     case OpKind::Conv2dBackwardData:
     case OpKind::Conv2dBackwardWeight:

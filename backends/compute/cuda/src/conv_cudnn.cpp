@@ -1,7 +1,9 @@
 // The convolutions through cuDNN (see conv_cudnn.hpp). Each call: map the output window onto
 // cuDNN's symmetric padding (conv_window.hpp; an input view, or a zero-padded frame where no view
 // fits), pick the algorithm once per geometry (cudnnGet*_v7 heuristics: deterministic first, TF32
-// only when allowed, workspace at most kWorkspaceLimit), then one cuDNN call with beta = 1 for
+// only when allowed, the workspace cudnnGetConvolution*WorkspaceSize states for the algorithm with
+// the call's descriptors and math type at most kWorkspaceLimit; cached with the algorithm and
+// allocated for every call of the geometry), then one cuDNN call with beta = 1 for
 // `accumulate`. bf16/f16 calls: x, dy, y, dx in 16 bits, accumulation in f32 (the convolution
 // descriptor's compute type), tensor-core algorithms allowed; an f32 weight is rounded into
 // scratch of the call's dtype first, and an f32 dw/db is computed in the call's dtype into scratch,
@@ -103,22 +105,30 @@ std::string key(const char* op, const Tensor& a, const Tensor& b, const Tensor& 
                          p.dilation_w, "/", p.groups);
 }
 
-/// The first usable entry of cuDNN's ranked list: status OK, workspace within the limit, no tensor
-/// cores for f32 unless `tf32`; deterministic entries first. Unsupported when none is usable.
-template <class Perf>
-CudnnConv::Choice pick(const char* op, const std::vector<Perf>& perf, int n, bool f32, bool tf32) {
+/// The first usable entry of cuDNN's ranked list: status OK, no tensor cores for f32 unless `tf32`,
+/// deterministic entries first, and a workspace of at most kWorkspaceLimit as cuDNN states it for
+/// this algorithm, the call's descriptors and the math type it will run with:
+/// `workspace_of(algo, math, &bytes)` sets the math type on the convolution descriptor and asks
+/// cudnnGetConvolution*WorkspaceSize (false when the query fails: the entry is skipped). The
+/// heuristic's own `memory` figure is not used: it can be below what the algorithm needs for these
+/// descriptors. Unsupported when no entry is usable.
+template <class Perf, class WorkspaceOf>
+CudnnConv::Choice pick(const char* op, const std::vector<Perf>& perf, int n, bool f32, bool tf32,
+                       WorkspaceOf&& workspace_of) {
   for (const bool want_deterministic : {true, false}) {
     for (int i = 0; i < n; ++i) {
       const Perf& r = perf[static_cast<std::size_t>(i)];
-      if (r.status != CUDNN_STATUS_SUCCESS || r.memory > CudnnConv::kWorkspaceLimit) continue;
+      if (r.status != CUDNN_STATUS_SUCCESS) continue;
       if (f32 && !tf32 && r.mathType != CUDNN_FMA_MATH && r.mathType != CUDNN_DEFAULT_MATH)
         continue;
       if (want_deterministic && r.determinism != CUDNN_DETERMINISTIC) continue;
       CudnnConv::Choice c;
       c.algo = static_cast<int>(r.algo);
-      c.workspace = r.memory;
       // Without TF32, FMA math keeps cuDNN's default-math kernels from converting to TF32.
       c.math = (f32 && !tf32) ? CUDNN_FMA_MATH : r.mathType;
+      std::size_t bytes = 0;
+      if (!workspace_of(c.algo, c.math, &bytes) || bytes > CudnnConv::kWorkspaceLimit) continue;
+      c.workspace = bytes;
       return c;
     }
   }
@@ -149,7 +159,13 @@ void CudnnConv::forward(const Workspace& ws, const Conv2dParams& p, const Tensor
     TESSERA_CUDNN_CHECK(
         cudnnGetConvolutionForwardAlgorithm_v7(handle_, xd.get(), wd.get(), cd.get(), yd.get(),
                                                CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf.data()));
-    it = algos_.emplace(k, pick("conv2d_forward", perf, n, f32, tf32_)).first;
+    const auto workspace_of = [&](int algo, cudnnMathType_t math, std::size_t* bytes) {
+      return cudnnSetConvolutionMathType(cd.get(), math) == CUDNN_STATUS_SUCCESS &&
+             cudnnGetConvolutionForwardWorkspaceSize(
+                 handle_, xd.get(), wd.get(), cd.get(), yd.get(),
+                 static_cast<cudnnConvolutionFwdAlgo_t>(algo), bytes) == CUDNN_STATUS_SUCCESS;
+    };
+    it = algos_.emplace(k, pick("conv2d_forward", perf, n, f32, tf32_, workspace_of)).first;
   }
   const Choice& c = it->second;
   cd.set_math(c.math);
@@ -212,7 +228,13 @@ void CudnnConv::backward_data(const Workspace& ws, const Conv2dParams& p, const 
     TESSERA_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
         handle_, wd.get(), dyd.get(), cd.get(), dxd.get(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
         &n, perf.data()));
-    it = algos_.emplace(k, pick("conv2d_backward_data", perf, n, f32, tf32_)).first;
+    const auto workspace_of = [&](int algo, cudnnMathType_t math, std::size_t* bytes) {
+      return cudnnSetConvolutionMathType(cd.get(), math) == CUDNN_STATUS_SUCCESS &&
+             cudnnGetConvolutionBackwardDataWorkspaceSize(
+                 handle_, wd.get(), dyd.get(), cd.get(), dxd.get(),
+                 static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), bytes) == CUDNN_STATUS_SUCCESS;
+    };
+    it = algos_.emplace(k, pick("conv2d_backward_data", perf, n, f32, tf32_, workspace_of)).first;
   }
   const Choice& c = it->second;
   cd.set_math(c.math);
@@ -259,7 +281,13 @@ void CudnnConv::backward_weight(const Workspace& ws, const Conv2dParams& p, cons
     TESSERA_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
         handle_, xd.get(), dyd.get(), cd.get(), wd.get(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
         &n, perf.data()));
-    it = algos_.emplace(k, pick("conv2d_backward_weight", perf, n, f32, tf32_)).first;
+    const auto workspace_of = [&](int algo, cudnnMathType_t math, std::size_t* bytes) {
+      return cudnnSetConvolutionMathType(cd.get(), math) == CUDNN_STATUS_SUCCESS &&
+             cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                 handle_, xd.get(), dyd.get(), cd.get(), wd.get(),
+                 static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), bytes) == CUDNN_STATUS_SUCCESS;
+    };
+    it = algos_.emplace(k, pick("conv2d_backward_weight", perf, n, f32, tf32_, workspace_of)).first;
   }
   const Choice& c = it->second;
   cd.set_math(c.math);

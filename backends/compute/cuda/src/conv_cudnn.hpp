@@ -1,6 +1,6 @@
-// The three convolutions through cuDNN's convolution API (NCHW, f32 and f64, any groups, stride,
-// padding, dilation and output window; strided views through strided tensor descriptors), with
-// the algorithm chosen once per geometry and cached.
+// The three convolutions through cuDNN's convolution API (NCHW, f32, f64, bf16 and f16, any groups,
+// stride, padding, dilation and output window; strided views through strided tensor descriptors),
+// with the algorithm and its workspace chosen once per geometry and cached.
 #pragma once
 
 #include <cudnn.h>
@@ -32,7 +32,9 @@ class CudnnConv {
   /// The most workspace an algorithm may ask for (bytes).
   static constexpr std::size_t kWorkspaceLimit = std::size_t{1} << 30;
 
-  /// An algorithm choice: cuDNN's algorithm enum of the op, its workspace and math type.
+  /// An algorithm choice: cuDNN's algorithm enum of the op, the math type it runs with, and the
+  /// workspace bytes cudnnGetConvolution*WorkspaceSize states for it with the geometry's
+  /// descriptors and that math type (what every call of the geometry allocates).
   struct Choice {
     int algo = 0;
     std::size_t workspace = 0;

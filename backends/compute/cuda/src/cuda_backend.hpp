@@ -31,6 +31,12 @@ class CudaBackend final : public compute::Backend, public CudaDevice {
   /// Host threads are not what a GPU backend scales with: always 1; set_num_threads is accepted.
   int num_threads() const noexcept override { return 1; }
   void set_num_threads(int) override {}
+  /// rounds_master_to_call_dtype: a 16-bit convolution or linear rounds an f32 weight and bias to
+  /// the call's dtype for the tensor cores, and cuDNN returns a convolution's dw/db in the call's
+  /// dtype (README.md, "Mixed precision").
+  Capabilities capabilities() const noexcept override {
+    return {.rounds_master_to_call_dtype = true};
+  }
   void execute(const OpCall& call) override;
   std::shared_ptr<core::DeviceMemory> device_memory() override { return memory_; }
   /// Waits for both streams.

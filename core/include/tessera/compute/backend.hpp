@@ -31,6 +31,22 @@ struct Conv2dParams {
 
 struct OpCall;
 
+/// What a backend's arithmetic does where it departs from the op table's definition of a 16-bit
+/// call (16-bit storage, every operand as given, f32 accumulation, each output rounded once:
+/// docs/training.md, "Mixed precision"). The conformance suite bounds each backend by the error
+/// of what it declares here (tests/compute/README.md), so a backend declares what it really does
+/// and nothing more; the default, all false, is the definition (the cpu backend).
+struct Capabilities {
+  /// In a bf16/f16 call of conv2d_forward, conv2d_backward_data, linear_forward or
+  /// linear_backward whose Master tensors are f32: the f32 weight and bias are rounded to the
+  /// call's dtype before they are used (16-bit tensor cores take every operand in 16 bits, as
+  /// PyTorch AMP's autocast does), and conv2d_backward_weight's f32 dw and db are computed in the
+  /// call's dtype, rounded once, then widened into (with accumulate: added in f32 to) the f32
+  /// tensors. linear_backward's f32 dw and db are computed in f32 either way. The cuda backend
+  /// (cuDNN, cuBLAS: backends/compute/cuda/README.md).
+  bool rounds_master_to_call_dtype = false;
+};
+
 /// Kernels on tensors of one memory space, reached through execute() (the typed entry points in
 /// compute/ops.hpp check arguments, then call it). Inputs and outputs may be strided views.
 /// Float dtypes f32 and f64; all tensors of a call share one dtype unless the op says otherwise.
@@ -46,6 +62,10 @@ class Backend {
   /// Runs one kernel (see compute/ops.hpp for the operations and their typed entry points, which
   /// check arguments before calling this). Throws Unsupported for an operation the backend lacks.
   virtual void execute(const OpCall& call) = 0;
+
+  /// What this backend's arithmetic does beyond the op table's definition (a decorator forwards
+  /// its inner backend's).
+  virtual Capabilities capabilities() const noexcept { return {}; }
 
   /// Optional: names the layer the next calls belong to (tracing decorators use it).
   virtual void set_scope(std::string_view) {}
