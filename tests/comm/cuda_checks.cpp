@@ -3,8 +3,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "comm/nccl_support.hpp"
+#if TESSERA_TEST_CUDA_COMPUTE
+#include "tessera/comm/mesh_comm.hpp"
+#include "tessera/compute/cuda.hpp"
+#include "tessera/core/allocator.hpp"
+#include "tessera/core/tensor.hpp"
+#endif
 
 namespace tessera::test::cuda_checks {
 
@@ -156,5 +163,58 @@ void split(comm::Backend& b) {
   }
   b.barrier();  // the parent still works
 }
+
+#if TESSERA_TEST_CUDA_COMPUTE
+void ordered_with_compute(comm::Backend& b) {
+  if (b.size() != 1) fail(b, "ordered_with_compute runs on one rank, not ", b.size());
+  int device = 0;
+  test::nccl::cuda_ok(cudaGetDevice(&device), "cudaGetDevice");
+  compute::BackendOptions o;
+  o.device = device;
+  const std::unique_ptr<compute::Backend> gpu = compute::cuda::create(o);
+  auto* cd = dynamic_cast<compute::cuda::CudaDevice*>(gpu.get());
+  if (!cd) fail(b, "the cuda compute backend is not a CudaDevice");
+  const auto compute_stream = static_cast<cudaStream_t>(cd->compute_stream());
+  const auto alloc = std::make_shared<core::Allocator>("rank 0", gpu->device_memory());
+  constexpr std::int64_t n = 1 << 20;
+  core::Tensor send =
+      core::Tensor::zeros({n}, core::DType::F32, core::MemCategory::HaloBuffer, alloc);
+  core::Tensor recv =
+      core::Tensor::zeros({n}, core::DType::F32, core::MemCategory::HaloBuffer, alloc);
+  gpu->synchronize();
+  const bool staged =
+      b.capabilities().cuda_staged;  // staging reads the bytes on the host at the post
+  for (int round = 1; round <= 4; ++round) {
+    // Rounds 1-2 batch_p2p, 3-4 all_gather (one rank: a copy); the first of each may set up
+    // connections, so only the second is timed.
+    cudaHostFn_t hold = [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(300)); };
+    test::nccl::cuda_ok(cudaLaunchHostFunc(compute_stream, hold, nullptr), "cudaLaunchHostFunc");
+    send.fill(static_cast<double>(round));  // kernels on the held compute stream
+    recv.fill(-1.0);
+    const auto t0 = std::chrono::steady_clock::now();
+    comm::WorkPtr w = round <= 2
+                          ? b.batch_p2p({{comm::P2POp::Kind::Recv, comm::buffer_of(recv), 0, 9},
+                                         {comm::P2POp::Kind::Send, comm::buffer_of(send), 0, 9}})
+                          : b.all_gather(comm::buffer_of(send), comm::buffer_of(recv));
+    const double post_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    w->wait();
+    const core::Tensor h = recv.to_host();
+    const float* got = h.data<float>();
+    auto expect_at = [&](std::int64_t i) {
+      if (got[i] != static_cast<float>(round))
+        fail(b, "round ", round, ": element ", i, " of the receive is ", got[i], ", expected ",
+             round, " (the transfer was not ordered with the compute stream's writes)");
+    };
+    for (std::int64_t i = 0; i < n; i += 4099) expect_at(i);
+    expect_at(n - 1);
+    if (!staged && round % 2 == 0 && post_ms > 150.0)
+      fail(b, "round ", round, ": the post took ", post_ms,
+           " ms while the compute stream was held for 300 ms: ",
+           "it waited for the compute stream on the host instead of having its stream wait on the "
+           "device");
+  }
+}
+#endif
 
 }  // namespace tessera::test::cuda_checks

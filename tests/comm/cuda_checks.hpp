@@ -21,6 +21,16 @@ void halo(comm::Backend& b);
 /// split into even and odd ranks and into {0}; sub-group all_reduce on device buffers.
 void split(comm::Backend& b);
 
+#if TESSERA_TEST_CUDA_COMPUTE
+/// One rank (size 1), with the cuda compute backend on the rank's device: tensors of its memory are
+/// written on its compute stream while a host function holds that stream up for 300 ms, then sent
+/// to this rank itself (batch_p2p, then all_gather); every received element must be the new value
+/// (the transfer read the send buffer after the compute stream wrote it, and wrote the receive
+/// buffer after the compute stream's own write of it). Where the backend is not staged (nccl), a
+/// post must also return while the stream is held: its stream waits on the device, not the host.
+void ordered_with_compute(comm::Backend& b);
+#endif
+
 /// Checks that `f` throws E with `part` in its message (inside a rank).
 template <class E, class F>
 void expect_throw(const comm::Backend& b, const std::string& what, const std::string& part, F&& f) {

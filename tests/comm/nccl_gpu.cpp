@@ -1,5 +1,5 @@
 // The nccl backend on real GPUs (label gpu;comm;nccl: excluded by the default `gpu|slow` filter;
-// tests/gpu/run_gpu_checks.sh runs them). Every rank is a separate process with its own device
+// the GPU check bundle runs them: tests/gpu/README.md). Every rank is a separate process with its own device
 // (rank r on device r % count); NCCL refuses two ranks on one GPU, so a one-GPU machine runs
 // one rank, where collectives are local copies and the halo exchange sends to itself. The checks
 // themselves (comm/cuda_checks.cpp) are shared with the ucx staging tests. Where no GPU is visible
@@ -97,6 +97,18 @@ TEST_CASE(
     b.all_reduce(ok.view(), comm::ReduceOp::Sum)->wait();
     if (ok.download()[0] != 2.f) fail(b, "all_reduce after refused calls");
   });
+}
+
+TEST_CASE(
+    "nccl (GPU): operations on the cuda compute backend's tensors wait for its stream on the "
+    "device",
+    "[nccl][gpu]") {
+  TESSERA_NCCL_REQUIRE_GPU(devices);
+#if TESSERA_TEST_CUDA_COMPUTE
+  run(1, test::cuda_checks::ordered_with_compute);
+#else
+  TESSERA_SKIP("the cuda compute backend is not built here (cuDNN not found)");
+#endif
 }
 
 TEST_CASE("nccl (GPU): a receive nobody sends ends at the deadline with ncclCommAbort, not a hang",

@@ -3,33 +3,16 @@
 #include <map>
 
 #include "comm/conformance.hpp"
+#include "comm/store_rendezvous.hpp"
 #include "tessera/comm/plugin_loader.hpp"
-#include "tessera/comm/tcp_store.hpp"
 
 namespace {
 
 using namespace tessera;
+using test::StoreRendezvous;
 using test::conformance::missing_from;
 
 std::string lib(const char* name) { return std::string(TESSERA_TEST_PLUGIN_DIR) + "/libtessera-comm-" + name + ".so"; }
-
-class StoreRendezvous final : public comm::Rendezvous {
- public:
-  StoreRendezvous() : server_({"127.0.0.1", 0, "t", -1, [](const std::string&) {}}), client_(opts(server_.port())) {}
-  std::string describe() const override { return "test"; }
-  comm::Store* store() override { return &client_; }
-
- private:
-  static comm::TcpStoreClient::Options opts(int port) {
-    comm::TcpStoreClient::Options o;
-    o.port = port;
-    o.token = "t";
-    o.rank = 0;
-    return o;
-  }
-  comm::TcpStoreServer server_;
-  comm::TcpStoreClient client_;
-};
 
 TEST_CASE("plugins that cannot load say why", "[comm][plugin]") {
   auto missing = comm::load_plugin(lib("doesnotexist"), nullptr);
@@ -57,12 +40,17 @@ TEST_CASE("load_plugins scans folders and reports every plugin", "[comm][plugin]
   REQUIRE(by["selftest"].loaded);
   REQUIRE(by["selftest"].description == "one rank, for tests");
   REQUIRE(by["selftest"].prepared_p2p);
+  REQUIRE(!by["selftest"].device_stream);
+  REQUIRE(by["streamtest"].loaded);
+  REQUIRE(by["streamtest"].device_stream);  // the optional stream symbol was found
+  REQUIRE(by["streamhost"].loaded);
+  REQUIRE(!by["streamhost"].device_stream);
   REQUIRE(!by["badver"].loaded);
   REQUIRE(!by["nosym"].loaded);
   REQUIRE(!by["v2only"].loaded);
   REQUIRE(!by["nccl"].loaded);
   REQUIRE(missing_from(by["nccl"].why, "missing library: libtessera-comm-nccl.so not found") == "");
-  REQUIRE(reg.names() == std::vector<std::string>{"selftest"});
+  REQUIRE(reg.names() == std::vector<std::string>{"selftest", "streamhost", "streamtest"});
   REQUIRE(reg.capabilities("selftest").split);
   REQUIRE(!reg.capabilities("selftest").all_to_all);
 }

@@ -2,7 +2,7 @@
 // transport). Every rank is a separate process; unlike NCCL, several ranks may share one GPU, so
 // a one-GPU machine runs groups of 1 to 4 ranks. The checks are the nccl tests' own
 // (comm/cuda_checks.cpp) plus what staging adds: host and CUDA buffers mixed in one call, and a
-// host pointer marked Cuda refused. Label gpu (tests/gpu/run_gpu_checks.sh runs them; where no
+// host pointer marked Cuda refused. Label gpu (the GPU check bundle runs them: tests/gpu/README.md; where no
 // GPU is visible they print why they skip). The test without the gpu label runs everywhere: with
 // no GPU, a CUDA buffer gets an error saying CUDA is not usable, never a crash.
 #include <string>
@@ -47,6 +47,16 @@ TEST_CASE("ucx (GPU): CUDA buffers staged through host memory pass the nccl chec
       test::cuda_checks::split(b);
     });
   }
+}
+
+TEST_CASE("ucx (GPU): staging copies of the cuda compute backend's tensors follow its stream",
+          "[ucx][gpu]") {
+  TESSERA_NCCL_REQUIRE_GPU(devices);
+#if TESSERA_TEST_CUDA_COMPUTE
+  run(1, test::cuda_checks::ordered_with_compute);
+#else
+  TESSERA_SKIP("the cuda compute backend is not built here (cuDNN not found)");
+#endif
 }
 
 TEST_CASE(

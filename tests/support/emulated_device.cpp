@@ -1,9 +1,12 @@
 // EmulatedDeviceMemory and EmulatedDeviceCompute (see emulated_device.hpp).
 #include "support/emulated_device.hpp"
 
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
+#include <vector>
 
 #include "tessera/compute/ops.hpp"
 #include "tessera/core/error.hpp"
@@ -75,14 +78,24 @@ void* EmulatedDeviceMemory::allocate(std::size_t bytes) {
   return p;
 }
 
+EmulatedDeviceMemory::~EmulatedDeviceMemory() { run_queued(); }
+
 void EmulatedDeviceMemory::deallocate(void* p, std::size_t bytes) noexcept {
-  {
-    std::lock_guard<std::mutex> lock(blocks_mu());
-    blocks().erase(static_cast<const char*>(p));
+  // Stream-ordered, as the cuda backend's frees: queued writes into the block run first.
+  auto release = [this, p, bytes]() noexcept {
+    {
+      std::lock_guard<std::mutex> lock(blocks_mu());
+      blocks().erase(static_cast<const char*>(p));
+    }
+    std::free(p);
+    std::lock_guard<std::mutex> lock(mu_);
+    reserved_ -= bytes;
+  };
+  try {
+    issue(release);
+  } catch (...) {
+    release();  // no memory to queue it: run it now
   }
-  std::free(p);
-  std::lock_guard<std::mutex> lock(mu_);
-  reserved_ -= bytes;
 }
 
 std::size_t EmulatedDeviceMemory::reserved_bytes() const {
@@ -98,7 +111,19 @@ std::size_t EmulatedDeviceMemory::peak_reserved_bytes() const {
 void EmulatedDeviceMemory::copy(const core::Tensor& dst, const core::Tensor& src) {
   const bool d = !dst.is_host(), s = !src.is_host();
   (d && s ? device_to_device : d ? host_to_device : device_to_host)++;
-  host_side(dst, "emulated device copy").copy_from(host_side(src, "emulated device copy"));
+  core::Tensor to = host_side(dst, "emulated device copy"),
+               from = host_side(src, "emulated device copy");
+  if (!d) {  // into host memory: returns when the data is there, after everything queued
+    run_queued();
+    to.copy_from(from);
+    return;
+  }
+  if (!s && queueing()) {  // a host source is read at the call (cudaMemcpyAsync stages it)
+    core::Tensor snapshot = core::Tensor::empty(from.shape(), from.dtype());
+    snapshot.copy_from(from);
+    from = snapshot;
+  }
+  issue([to, from]() mutable { to.copy_from(from); });
 }
 
 void EmulatedDeviceMemory::copy_bytes(void* dst, const void* src, std::size_t bytes) {
@@ -106,18 +131,93 @@ void EmulatedDeviceMemory::copy_bytes(void* dst, const void* src, std::size_t by
   const bool d = is_device(dst, bytes), s = is_device(src, bytes);
   TESSERA_CHECK(d || s, "emulated device copy_bytes: neither side is device memory");
   (d && s ? device_to_device : d ? host_to_device : device_to_host)++;
-  std::memmove(dst, src, bytes);
+  if (!d) {  // into host memory: returns when the data is there, after everything queued
+    run_queued();
+    std::memmove(dst, src, bytes);
+    return;
+  }
+  if (!s && queueing()) {  // a host source is read at the call
+    const auto* from = static_cast<const std::byte*>(src);
+    auto snapshot = std::make_shared<std::vector<std::byte>>(from, from + bytes);
+    issue([dst, snapshot] { std::memcpy(dst, snapshot->data(), snapshot->size()); });
+    return;
+  }
+  issue([dst, src, bytes] { std::memmove(dst, src, bytes); });
 }
 
 void EmulatedDeviceMemory::add(const core::Tensor& dst, const core::Tensor& src) {
   TESSERA_CHECK(!dst.is_host() && !src.is_host(), "emulated device add: ", src.describe(), " into ", dst.describe(),
                 ": both must be device memory");
-  host_alias(dst).add_from(host_alias(src));
+  issue([to = host_alias(dst), from = host_alias(src)]() mutable { to.add_from(from); });
 }
 
-void EmulatedDeviceMemory::fill(const core::Tensor& dst, double value) { host_alias(dst).fill(value); }
+void EmulatedDeviceMemory::fill(const core::Tensor& dst, double value) {
+  issue([to = host_alias(dst), value]() mutable { to.fill(value); });
+}
+
+void EmulatedDeviceMemory::synchronize() {
+  ++synchronizations;
+  run_queued();
+}
+
+bool EmulatedDeviceMemory::stream_waits_for_issued(void* stream) {
+  if (stream == nullptr || !orders_streams) return false;
+  std::uint64_t last = 0;
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    last = issued_;
+  }
+  ++stream_orders;
+  static_cast<EmulatedStream*>(stream)->enqueue([this, last] { run_until(last); });
+  return true;
+}
+
+void EmulatedDeviceMemory::set_deferred(bool on) {
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    deferred_ = on;
+  }
+  if (!on) run_queued();
+}
+
+bool EmulatedDeviceMemory::queueing() const {
+  std::lock_guard<std::mutex> lock(queue_mu_);
+  return deferred_;
+}
+
+void EmulatedDeviceMemory::issue(std::function<void()> op) {
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    if (deferred_) {
+      queue_.emplace_back(++issued_, std::move(op));
+      return;
+    }
+  }
+  op();
+}
+
+void EmulatedDeviceMemory::run_until(std::uint64_t last) {
+  for (;;) {
+    std::function<void()> op;
+    {
+      std::lock_guard<std::mutex> lock(queue_mu_);
+      if (queue_.empty() || queue_.front().first > last) return;
+      op = std::move(queue_.front().second);
+      queue_.pop_front();
+    }
+    op();
+  }
+}
+
+void EmulatedDeviceMemory::run_queued() { run_until(std::numeric_limits<std::uint64_t>::max()); }
+
+std::size_t EmulatedDeviceMemory::queued() const {
+  std::lock_guard<std::mutex> lock(queue_mu_);
+  return queue_.size();
+}
 
 void EmulatedDeviceCompute::execute(const compute::OpCall& call) {
+  memory_->run_queued();  // the kernel runs now, after what its stream queued before it
   compute::OpCall h = call;
   std::vector<core::Tensor> keep;
   keep.reserve(compute::kMaxOpInputs + compute::kMaxOpOutputs);

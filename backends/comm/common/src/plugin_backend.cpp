@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
+#include <vector>
 
 #include "tessera/comm/plugin_export.hpp"
 #include "tessera/comm/recycled.hpp"
@@ -98,10 +100,9 @@ class PluginWork final : public Work, public Recycled<PluginWork> {
   bool done_ = false;
 };
 
-/// The device memories behind the device buffers of a call. Their data is written by kernels on
-/// the compute backend's stream, which the plugin's own stream does not see: the call waits for
-/// that memory's work (DeviceMemory::synchronize) before the plugin reads or writes the buffers.
-/// Host buffers and device buffers of unknown memory (raw pointers) add nothing.
+/// The device memories behind the device buffers of a call. Their data is written by work on the
+/// compute backend's stream, which the plugin's stream does not see by itself. Host buffers and
+/// device buffers of unknown memory (raw pointers: their caller orders them) add nothing.
 using Devices = std::vector<core::DeviceMemory*>;
 void add_device(Devices& ds, const BufferView& b) {
   if (b.space == MemorySpace::Host || b.device == nullptr) return;
@@ -109,32 +110,44 @@ void add_device(Devices& ds, const BufferView& b) {
     if (d == b.device) return;
   ds.push_back(b.device);
 }
-void settle(const Devices& ds) {
-  for (core::DeviceMemory* d : ds) d->synchronize();
-}
 Devices devices_of(const std::vector<P2POp>& ops) {
   Devices ds;
   for (const P2POp& o : ops) add_device(ds, o.buf);
   return ds;
 }
-template <class... B>
-void settle(const B&... bufs) {
-  Devices ds;
-  (add_device(ds, bufs), ...);
-  settle(ds);
+
+/// Orders what the plugin is about to post after the work that produced its device buffers (and
+/// after the compute work still reading the buffers it will write): ctx's stream waits for each
+/// memory's work on the device (no host wait); where the plugin has no stream, or a memory cannot
+/// order one, the host waits for that memory (DeviceMemory::synchronize). Called before every
+/// post and every start of a prepared batch, never after: a request completes only once its
+/// outputs are in place, and the host's compute comes after that.
+void order_after_producers(const Devices& ds, tessera_comm_plugin_v1_stream_fn stream_of,
+                           void* ctx) {
+  if (ds.empty()) return;
+  void* stream = stream_of ? stream_of(ctx) : nullptr;
+  for (core::DeviceMemory* d : ds)
+    if (!d->stream_waits_for_issued(stream)) d->synchronize();
 }
 
 /// A plan prepared by the plugin (its table's p2p_prepare); test, wait and free as a request.
 class PluginPlan final : public P2PPlan {
  public:
-  PluginPlan(std::shared_ptr<void> keep, const tessera_comm_plugin_v1_t* t, const tessera_comm_plugin_v1_plans_t* p,
+  PluginPlan(std::shared_ptr<void> keep, const tessera_comm_plugin_v1_t* t,
+             const tessera_comm_plugin_v1_plans_t* p, tessera_comm_plugin_v1_stream_fn stream,
              void* ctx, void* plan, Devices devices)
-      : keep_(std::move(keep)), t_(t), p_(p), ctx_(ctx), plan_(plan), devices_(std::move(devices)) {}
+      : keep_(std::move(keep)),
+        t_(t),
+        p_(p),
+        stream_(stream),
+        ctx_(ctx),
+        plan_(plan),
+        devices_(std::move(devices)) {}
   ~PluginPlan() override { t_->free_request(ctx_, plan_); }
   PluginPlan(const PluginPlan&) = delete;
   PluginPlan& operator=(const PluginPlan&) = delete;
   void start() override {
-    settle(devices_);
+    order_after_producers(devices_, stream_, ctx_);
     tessera_error_t err;  // filled only on failure (1 KiB: not zeroed per call)
     err.message[0] = '\0';
     const auto st = p_->p2p_start(ctx_, plan_, &err);
@@ -159,6 +172,7 @@ class PluginPlan final : public P2PPlan {
   std::shared_ptr<void> keep_;
   const tessera_comm_plugin_v1_t* t_;
   const tessera_comm_plugin_v1_plans_t* p_;
+  tessera_comm_plugin_v1_stream_fn stream_;  // optional
   void* ctx_;
   void* plan_;
   Devices devices_;
@@ -177,12 +191,19 @@ void to_c(const std::vector<P2POp>& ops, std::vector<tessera_p2p_op_t>& out) {
 
 class PluginBackend final : public Backend {
  public:
-  PluginBackend(std::shared_ptr<void> lib, std::shared_ptr<StoreBridge> bridge, const tessera_comm_plugin_v1_t* t,
-                const tessera_comm_plugin_v1_plans_t* plans, tessera_comm_plugin_v1_moved_fn moved,
-                Capabilities caps, void* ctx, std::chrono::milliseconds timeout)
-      : lib_(std::move(lib)), bridge_(std::move(bridge)), t_(t), plans_(plans), moved_(moved), caps_(caps), ctx_(ctx),
+  PluginBackend(std::shared_ptr<void> lib, std::shared_ptr<StoreBridge> bridge,
+                const tessera_comm_plugin_v1_t* t, PluginExtras extras, Capabilities caps,
+                void* ctx, std::chrono::milliseconds timeout)
+      : lib_(std::move(lib)),
+        bridge_(std::move(bridge)),
+        t_(t),
+        extras_(extras),
+        caps_(caps),
+        ctx_(ctx),
         timeout_(timeout),
-        name_(t->name), rank_(t->rank(ctx)), size_(t->size(ctx)) {}
+        name_(t->name),
+        rank_(t->rank(ctx)),
+        size_(t->size(ctx)) {}
   ~PluginBackend() override { t_->destroy(ctx_); }
 
   std::string_view name() const noexcept override { return name_; }
@@ -192,43 +213,44 @@ class PluginBackend final : public Backend {
   std::chrono::milliseconds timeout() const noexcept override { return timeout_; }
 
   WorkPtr all_reduce(BufferView buf, ReduceOp op) override {
-    settle(buf);
+    order({buf});
     return start([&](void** req, tessera_error_t* e) { return t_->all_reduce(ctx_, to_c(buf), static_cast<int>(op), req, e); });
   }
   WorkPtr all_gather(BufferView s, BufferView r) override {
-    settle(s, r);
+    order({s, r});
     return start([&](void** req, tessera_error_t* e) { return t_->all_gather(ctx_, to_c(s), to_c(r), req, e); });
   }
   WorkPtr reduce_scatter(BufferView s, BufferView r, ReduceOp op) override {
-    settle(s, r);
+    order({s, r});
     return start([&](void** req, tessera_error_t* e) {
       return t_->reduce_scatter(ctx_, to_c(s), to_c(r), static_cast<int>(op), req, e);
     });
   }
   WorkPtr broadcast(BufferView buf, int root) override {
-    settle(buf);
+    order({buf});
     return start([&](void** req, tessera_error_t* e) { return t_->broadcast(ctx_, to_c(buf), root, req, e); });
   }
   WorkPtr all_to_all(BufferView s, BufferView r) override {
     if (!t_->all_to_all) return Backend::all_to_all(s, r);
-    settle(s, r);
+    order({s, r});
     return start([&](void** req, tessera_error_t* e) { return t_->all_to_all(ctx_, to_c(s), to_c(r), req, e); });
   }
   WorkPtr batch_p2p(const std::vector<P2POp>& ops) override {
     to_c(ops, p2p_);  // kept between calls: a halo exchange allocates nothing here
-    settle(devices_of(ops));
+    order_after_producers(devices_of(ops), extras_.stream, ctx_);
     return start([&](void** req, tessera_error_t* e) { return t_->batch_p2p(ctx_, p2p_.data(), p2p_.size(), req, e); });
   }
   P2PPlanPtr prepare_p2p(const std::vector<P2POp>& ops) override {
-    if (!plans_) return Backend::prepare_p2p(ops);
+    if (!extras_.plans) return Backend::prepare_p2p(ops);
     std::vector<tessera_p2p_op_t> c;
     to_c(ops, c);
     tessera_error_t err;
     err.message[0] = '\0';
     void* plan = nullptr;
-    const auto st = plans_->p2p_prepare(ctx_, c.data(), c.size(), &plan, &err);
+    const auto st = extras_.plans->p2p_prepare(ctx_, c.data(), c.size(), &plan, &err);
     if (st != TESSERA_OK) plugin::throw_status(st, name_, err.message);
-    return std::make_unique<PluginPlan>(lib_, t_, plans_, ctx_, plan, devices_of(ops));
+    return std::make_unique<PluginPlan>(lib_, t_, extras_.plans, extras_.stream, ctx_, plan,
+                                        devices_of(ops));
   }
   void barrier() override {
     tessera_error_t err;  // filled only on failure (1 KiB: not zeroed per call)
@@ -244,7 +266,7 @@ class PluginBackend final : public Backend {
     const auto st = t_->split(ctx_, ranks.data(), ranks.size(), &sub, &err);
     if (st != TESSERA_OK) plugin::throw_status(st, name_, err.message);
     if (!sub) return nullptr;
-    return std::make_unique<PluginBackend>(lib_, bridge_, t_, plans_, moved_, caps_, sub, timeout_);
+    return std::make_unique<PluginBackend>(lib_, bridge_, t_, extras_, caps_, sub, timeout_);
   }
 
  private:
@@ -255,14 +277,19 @@ class PluginBackend final : public Backend {
     void* req = nullptr;
     const auto st = f(&req, &err);
     if (st != TESSERA_OK) plugin::throw_status(st, name_, err.message);
-    return std::make_unique<PluginWork>(lib_, t_, moved_, ctx_, req);
+    return std::make_unique<PluginWork>(lib_, t_, extras_.moved, ctx_, req);
+  }
+  /// order_after_producers for the buffers of one collective.
+  void order(std::initializer_list<BufferView> bufs) {
+    Devices ds;
+    for (const BufferView& b : bufs) add_device(ds, b);
+    order_after_producers(ds, extras_.stream, ctx_);
   }
 
   std::shared_ptr<void> lib_;
   std::shared_ptr<StoreBridge> bridge_;
   const tessera_comm_plugin_v1_t* t_;
-  const tessera_comm_plugin_v1_plans_t* plans_;  // optional
-  tessera_comm_plugin_v1_moved_fn moved_;        // optional
+  PluginExtras extras_;  // optional symbols
   Capabilities caps_;
   void* ctx_;
   std::chrono::milliseconds timeout_;
@@ -273,9 +300,9 @@ class PluginBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_plugin_backend(std::shared_ptr<void> lib, const tessera_comm_plugin_v1_t* table,
-                                             const tessera_comm_plugin_v1_plans_t* plans,
-                                             tessera_comm_plugin_v1_moved_fn moved, Capabilities caps,
+std::unique_ptr<Backend> make_plugin_backend(std::shared_ptr<void> lib,
+                                             const tessera_comm_plugin_v1_t* table,
+                                             PluginExtras extras, Capabilities caps,
                                              const BackendOptions& options) {
   TESSERA_CHECK(options.rendezvous && options.rendezvous->store(), "comm backend '", table->name,
                 "' needs a rendezvous with a key-value store (env://, e.g. through tessera launch); got ",
@@ -292,8 +319,8 @@ std::unique_ptr<Backend> make_plugin_backend(std::shared_ptr<void> lib, const te
     err.message[0] = '\0';
   const auto st = table->create(&init, &ctx, &err);
   if (st != TESSERA_OK) plugin::throw_status(st, table->name, err.message);
-  return std::make_unique<PluginBackend>(std::move(lib), std::move(bridge), table, plans, moved, caps, ctx,
-                                         options.timeout);
+  return std::make_unique<PluginBackend>(std::move(lib), std::move(bridge), table, extras, caps,
+                                         ctx, options.timeout);
 }
 
 }  // namespace tessera::comm

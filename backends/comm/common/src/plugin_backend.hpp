@@ -8,14 +8,29 @@
 
 namespace tessera::comm {
 
+/// The plugin's optional symbols (plugin_v1.h); each may be null.
+struct PluginExtras {
+  /// Prepared batches; null: prepare_p2p runs batch_p2p at every start.
+  const tessera_comm_plugin_v1_plans_t* plans = nullptr;
+  /// When a request's data moved; null: Work::moved says nothing.
+  tessera_comm_plugin_v1_moved_fn moved = nullptr;
+  /// The stream a ctx touches CUDA buffers on; null: a call waits on the host for its buffers'
+  /// producers (DeviceMemory::synchronize) instead of ordering that stream after them.
+  tessera_comm_plugin_v1_stream_fn stream = nullptr;
+};
+
 /// Creates the world group of a loaded plugin. `lib` keeps the library loaded while any backend
-/// of it lives. `plans` is the plugin's optional prepared-batch table, or nullptr (prepare_p2p
-/// then runs batch_p2p at every start). `moved`: the plugin's optional transfer-time query, or
-/// nullptr (Work::moved then says nothing). `caps`: what the loader read from the table and the
-/// optional symbols. The options' rendezvous must offer a store().
-std::unique_ptr<Backend> make_plugin_backend(std::shared_ptr<void> lib, const tessera_comm_plugin_v1_t* table,
-                                             const tessera_comm_plugin_v1_plans_t* plans,
-                                             tessera_comm_plugin_v1_moved_fn moved, Capabilities caps,
+/// of it lives. `caps`: what the loader read from the table and the optional symbols. The
+/// options' rendezvous must offer a store().
+///
+/// Device buffers: before each call (and each start of a prepared batch) with CUDA buffers that
+/// carry their DeviceMemory, the plugin's stream (extras.stream) is made to wait for the work that
+/// memory has issued so far (DeviceMemory::stream_waits_for_issued: an event, no host wait); where
+/// the plugin has no stream or the memory cannot order one, the memory is synchronised on the host
+/// first. Completion needs nothing more: a request is done only when its outputs are in place.
+std::unique_ptr<Backend> make_plugin_backend(std::shared_ptr<void> lib,
+                                             const tessera_comm_plugin_v1_t* table,
+                                             PluginExtras extras, Capabilities caps,
                                              const BackendOptions& options);
 
 }  // namespace tessera::comm

@@ -100,19 +100,25 @@ PluginStatus load_plugin(const std::string& path, Registry* registry) {
   if (auto* overlaps = reinterpret_cast<tessera_comm_plugin_v1_overlaps_fn>(
           ::dlsym(handle, TESSERA_COMM_PLUGIN_V1_OVERLAPS_SYMBOL)))
     st.caps.overlaps_compute = overlaps() != 0;
-  auto* moved = reinterpret_cast<tessera_comm_plugin_v1_moved_fn>(
+  PluginExtras extras;
+  extras.plans = plans;
+  extras.moved = reinterpret_cast<tessera_comm_plugin_v1_moved_fn>(
       ::dlsym(handle, TESSERA_COMM_PLUGIN_V1_MOVED_SYMBOL));
+  extras.stream = reinterpret_cast<tessera_comm_plugin_v1_stream_fn>(
+      ::dlsym(handle, TESSERA_COMM_PLUGIN_V1_STREAM_SYMBOL));
+  st.device_stream = extras.stream != nullptr;
   const Capabilities caps = st.caps;
   if (registry) {
     if (registry->contains(st.name)) {
       st.why = detail::cat("a backend named '", st.name, "' is already registered; ", path, " ignored");
       return st;
     }
-    registry->add(st.name,
-                  [lib, table, plans, moved, caps](const BackendOptions& o) {
-                    return make_plugin_backend(lib, table, plans, moved, caps, o);
-                  },
-                  st.caps);
+    registry->add(
+        st.name,
+        [lib, table, extras, caps](const BackendOptions& o) {
+          return make_plugin_backend(lib, table, extras, caps, o);
+        },
+        st.caps);
   }
   st.loaded = true;
   return st;

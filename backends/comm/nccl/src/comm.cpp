@@ -91,7 +91,9 @@ Comm::Comm(std::shared_ptr<Rendezvous> rdzv, int world_rank, int device, std::ch
 
 void Comm::init_stream() {
   // A blocking stream (default flags): operations are ordered after work the caller queued on the
-  // legacy default stream (cudaMemcpy, kernels launched without a stream).
+  // legacy default stream (cudaMemcpy, kernels launched without a stream). Work on non-blocking
+  // streams (the cuda compute backend's) is ordered by an event the host has this stream wait for
+  // before each call (tessera_comm_plugin_v1_stream).
   const cudaError_t e = cudaStreamCreateWithFlags(&stream_, cudaStreamDefault);
   if (e != cudaSuccess) fail(Failure::System, detail::cat("cudaStreamCreate: ", cuda_text(e)));
 }

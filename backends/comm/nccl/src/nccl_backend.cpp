@@ -305,6 +305,11 @@ std::unique_ptr<Backend> NcclBackend::split(const std::vector<int>& ranks) {
   return std::make_unique<NcclBackend>(std::move(sub), std::move(world), key, false);
 }
 
+void* stream_of(Backend& b) noexcept {
+  auto* n = dynamic_cast<NcclBackend*>(&b);
+  return n ? static_cast<void*>(n->stream()) : nullptr;
+}
+
 std::unique_ptr<Backend> create(const BackendOptions& options) {
   TESSERA_CHECK(options.rendezvous && options.rendezvous->store(),
                 "comm backend 'nccl' needs a rendezvous with a key-value store (env://) to share NCCL's unique id; "
@@ -330,6 +335,14 @@ extern "C" __attribute__((visibility("default"))) const tessera_comm_plugin_v1_t
 extern "C" __attribute__((visibility("default"))) const char* tessera_comm_plugin_v1_probe(void) {
   static const std::string why = tessera::comm::nccl::unavailable_reason();
   return why.empty() ? nullptr : why.c_str();
+}
+
+// Optional (plugin_v1.h): the stream a group's operations run on. Before each call with device
+// tensors the host makes it wait for an event recorded on their compute stream (no host wait), so
+// NCCL reads them after the kernels that wrote them and writes them after the kernels that read
+// them before. Completion is the Work's event, waited for on the host (see README.md, Streams).
+extern "C" __attribute__((visibility("default"))) void* tessera_comm_plugin_v1_stream(void* ctx) {
+  return tessera::comm::nccl::stream_of(tessera::comm::plugin::backend_of(ctx));
 }
 
 // Optional (plugin_v1.h): operations progress on the CUDA stream while the caller computes.

@@ -29,9 +29,17 @@ class NcclBackend final : public Backend {
   Capabilities capabilities() const noexcept override;
   std::chrono::milliseconds timeout() const noexcept override { return comm_->timeout(); }
 
+  /// The CUDA stream every operation of this group is enqueued on (a blocking stream: ordered after
+  /// work on the legacy default stream). The plugin exports it (tessera_comm_plugin_v1_stream), so
+  /// the host makes it wait for the compute stream's work before each call with device tensors.
+  cudaStream_t stream() const noexcept { return comm_->stream(); }
+
   /// All operations below are enqueued on this group's CUDA stream and return at once; the Work
-  /// completes when the stream reaches the operation's end. Buffers: CUDA device memory of this
-  /// rank's device (Unsupported for host memory, InvalidArgument for another device's).
+  /// completes when the stream reaches the operation's end. They read and write their buffers only
+  /// on that stream, so whoever produced the buffers on another stream must order this stream
+  /// after that work first (the host does, through the exported stream; a caller of raw pointers
+  /// does it itself). Buffers: CUDA device memory of this rank's device (Unsupported for host
+  /// memory, InvalidArgument for another device's).
   WorkPtr all_reduce(BufferView buf, ReduceOp op) override;
   WorkPtr all_gather(BufferView send, BufferView recv) override;
   WorkPtr reduce_scatter(BufferView send, BufferView recv, ReduceOp op) override;
@@ -62,6 +70,9 @@ class NcclBackend final : public Backend {
   bool world_ = true;
   std::uint64_t seq_ = 0;
 };
+
+/// The stream of an NcclBackend (as void*), null for any other backend.
+void* stream_of(Backend& b) noexcept;
 
 /// The factory behind the plugin: options.rendezvous must offer a store.
 std::unique_ptr<Backend> create(const BackendOptions& options);

@@ -1,5 +1,6 @@
 // The CUDA staging decorator (see cuda_staging.hpp): pinned host buffers from a per-group pool,
-// device → host copies when an operation starts, host → device copies when it completes.
+// device → host copies when an operation starts, host → device copies when it completes, both on
+// the group's staging stream.
 #include "cuda_staging.hpp"
 
 #include <cuda_runtime_api.h>
@@ -24,14 +25,49 @@ std::string cuda_text(cudaError_t e) {
   return detail::cat(cudaGetErrorName(e), " (", cudaGetErrorString(e), ")");
 }
 
-/// Pinned host blocks kept for reuse. One per group; used by that group's thread only.
+/// A group's staging resources: pinned host blocks kept for reuse, and the stream every copy
+/// between them and the device runs on. One per group; used by that group's thread only; shared
+/// with the group's pending work, so it outlives both.
 class PinnedPool {
  public:
   PinnedPool() = default;
   PinnedPool(const PinnedPool&) = delete;
   PinnedPool& operator=(const PinnedPool&) = delete;
   ~PinnedPool() {
+    if (stream_) {
+      cudaStreamSynchronize(stream_);  // no copy still reads or writes a block below
+      cudaStreamDestroy(stream_);
+    }
     for (const Block& b : blocks_) cudaFreeHost(b.data);
+  }
+
+  /// The staging stream, created on the calling thread's current device at the first CUDA buffer
+  /// (a process that passes none never initialises CUDA here). A *blocking* stream, so a copy is
+  /// also ordered after work on the legacy default stream (a raw buffer filled by cudaMemcpy);
+  /// work on non-blocking streams (the cuda compute backend's) is ordered by the host, which makes
+  /// this stream wait for it before each call (tessera_comm_plugin_v1_stream). Copies may use it
+  /// whatever the current device is (CUDA allows a copy on another device's stream).
+  cudaStream_t stream(std::string_view backend, const std::string& where) {
+    if (stream_) return stream_;
+    const cudaError_t e = cudaStreamCreateWithFlags(&stream_, cudaStreamDefault);
+    if (e != cudaSuccess) {
+      stream_ = nullptr;
+      cudaGetLastError();  // not sticky: says nothing about later calls
+      throw BackendError(
+          std::string(backend), kCudaFailure,
+          detail::cat(where, ": creating the staging stream (cudaStreamCreateWithFlags) failed: ",
+                      cuda_text(e)));
+    }
+    return stream_;
+  }
+  /// The stream if it exists or can be made, else null (for the exported query, which never
+  /// throws).
+  cudaStream_t stream_or_null() noexcept {
+    try {
+      return stream("ucx", "staging stream");
+    } catch (...) {
+      return nullptr;
+    }
   }
 
   /// The smallest free block of at least `bytes`, else a new one (rounded up to 64 KiB).
@@ -66,7 +102,18 @@ class PinnedPool {
     bool used;
   };
   std::vector<Block> blocks_;
+  cudaStream_t stream_ = nullptr;
 };
+
+/// Throws BackendError ("<where>: <what> (<bytes> bytes, <call>) failed: <error>") unless `e` is
+/// cudaSuccess.
+void check(cudaError_t e, const std::string& backend, const std::string& where, const char* what,
+           std::size_t bytes, const char* call) {
+  if (e == cudaSuccess) return;
+  throw BackendError(
+      backend, kCudaFailure,
+      detail::cat(where, ": ", what, " (", bytes, " bytes, ", call, ") failed: ", cuda_text(e)));
+}
 
 /// A device buffer and its pinned host copy.
 struct Staged {
@@ -111,15 +158,24 @@ class StagedWork final : public Work {
   }
 
  private:
+  /// The results go to the device on the staging stream, which waited (at the call) for the
+  /// compute work issued before the call, so they land after every kernel that read the buffers
+  /// before; the stream is then synchronised, so the data is in place (and the pinned blocks are
+  /// free again) when this returns, before the caller's next compute is issued.
   void finish() {
     inner_->wait();
-    for (const Staged& s : outputs_) {
-      const cudaError_t e = cudaMemcpy(s.device, s.host, s.bytes, cudaMemcpyHostToDevice);
-      if (e != cudaSuccess)
-        throw BackendError(
-            backend_, kCudaFailure,
-            detail::cat(what_, ": copying the result back to the device (", s.bytes,
-                        " bytes, cudaMemcpy host to device) failed: ", cuda_text(e)));
+    if (!outputs_.empty()) {
+      const cudaStream_t stream = pool_->stream(backend_, what_);
+      std::size_t bytes = 0;
+      for (const Staged& s : outputs_) {
+        check(cudaMemcpyAsync(s.device, s.host, s.bytes, cudaMemcpyHostToDevice, stream), backend_,
+              what_, "copying the result back to the device", s.bytes,
+              "cudaMemcpyAsync host to device");
+        bytes += s.bytes;
+      }
+      check(cudaStreamSynchronize(stream), backend_, what_,
+            "copying the results back to the device", bytes,
+            "cudaStreamSynchronize of the staging stream");
     }
     done_ = true;
     for (void* p : held_) pool_->release(p);
@@ -195,6 +251,9 @@ class CudaStagedBackend final : public Backend {
     }
     return c.start(inner_->batch_p2p(host));
   }
+  /// The staging stream (created on the first call), or null where CUDA cannot make one.
+  cudaStream_t stream() noexcept { return pool_->stream_or_null(); }
+
   /// Host buffers only: the inner backend's own plan. CUDA buffers are staged at every start.
   P2PPlanPtr prepare_p2p(const std::vector<P2POp>& ops) override {
     if (std::none_of(ops.begin(), ops.end(),
@@ -221,20 +280,22 @@ class CudaStagedBackend final : public Backend {
     Call(const Call&) = delete;
     Call& operator=(const Call&) = delete;
 
-    /// The host view the wrapped backend gets for `v` (itself when it is host memory).
+    /// The host view the wrapped backend gets for `v` (itself when it is host memory). An input
+    /// is copied on the staging stream, which the host made wait for the work that produced it
+    /// (or which follows the legacy default stream's work, for a raw buffer), and the stream is
+    /// synchronised: the bytes are on the host when this returns.
     BufferView stage(const BufferView& v, bool in, bool out) {
       if (v.space == MemorySpace::Host || v.count == 0)
         return {v.data, v.count, v.dtype, MemorySpace::Host};
       check_device_pointer(v.data);
+      const cudaStream_t stream = b_.pool_->stream(backend_, what_);
       void* host = b_.pool_->acquire(v.bytes(), backend_, what_);
       held_.push_back(host);
       if (in) {
-        const cudaError_t e = cudaMemcpy(host, v.data, v.bytes(), cudaMemcpyDeviceToHost);
-        if (e != cudaSuccess)
-          throw BackendError(
-              backend_, kCudaFailure,
-              detail::cat(what_, ": staging the input (", v.bytes(),
-                          " bytes, cudaMemcpy device to host) failed: ", cuda_text(e)));
+        check(cudaMemcpyAsync(host, v.data, v.bytes(), cudaMemcpyDeviceToHost, stream), backend_,
+              what_, "staging the input", v.bytes(), "cudaMemcpyAsync device to host");
+        check(cudaStreamSynchronize(stream), backend_, what_, "staging the input", v.bytes(),
+              "cudaStreamSynchronize of the staging stream");
       }
       if (out) outputs_.push_back({v.data, host, v.bytes()});
       return {host, v.count, v.dtype, MemorySpace::Host};
@@ -290,6 +351,11 @@ class CudaStagedBackend final : public Backend {
 std::unique_ptr<Backend> stage_cuda_through_host(std::unique_ptr<Backend> host_only) {
   TESSERA_CHECK(host_only != nullptr, "stage_cuda_through_host: no backend given");
   return std::make_unique<CudaStagedBackend>(std::move(host_only));
+}
+
+void* staging_stream(Backend& b) noexcept {
+  auto* s = dynamic_cast<CudaStagedBackend*>(&b);
+  return s ? static_cast<void*>(s->stream()) : nullptr;
 }
 
 }  // namespace tessera::comm

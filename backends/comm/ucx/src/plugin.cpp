@@ -68,6 +68,15 @@ extern "C" __attribute__((visibility("default"))) int tessera_comm_plugin_v1_ove
   return tessera::comm::ucx::capabilities().overlaps_compute ? 1 : 0;
 }
 
+#if TESSERA_UCX_CUDA_STAGING
+// Optional (plugin_v1.h): the stream CUDA buffers are staged on. Before each call with device
+// tensors the host makes it wait for their compute stream's work, so the staging copies read them
+// after the kernels that wrote them and write them after the kernels that read them before.
+extern "C" __attribute__((visibility("default"))) void* tessera_comm_plugin_v1_stream(void* ctx) {
+  return tessera::comm::staging_stream(tessera::comm::plugin::backend_of(ctx));
+}
+#endif
+
 // Optional (plugin_v1.h): when a collective's data moved (the run of its task on the thread).
 extern "C" __attribute__((visibility("default"))) int tessera_comm_plugin_v1_moved(
     void* req, std::int64_t* start_ns, std::int64_t* end_ns) {

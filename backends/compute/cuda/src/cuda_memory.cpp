@@ -226,6 +226,23 @@ void CudaMemory::upload(void* dst, const void* src, std::size_t bytes) {
   TESSERA_CUDA_CHECK(e);
 }
 
+bool CudaMemory::stream_waits_for_issued(void* stream) {
+  if (stream == nullptr) return false;
+  make_current();  // the event belongs to the compute stream's device
+  // One event per call, as in upload: the wait is enqueued when cudaStreamWaitEvent returns, so the
+  // event may be destroyed at once (its resources go when the compute stream passes it), and two
+  // threads ordering streams after this memory never share one.
+  cudaEvent_t issued = nullptr;
+  TESSERA_CUDA_CHECK(cudaEventCreateWithFlags(&issued, cudaEventDisableTiming));
+  struct Destroy {
+    cudaEvent_t e;
+    ~Destroy() { TESSERA_CUDA_WARN(cudaEventDestroy(e)); }
+  } destroy{issued};
+  TESSERA_CUDA_CHECK(cudaEventRecord(issued, compute_));
+  TESSERA_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), issued, 0));
+  return true;
+}
+
 void CudaMemory::synchronize() {
   make_current();
   TESSERA_CUDA_CHECK(cudaStreamSynchronize(compute_));

@@ -40,6 +40,10 @@ class CudaMemory final : public core::DeviceMemory {
   void add(const core::Tensor& dst, const core::Tensor& src) override;
   void fill(const core::Tensor& dst, double value) override;
   void synchronize() override;
+  /// An event recorded on the compute stream now, waited on by `stream` (cudaStreamWaitEvent; any
+  /// device): `stream`'s later work runs after everything enqueued on the compute stream so far.
+  /// The upload stream needs no event (upload returns when its copy is done). False for null.
+  bool stream_waits_for_issued(void* stream) override;
   /// `bytes` from src to dst, each a host or a device pointer of this process (cudaMemcpyDefault),
   /// on the compute stream; returns when the data is there if dst is host memory.
   void copy_bytes(void* dst, const void* src, std::size_t bytes) override;

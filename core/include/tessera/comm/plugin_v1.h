@@ -166,6 +166,25 @@ typedef int (*tessera_comm_plugin_v1_overlaps_fn)(void);
 typedef int (*tessera_comm_plugin_v1_moved_fn)(void* req, int64_t* start_ns, int64_t* end_ns);
 #define TESSERA_COMM_PLUGIN_V1_MOVED_SYMBOL "tessera_comm_plugin_v1_moved"
 
+/* Optional sixth symbol: the stream on which ctx's operations read and write CUDA buffers (a
+ * cudaStream_t, as void*), or NULL when ctx has none. Ordering contract with the host:
+ * - Before a call (or a p2p_start) whose CUDA buffers come from a producer the host knows (the
+ *   compute backend's memory of a tensor), the host makes this stream wait, on the device, for
+ *   everything that producer has enqueued so far (an event recorded on its compute stream and
+ *   waited on here; no host wait). The plugin must therefore read and write those buffers only
+ *   in work enqueued on this stream after the call starts, or after a host wait on this stream.
+ *   Without the symbol, or when it returns NULL, the host waits for the producer on the host
+ *   (DeviceMemory::synchronize) before the call. Buffers whose producer the host does not know
+ *   (raw pointers) are ordered by the caller.
+ * - A request reports done (test, wait) only once its CUDA outputs hold their results and the
+ *   plugin no longer touches its buffers; compute the host enqueues after that is ordered after
+ *   the operation by the host's own order, with no event.
+ * The host calls it from the thread using ctx, before each such call; it may create the stream on
+ * its first call (so a process that never passes CUDA buffers never initialises CUDA) and return
+ * NULL when it cannot. Never blocks, never throws. */
+typedef void* (*tessera_comm_plugin_v1_stream_fn)(void* ctx);
+#define TESSERA_COMM_PLUGIN_V1_STREAM_SYMBOL "tessera_comm_plugin_v1_stream"
+
 #ifdef __cplusplus
 }
 #endif

@@ -54,6 +54,18 @@ class DeviceMemory {
   virtual void fill(const Tensor& dst, double value) = 0;
   /// Waits until every operation issued so far has finished.
   virtual void synchronize() = 0;
+  /// Makes `stream` wait, on the device, for every operation issued on this memory so far (copies,
+  /// fills, adds and the backend's kernels), without a host wait: work enqueued on `stream` after
+  /// the call runs after them. `stream` is a native stream of this memory's kind that another
+  /// library runs on (the cuda backend: a cudaStream_t passed as void*, of any device), such as a
+  /// communication plugin's (plugin_v1.h, tessera_comm_plugin_v1_stream). Returns false where this
+  /// memory cannot order another stream (the default, and for a null `stream`): the caller then
+  /// calls synchronize() before `stream` touches the memory. Throws BackendError when the device
+  /// fails.
+  virtual bool stream_waits_for_issued(void* stream) {
+    (void)stream;
+    return false;
+  }
 
   /// Page-locks `bytes` of host memory at `p` for fast, asynchronous copies (cudaHostRegister);
   /// false where this memory cannot (the default: copies stay as they are). A Loader pins its

@@ -266,6 +266,10 @@ tessera_comm_plugin_v1_t make_table(const char* name, const char* description, C
   return t;
 }
 
+/// The Backend behind a ctx of make_table (for the optional symbols that ask a ctx something,
+/// e.g. TESSERA_COMM_PLUGIN_V1_STREAM_SYMBOL: `return my_stream(plugin::backend_of(ctx));`).
+inline Backend& backend_of(void* ctx) noexcept { return *static_cast<Ctx*>(ctx)->backend; }
+
 /// The optional transfer-time query (TESSERA_COMM_PLUGIN_V1_MOVED_SYMBOL) over the requests of
 /// make_table: a request is a Work*, and Work::moved says when its data moved.
 inline int request_moved(void* req, std::int64_t* start_ns, std::int64_t* end_ns) noexcept {
