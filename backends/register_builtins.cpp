@@ -59,4 +59,12 @@ std::string compute_backend_unusable(const std::string& name) {
   return "";
 }
 
+bool compute_backend_loaded(const std::string& name) {
+#ifdef TESSERA_HAVE_CUDA_BACKEND
+  if (name == "cuda") return compute::cuda::plugin_loaded();
+#endif
+  (void)name;
+  return true;
+}
+
 }  // namespace tessera

@@ -1,9 +1,12 @@
-# FindCUDNN: cuDNN ships no CMake config; look for cudnn.h and libcudnn in the CUDA toolkit.
+# FindCUDNN: cuDNN ships no CMake config; look for cudnn.h and libcudnn in the CUDA toolkit (or
+# CUDNN_HOME). The versioned file name is accepted too: NVIDIA's wheels (nvidia-cudnn-cu13) ship
+# libcudnn.so.9 and no unversioned link.
 # Defines CUDNN_FOUND, CUDNN_VERSION, CUDNN_LIBRARY_DIR and the imported target CUDNN::cudnn.
+# CUDNN_HOME, when set, is searched first; every folder is searched for both names before the next.
 find_path(CUDNN_INCLUDE_DIR cudnn.h
-  HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include ENV CUDNN_HOME PATH_SUFFIXES include)
-find_library(CUDNN_LIBRARY NAMES cudnn
-  HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64 /usr/local/cuda/lib ENV CUDNN_HOME
+  HINTS ENV CUDNN_HOME ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include PATH_SUFFIXES include)
+find_library(CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 NAMES_PER_DIR
+  HINTS ENV CUDNN_HOME ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64 /usr/local/cuda/lib
   PATH_SUFFIXES lib64 lib)
 if(CUDNN_INCLUDE_DIR AND EXISTS "${CUDNN_INCLUDE_DIR}/cudnn_version.h")
   file(STRINGS "${CUDNN_INCLUDE_DIR}/cudnn_version.h" _cudnn_major REGEX "^#define CUDNN_MAJOR [0-9]+")

@@ -1,10 +1,13 @@
-# FindNCCL: NCCL ships no CMake config; look for nccl.h and libnccl in the CUDA toolkit.
+# FindNCCL: NCCL ships no CMake config; look for nccl.h and libnccl in the CUDA toolkit (or
+# NCCL_HOME). The versioned file name is accepted too: NVIDIA's wheels (nvidia-nccl-cu13) ship
+# libnccl.so.2 and no unversioned link.
 # Defines NCCL_FOUND, NCCL_VERSION and the imported target NCCL::nccl.
+# NCCL_HOME, when set, is searched first; every folder is searched for both names before the next.
 find_path(NCCL_INCLUDE_DIR nccl.h
-  HINTS ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_LIBRARY_ROOT}/include /usr/local/cuda/include ENV NCCL_HOME
+  HINTS ENV NCCL_HOME ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_LIBRARY_ROOT}/include /usr/local/cuda/include
   PATH_SUFFIXES include)
-find_library(NCCL_LIBRARY NAMES nccl
-  HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib ENV NCCL_HOME
+find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 NAMES_PER_DIR
+  HINTS ENV NCCL_HOME ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib
   PATH_SUFFIXES lib lib64)
 if(NCCL_INCLUDE_DIR AND EXISTS "${NCCL_INCLUDE_DIR}/nccl.h")
   file(STRINGS "${NCCL_INCLUDE_DIR}/nccl.h" _nccl_major REGEX "^#define NCCL_MAJOR [0-9]+")

@@ -19,6 +19,7 @@ optional=(
   qt6-base-dev                    # Qt 6 Widgets: tessera studio (gui/)
   python3-dev python3-pip         # the Python bindings (their PyPI packages: setup_python below)
   clang libfuzzer-14-dev          # the fuzz targets: clang and its libFuzzer (tools/fuzz.sh)
+  patchelf                        # the GPU check bundle's library paths (tests/gpu/make_bundle.sh)
 )
 
 want=("${required[@]}")

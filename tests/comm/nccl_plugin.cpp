@@ -49,7 +49,7 @@ TEST_CASE("nccl plugin: loads, reports CUDA memory + multi-process, and its prob
   const auto devices = test::nccl::probe_devices();
   const std::string r = in_child([] {
     comm::Registry reg;
-    const auto st = comm::load_plugin(TESSERA_NCCL_PLUGIN, &reg);
+    const auto st = comm::load_plugin(test::built_plugin(TESSERA_NCCL_PLUGIN), &reg);
     if (!st.loaded) return "not loaded: " + st.why;
     std::string out = "name=" + st.name + ";";
     out += st.caps.cuda_memory ? "cuda;" : "host;";

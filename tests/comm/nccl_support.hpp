@@ -96,4 +96,4 @@ class DeviceBuffer {
   const ::tessera::test::nccl::Devices devices_var = ::tessera::test::nccl::probe_devices();       \
   if (devices_var.count == 0)                                                                     \
   TESSERA_SKIP("no GPU: no CUDA device visible ("                                                 \
-               << devices_var.why_none << "); run tests/gpu/run_gpu_checks.sh on a machine with a GPU")
+               << devices_var.why_none << "); run the GPU check bundle on a machine with a GPU (tests/gpu/README.md)")

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -86,8 +87,22 @@ void write_all(int fd, const std::string& s) {
 
 }  // namespace
 
-void run_in_processes(const std::string& plugin_path, int size, std::chrono::milliseconds timeout,
-                      const conformance::RankFn& fn) {
+std::string built_plugin(const std::string& built) {
+  if (::access(built.c_str(), R_OK) == 0) return built;
+  const char* path = std::getenv("TESSERA_PLUGIN_PATH");
+  const std::string file = built.substr(built.find_last_of('/') + 1);
+  for (std::string rest = path ? path : ""; !rest.empty();) {
+    const std::size_t colon = rest.find(':');
+    const std::string dir = rest.substr(0, colon);
+    rest = colon == std::string::npos ? "" : rest.substr(colon + 1);
+    if (!dir.empty() && ::access((dir + "/" + file).c_str(), R_OK) == 0) return dir + "/" + file;
+  }
+  return built;
+}
+
+void run_in_processes(const std::string& plugin_path_built, int size,
+                      std::chrono::milliseconds timeout, const conformance::RankFn& fn) {
+  const std::string plugin_path = built_plugin(plugin_path_built);
   int port = 0;
   int lfd = -1;
   {  // bound before forking so the children know the port; served after (no threads at fork)

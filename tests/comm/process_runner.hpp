@@ -9,6 +9,12 @@
 
 namespace tessera::test {
 
+/// The plugin library the tests were built against (`built`, an absolute path in the build tree)
+/// or, where that file is not there (a copied bundle: tests/gpu/make_bundle.sh), the file of the
+/// same name in a folder of TESSERA_PLUGIN_PATH; `built` unchanged when neither exists, so loading
+/// it reports the path.
+std::string built_plugin(const std::string& built);
+
 /// Forks `size` processes; each joins the store, creates backend `name` from the plugin library
 /// at `plugin_path`, runs `fn`, and reports. A rank that throws aborts the job (others are
 /// released). Rethrows the first root-cause failure (CheckFailure, TimeoutError, InternalError,

@@ -46,4 +46,8 @@ void register_builtin_backends(compute::Registry& registry);
 /// Initialises the CUDA runtime for "cuda" (never before a fork).
 std::string compute_backend_unusable(const std::string& name);
 
+/// Whether the compute backend `name`'s code is in this process: true for the built-in ones,
+/// and for "cuda" once its library loaded (whether or not a device is visible).
+bool compute_backend_loaded(const std::string& name);
+
 }  // namespace tessera

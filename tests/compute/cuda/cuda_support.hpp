@@ -61,5 +61,5 @@ inline Gpu make_gpu(const compute::BackendOptions& o = {}) {
   const std::string tessera_cuda_why_ = ::tessera::compute_backend_unusable("cuda");              \
   if (!tessera_cuda_why_.empty())                                                                 \
     TESSERA_SKIP("no GPU: cuda " << tessera_cuda_why_                                             \
-                                 << "; run tests/gpu/run_gpu_checks.sh on a machine with a GPU"); \
+                                 << "; run the GPU check bundle on a machine with a GPU (tests/gpu/README.md)"); \
   const ::tessera::test::cuda::Gpu g = ::tessera::test::cuda::make_gpu()

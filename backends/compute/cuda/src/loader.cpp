@@ -70,6 +70,8 @@ std::unique_ptr<compute::Backend> create(const BackendOptions& options) {
   return load_plugin().create(options);
 }
 
+bool plugin_loaded() { return loaded().table != nullptr; }
+
 std::string why_unusable() {
   const Loaded& l = loaded();
   if (!l.table) return l.why;

@@ -67,4 +67,8 @@ std::unique_ptr<compute::Backend> create(const BackendOptions& options);
 /// plugin's probe. For `tessera backends`; initialises CUDA (not before a fork).
 std::string why_unusable();
 
+/// Whether libtessera_compute_cuda.so was found and opened (its entry point checked), whatever
+/// its probe says of the devices. Loads it on the first call, as load_plugin() does.
+bool plugin_loaded();
+
 }  // namespace tessera::compute::cuda
