@@ -81,11 +81,39 @@ def probe(bundle, work):
     needed = manifest.get("cpu_flags_needed", [])
     p["cpu_flags_missing"] = [f for f in needed if cpu_flags and f not in cpu_flags]
     p["glibc"] = platform.libc_ver()[1]
-    smi = shutil.which("nvidia-smi")
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES", "x").strip() in ("", "-1")
+    # The driver's own list, instant and without initialising anything, decides whether the GPU
+    # stages run; nvidia-smi (whose first call can take seconds while the driver wakes up) only
+    # adds the names. probe.json and the library path are written first, so a probe cut at its
+    # 5 s still leaves both.
+    p["driver_gpus"] = sorted(os.path.basename(d) for d in glob.glob("/proc/driver/nvidia/gpus/*"))
+    p["device_files"] = sorted(d for d in glob.glob("/dev/nvidia[0-9]*"))
+    p["gpu_visible"] = bool(p["driver_gpus"] or p["device_files"]) and not hidden
+    p["library_dirs"] = library_dirs()
+    p["compute_sanitizer"] = shutil.which("compute-sanitizer") or (
+        "/usr/local/cuda/bin/compute-sanitizer"
+        if os.path.exists("/usr/local/cuda/bin/compute-sanitizer") else None)
+    try:
+        from importlib import metadata
+        p["torch"] = metadata.version("torch")
+    except Exception as e:  # no torch: the peers will say so
+        p["torch"] = None
+        p["torch_error"] = str(e)
+
+    def dump():
+        p["seconds"] = round(time.time() - t0, 2)
+        tmp = os.path.join(work, ".probe.json.tmp")
+        with open(tmp, "w") as f:
+            json.dump(p, f, indent=1)
+        os.replace(tmp, os.path.join(work, "probe.json"))
+
+    dump()
+    print(":".join(p["library_dirs"]), flush=True)
     p["gpus"] = []
+    smi = shutil.which("nvidia-smi")
     if smi:
         rc, out, err = _run([smi, "--query-gpu=index,name,driver_version,memory.total,compute_cap",
-                             "--format=csv,noheader"])
+                             "--format=csv,noheader"], timeout=3.5)
         if rc == 0:
             for line in out.splitlines():
                 f = [x.strip() for x in line.split(",")]
@@ -96,23 +124,8 @@ def probe(bundle, work):
             p["nvidia_smi_error"] = (err or out)[:300]
     else:
         p["nvidia_smi_error"] = "nvidia-smi not found"
-    p["gpu_visible"] = bool(p["gpus"]) and os.environ.get("CUDA_VISIBLE_DEVICES", "x") != ""
-    try:
-        from importlib import metadata
-        p["torch"] = metadata.version("torch")
-    except Exception as e:  # no torch: the peers will say so
-        p["torch"] = None
-        p["torch_error"] = str(e)
-    p["nvcc"] = shutil.which("nvcc") or (
-        "/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
-    p["compute_sanitizer"] = shutil.which("compute-sanitizer") or (
-        "/usr/local/cuda/bin/compute-sanitizer"
-        if os.path.exists("/usr/local/cuda/bin/compute-sanitizer") else None)
-    p["library_dirs"] = library_dirs()
-    p["seconds"] = round(time.time() - t0, 2)
-    with open(os.path.join(work, "probe.json"), "w") as f:
-        json.dump(p, f, indent=1)
-    print(":".join(p["library_dirs"]))
+    p["gpu_visible"] = p["gpu_visible"] or (bool(p["gpus"]) and not hidden)
+    dump()
     return 0
 
 
@@ -124,6 +137,34 @@ def _load(work, name):
             return json.load(f)
     except (OSError, ValueError):
         return None
+
+
+_CONSOLE_ALL = re.compile(r"All tests passed \((\d+) assertions? in (\d+) test cases?\)")
+_CONSOLE_SOME = re.compile(r"test cases:\s+(\d+)(?: \|\s+(\d+) passed)?(?: \|\s+(\d+) failed)?")
+
+
+def console_counts(log):
+    """tests and failures from a Catch2 console run's last summary line, the first failing case."""
+    try:
+        with open(log, errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return None
+    r = None
+    m = _CONSOLE_ALL.findall(text)
+    if m:
+        r = {"tests": int(m[-1][1]), "failures": 0}
+    m2 = _CONSOLE_SOME.findall(text)
+    if m2 and (r is None or text.rfind("test cases:") > text.rfind("All tests passed")):
+        r = {"tests": int(m2[-1][0]), "failures": int(m2[-1][2] or 0)}
+    if r is None:
+        return {"error": "no Catch2 summary line (cut short?)",
+                "finished": len(re.findall(r"^\d+\.\d+ s: ", text, re.M))}
+    at = text.find("FAILED:")
+    if r["failures"] and at >= 0:  # from the case's name (lines above) to the failed check's text
+        start = max(0, text.rfind("\n", 0, max(0, text.rfind("\n", 0, at) - 1)))
+        r["first_failure"] = text[start:at + 300].strip()[:400]
+    return r
 
 
 def junit_counts(path):
@@ -153,14 +194,18 @@ _ERROR_LINE = re.compile(r"\b(error|failed|unsupported|terminate called|what\(\)
 
 
 def first_error(log):
+    """The first line of `log` that reads as an error, else its last non-empty line."""
+    last = None
     try:
         with open(log, errors="replace") as f:
             for line in f:
                 if _ERROR_LINE.search(line):
                     return line.strip()[:300]
+                if line.strip():
+                    last = line.strip()[:300]
     except OSError:
         pass
-    return None
+    return last
 
 
 def figures(work):
@@ -211,6 +256,8 @@ def write(work, out):
     for s in stages:
         if s.get("junit"):
             s["tests"] = junit_counts(os.path.join(work, s["junit"]))
+        elif s.get("tests_in_log"):
+            s["tests"] = console_counts(os.path.join(work, "logs", s["name"] + ".log"))
         if s["status"] not in ("ok", "not-run") and not s.get("first_error"):
             s["first_error"] = first_error(os.path.join(work, "logs", s["name"] + ".log"))
     meta = _load(work, "run.json") or {}

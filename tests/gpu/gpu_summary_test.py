@@ -66,11 +66,27 @@ class SummaryTest(unittest.TestCase):
         self.assertIn("BAD_PARAM", st["bench"]["first_error"])
         self.assertEqual(os.listdir(self.out), ["summary.json"])  # written atomically, no leftovers
 
+    def test_console_counts(self):
+        log = f"{self.work}/logs/c.log"
+        write(log, "0.5 s: a\n=====\ntest cases: 5 | 5 passed\nassertions: - none -\n")
+        self.assertEqual(gpu_summary.console_counts(log), {"tests": 5, "failures": 0})
+        write(log, "x.cpp:3: FAILED:\n  REQUIRE( a == b )\n=====\n"
+              "test cases: 4 | 3 passed | 1 failed\nassertions: 9 | 8 passed | 1 failed\n")
+        c = gpu_summary.console_counts(log)
+        self.assertEqual((c["tests"], c["failures"]), (4, 1))
+        self.assertIn("FAILED", c["first_failure"])
+        write(log, "All tests passed (12 assertions in 3 test cases)\n")
+        self.assertEqual(gpu_summary.console_counts(log), {"tests": 3, "failures": 0})
+        write(log, "0.5 s: a\n1.0 s: b\n")  # cut at its cap: how far it got
+        self.assertEqual(gpu_summary.console_counts(log)["finished"], 2)
+
     def test_error_lines_ignore_words_inside_names(self):
         write(f"{self.work}/logs/x.log",
               "nccl built, cudaErrorInsufficientDriver (driver too old)\n"
               "tessera backends: required backend 'cuda' does not load: libcudnn.so.9 missing\n")
         self.assertIn("does not load", gpu_summary.first_error(f"{self.work}/logs/x.log"))
+        write(f"{self.work}/logs/y.log", "bench_train: cuda: built, no CUDA device visible\n\n")
+        self.assertIn("no CUDA device", gpu_summary.first_error(f"{self.work}/logs/y.log"))
 
 
 if __name__ == "__main__":
