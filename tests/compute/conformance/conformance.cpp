@@ -6,10 +6,19 @@
 #include <cstring>
 #include <sstream>
 
+#include "tessera/builtin_backends.hpp"
 #include "tessera/compute/op_table.hpp"
 #include "tessera/core/error.hpp"
 
 namespace tessera::test::compute_conformance {
+
+std::unique_ptr<compute::Backend> create_cpu_backend() {
+  compute::Registry r;
+  register_builtin_backends(r);
+  compute::BackendOptions o;
+  o.num_threads = kThreads;
+  return r.create("cpu", o);
+}
 
 const char* size_name(Size s) {
   switch (s) {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -272,6 +273,9 @@ bool must_support(std::string_view backend, compute::OpKind op, DType dtype);
 
 /// Threads every backend of the suite is created with.
 inline constexpr int kThreads = 2;
+
+/// The cpu backend with kThreads threads: the inner backend of the suite's test decorators.
+std::unique_ptr<compute::Backend> create_cpu_backend();
 
 // ---- the host ↔ backend transfer: the one place a device backend adds its memory -------------
 /// A contiguous copy of the contiguous host tensor `host` in `backend`'s memory.

@@ -36,13 +36,7 @@ Tensor rounded_copy(const Tensor& t, DType dt) {
 /// It declares rounds_master_to_call_dtype or not, as constructed.
 class CudaRoundingCpu final : public compute::Backend {
  public:
-  explicit CudaRoundingCpu(bool declares) : declares_(declares) {
-    compute::Registry r;
-    register_builtin_backends(r);
-    compute::BackendOptions o;
-    o.num_threads = kThreads;
-    inner_ = r.create("cpu", o);
-  }
+  explicit CudaRoundingCpu(bool declares) : declares_(declares), inner_(create_cpu_backend()) {}
   std::string_view name() const noexcept override { return "cuda-rounding-cpu"; }
   int num_threads() const noexcept override { return inner_->num_threads(); }
   void set_num_threads(int n) override { inner_->set_num_threads(n); }

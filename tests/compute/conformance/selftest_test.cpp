@@ -53,13 +53,7 @@ void perturb_largest(core::Tensor& t, double rel) {
 /// The cpu backend with `fault` in op `op`; records the variants in which it changed a result.
 class BrokenBackend : public compute::Backend {
  public:
-  BrokenBackend(OpKind op, Fault fault) : op_(op), fault_(fault) {
-    compute::Registry r;
-    register_builtin_backends(r);
-    compute::BackendOptions o;
-    o.num_threads = kThreads;
-    inner_ = r.create("cpu", o);
-  }
+  BrokenBackend(OpKind op, Fault fault) : op_(op), fault_(fault), inner_(create_cpu_backend()) {}
   std::string_view name() const noexcept override { return "broken-cpu"; }
   int num_threads() const noexcept override { return inner_->num_threads(); }
   void set_num_threads(int n) override { inner_->set_num_threads(n); }
