@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tessera/comm/plugin_loader.hpp"
+#include "tessera/plugin_path.hpp"
 #include "tessera/comm/tcp_store.hpp"
 
 namespace tessera::test {
@@ -89,15 +90,8 @@ void write_all(int fd, const std::string& s) {
 
 std::string built_plugin(const std::string& built) {
   if (::access(built.c_str(), R_OK) == 0) return built;
-  const char* path = std::getenv("TESSERA_PLUGIN_PATH");
-  const std::string file = built.substr(built.find_last_of('/') + 1);
-  for (std::string rest = path ? path : ""; !rest.empty();) {
-    const std::size_t colon = rest.find(':');
-    const std::string dir = rest.substr(0, colon);
-    rest = colon == std::string::npos ? "" : rest.substr(colon + 1);
-    if (!dir.empty() && ::access((dir + "/" + file).c_str(), R_OK) == 0) return dir + "/" + file;
-  }
-  return built;
+  const std::string found = find_plugin_file(built.substr(built.find_last_of('/') + 1));
+  return found.empty() ? built : found;
 }
 
 void run_in_processes(const std::string& plugin_path_built, int size,

@@ -11,8 +11,8 @@ namespace tessera::test {
 
 /// The plugin library the tests were built against (`built`, an absolute path in the build tree)
 /// or, where that file is not there (a copied bundle: tests/gpu/make_bundle.sh), the file of the
-/// same name in a folder of TESSERA_PLUGIN_PATH; `built` unchanged when neither exists, so loading
-/// it reports the path.
+/// same name on tessera::plugin_search_path() (TESSERA_PLUGIN_PATH first); `built` unchanged when
+/// neither exists, so loading it reports the path.
 std::string built_plugin(const std::string& built);
 
 /// Forks `size` processes; each joins the store, creates backend `name` from the plugin library
