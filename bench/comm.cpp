@@ -49,6 +49,7 @@
 #include "tessera/comm/env_rendezvous.hpp"
 #include "tessera/comm/registry.hpp"
 #include "tessera/comm/tcp_store.hpp"
+#include "tessera/core/version.hpp"
 
 using namespace tessera;
 using bench::Stats;
@@ -177,19 +178,6 @@ int worker(const Options& o) {
     auto pp_typical = typical(20000, round_trip);
     for (double& x : pp_typical) x /= 2;
     emit("pingpong_p50", 8, pp_typical);
-    // The same ping-pong on prepared batches (prepare_p2p once; start and wait per message).
-    const comm::P2PPlanPtr send_plan = world->prepare_p2p(send), recv_plan = world->prepare_p2p(recv);
-    auto pp_plan = typical(20000, round_trip_of(
-                                      [&] {
-                                        send_plan->start();
-                                        send_plan->wait();
-                                      },
-                                      [&] {
-                                        recv_plan->start();
-                                        recv_plan->wait();
-                                      }));
-    for (double& x : pp_plan) x /= 2;
-    emit("pingpong_plan_p50", 8, pp_plan);
     // The call's own cost: a batch with nothing in it (creating, waiting for and freeing it).
     emit("empty", 0, timed(20000, [&] { world->batch_p2p({})->wait(); }));
     std::vector<double> half(pp.size());
@@ -204,17 +192,7 @@ int worker(const Options& o) {
         {comm::P2POp::Kind::Recv, {recv.data(), recv.size(), core::DType::F32}, left, 0}};
     const std::function<void()> exchange = [&] { world->batch_p2p(ops)->wait(); };
     emit("halo", bytes, timed(iters_for(bytes), exchange));
-    if (bytes == 64) {
-      emit("halo_p50", bytes, typical(20000, exchange));
-      // Prepared once, started per exchange: what remains is posting and completing the messages.
-      const comm::P2PPlanPtr plan = world->prepare_p2p(ops);
-      const std::function<void()> run_plan = [&] {
-        plan->start();
-        plan->wait();
-      };
-      emit("halo_plan", bytes, timed(20000, run_plan));
-      emit("halo_plan_p50", bytes, typical(20000, run_plan));
-    }
+    if (bytes == 64) emit("halo_p50", bytes, typical(20000, exchange));
     if (recv[0] != float(left)) {
       std::fprintf(stderr, "bench_comm: rank %d received %g from rank %d, expected %d\n", me, recv[0], left, left);
       return 1;
@@ -457,14 +435,12 @@ int parent(const Options& o) {
   // Rounds alternate tessera, OpenMPI and ucx_perftest, so a slow spell of this shared machine
   // falls on all of them; every figure pools the repetitions of all rounds.
   Samples ar_s, halo_s, mpi_s, ar_cuda_s, halo_cuda_s, pingpong_s, empty_s, pp_p50_s, halo_p50_s;
-  Samples plan_s, plan_p50_s, pp_plan_p50_s;  // the same on prepared batches (prepare_p2p)
-  Samples progress_x_s, progress_wait_s;      // progress while computing: exchange, wait after compute
+  Samples progress_x_s, progress_wait_s;  // progress while computing: exchange, wait after compute
   std::vector<double> perf_lat, perf_lat_avg, perf_bw;
   // Ratios of medians measured in the same round (back to back), one per round.
   Samples ar_ratio;                              // OpenMPI time / tessera time, per size
-  std::vector<double> pingpong_ratio, halo_ratio;  // tessera / ucx_perftest tag_lat, 50th percentiles
-  std::vector<double> pp_plan_ratio, plan_ratio;   // the same, prepared batches
-  std::vector<double> plan_mean_ratio;             // prepared exchange's loop mean / tag_lat's average
+  std::vector<double> pingpong_ratio,
+      halo_ratio;  // tessera / ucx_perftest tag_lat, 50th percentiles
   Samples ucp_s;  // bench_ucp_exchange: the same ping-pong (8) and exchange (64) with UCP alone
   std::vector<double> pingpong_ucp_ratio, halo_ucp_ratio;
   std::string ucp_note;
@@ -472,21 +448,16 @@ int parent(const Options& o) {
   const std::string mpi_bin = self_dir() + "/bench_comm_mpi", mpirun = which("mpirun");
   for (int round = 0; round < o.rounds; ++round) {
     const std::string ranks_out = run_ranks(o, rank_note);
-    Samples r_ar, r_mpi, r_halo, r_pp, r_empty, r_pp50, r_halo50, r_plan, r_plan50, r_ppplan50;
-    parse_lines(ranks_out, "halo_plan", r_plan);
-    parse_lines(ranks_out, "halo_plan_p50", r_plan50);
-    parse_lines(ranks_out, "pingpong_plan_p50", r_ppplan50);
+    Samples r_ar, r_mpi, r_halo, r_pp, r_empty, r_pp50, r_halo50;
     parse_lines(ranks_out, "allreduce", r_ar);
     parse_lines(ranks_out, "halo", r_halo);
     parse_lines(ranks_out, "pingpong", r_pp);
     parse_lines(ranks_out, "empty", r_empty);
     parse_lines(ranks_out, "pingpong_p50", r_pp50);
     parse_lines(ranks_out, "halo_p50", r_halo50);
-    const std::vector<std::pair<Samples*, Samples*>> parts = {{&r_ar, &ar_s},      {&r_halo, &halo_s},
-                                                              {&r_pp, &pingpong_s}, {&r_empty, &empty_s},
-                                                              {&r_pp50, &pp_p50_s}, {&r_halo50, &halo_p50_s},
-                                                              {&r_plan, &plan_s},   {&r_plan50, &plan_p50_s},
-                                                              {&r_ppplan50, &pp_plan_p50_s}};
+    const std::vector<std::pair<Samples*, Samples*>> parts = {
+        {&r_ar, &ar_s},       {&r_halo, &halo_s},   {&r_pp, &pingpong_s},
+        {&r_empty, &empty_s}, {&r_pp50, &pp_p50_s}, {&r_halo50, &halo_p50_s}};
     for (const auto& [part, into_all] : parts)
       for (const auto& [bytes, us] : *part) {
         Samples& into = *into_all;
@@ -533,15 +504,13 @@ int parent(const Options& o) {
       }
       if (lat > 0 && r_pp50.count(8)) pingpong_ratio.push_back(median_of(r_pp50.at(8)) / lat);
       if (lat > 0 && r_halo50.count(64)) halo_ratio.push_back(median_of(r_halo50.at(64)) / lat);
-      if (lat > 0 && r_ppplan50.count(8)) pp_plan_ratio.push_back(median_of(r_ppplan50.at(8)) / lat);
-      if (lat > 0 && r_plan50.count(64)) plan_ratio.push_back(median_of(r_plan50.at(64)) / lat);
-      if (f.size() > 3 && f[3] > 0 && r_plan.count(64)) plan_mean_ratio.push_back(median_of(r_plan.at(64)) / f[3]);
     }
   }
-  const Series ar = stats_of(ar_s), halo = stats_of(halo_s), mpi = stats_of(mpi_s), ar_cuda = stats_of(ar_cuda_s),
-               halo_cuda = stats_of(halo_cuda_s), pingpong = stats_of(pingpong_s), ratio = stats_of(ar_ratio), empty = stats_of(empty_s),
-               pp_p50 = stats_of(pp_p50_s), halo_p50 = stats_of(halo_p50_s), ucp = stats_of(ucp_s),
-               plan = stats_of(plan_s), plan_p50 = stats_of(plan_p50_s), pp_plan_p50 = stats_of(pp_plan_p50_s),
+  const Series ar = stats_of(ar_s), halo = stats_of(halo_s), mpi = stats_of(mpi_s),
+               ar_cuda = stats_of(ar_cuda_s), halo_cuda = stats_of(halo_cuda_s),
+               pingpong = stats_of(pingpong_s), ratio = stats_of(ar_ratio),
+               empty = stats_of(empty_s), pp_p50 = stats_of(pp_p50_s),
+               halo_p50 = stats_of(halo_p50_s), ucp = stats_of(ucp_s),
                progress_x = stats_of(progress_x_s), progress_wait = stats_of(progress_wait_s);
   // The share of an exchange that moved while the ranks computed (1 − wait / exchange, medians).
   auto hidden = [&](std::size_t bytes) {
@@ -592,26 +561,31 @@ int parent(const Options& o) {
       progress.push_back(j.str());
     }
     bench::Json top;
+    top.str("tessera_version", std::string(tessera::core::version()))
+        .str("build", tessera::core::build_description());
     top.raw("progress_while_computing", bench::json_array(progress));
-    top.str("backend", o.backend).num("ranks", o.nproc).num("reps", o.reps).num("rounds", o.rounds).raw("all_reduce", bench::json_array(rows))
-        .raw("halo_exchange", bench::json_array(halos)).num("ucx_perftest_tag_lat_us", perf_lat_us)
+    top.str("backend", o.backend)
+        .num("ranks", o.nproc)
+        .num("reps", o.reps)
+        .num("rounds", o.rounds)
+        .raw("all_reduce", bench::json_array(rows))
+        .raw("halo_exchange", bench::json_array(halos))
+        .num("ucx_perftest_tag_lat_us", perf_lat_us)
         .num("ucx_perftest_tag_lat_avg_us", perf_lat_avg_us)
         .num("pingpong_half_rtt_us", pingpong.count(8) ? pingpong.at(8).median : -1)
         .num("pingpong_half_rtt_p50_us", pp_p50.count(8) ? pp_p50.at(8).median : -1)
         .num("halo_64B_p50_us", halo_p50.count(64) ? halo_p50.at(64).median : -1)
         .num("ucp_pingpong_p50_us", ucp.count(8) ? ucp.at(8).median : -1)
         .num("ucp_exchange_64B_p50_us", ucp.count(64) ? ucp.at(64).median : -1)
-        .num("pingpong_vs_ucp", median_of(pingpong_ucp_ratio)).num("halo_64B_vs_ucp", median_of(halo_ucp_ratio))
+        .num("pingpong_vs_ucp", median_of(pingpong_ucp_ratio))
+        .num("halo_64B_vs_ucp", median_of(halo_ucp_ratio))
         .num("empty_batch_us", empty.count(0) ? empty.at(0).median : -1)
-        .num("pingpong_vs_perftest", median_of(pingpong_ratio)).num("halo_64B_vs_perftest", median_of(halo_ratio))
-        .num("prepared_halo_64B_us", plan.count(64) ? plan.at(64).median : -1)
-        .num("prepared_halo_64B_p50_us", plan_p50.count(64) ? plan_p50.at(64).median : -1)
-        .num("prepared_pingpong_p50_us", pp_plan_p50.count(8) ? pp_plan_p50.at(8).median : -1)
-        .num("prepared_pingpong_vs_perftest", median_of(pp_plan_ratio))
-        .num("prepared_halo_64B_vs_perftest", median_of(plan_ratio))
-        .num("prepared_halo_64B_mean_vs_perftest_avg", median_of(plan_mean_ratio))
+        .num("pingpong_vs_perftest", median_of(pingpong_ratio))
+        .num("halo_64B_vs_perftest", median_of(halo_ratio))
         .num("ucx_perftest_tag_bw_GBps", perf_bw_mbps > 0 ? perf_bw_mbps * 1.048576e-3 : -1)
-        .num("memcpy_GBps", copy_gbps).str("ranks_note", rank_note).str("mpi_note", mpi_note);
+        .num("memcpy_GBps", copy_gbps)
+        .str("ranks_note", rank_note)
+        .str("mpi_note", mpi_note);
     if (o.cuda) {
       bench::Json c;
       c.raw("all_reduce", cuda_rows(ar_cuda, ar, bus)).raw("halo_exchange", cuda_rows(halo_cuda, halo, 1.0))
@@ -621,6 +595,7 @@ int parent(const Options& o) {
     std::printf("%s\n", top.str().c_str());
     return rank_note.empty() ? 0 : 1;
   }
+  std::printf("%s\n", tessera::core::version_line().c_str());
   std::printf("bench_comm: %s, %d processes on loopback; median [min-max] of %d rounds x %d repetitions, the slowest "
               "rank's time\n",
               o.backend.c_str(), o.nproc, o.rounds, o.reps);
@@ -660,29 +635,23 @@ int parent(const Options& o) {
   }
   // Single messages timed one by one, as ucx_perftest times its own.
   if (pp_p50.count(8) && halo_p50.count(64))
-    std::printf("  50th percentile of single messages: ping-pong half round trip %.2f us [%.2f-%.2f],\n"
-                "  64 B halo exchange %.2f us [%.2f-%.2f]\n",
-                pp_p50.at(8).median, pp_p50.at(8).min, pp_p50.at(8).max, halo_p50.at(64).median, halo_p50.at(64).min,
-                halo_p50.at(64).max);
-  if (plan.count(64) && plan_p50.count(64) && pp_plan_p50.count(8))
-    std::printf("  prepared batches (prepare_p2p once, start + wait per message): 64 B halo exchange %.2f us\n"
-                "  [%.2f-%.2f] (loop mean), %.2f us [%.2f-%.2f] (50th percentile); ping-pong half round trip\n"
-                "  %.2f us [%.2f-%.2f] (50th percentile)\n",
-                plan.at(64).median, plan.at(64).min, plan.at(64).max, plan_p50.at(64).median, plan_p50.at(64).min,
-                plan_p50.at(64).max, pp_plan_p50.at(8).median, pp_plan_p50.at(8).min, pp_plan_p50.at(8).max);
+    std::printf(
+        "  50th percentile of single messages: ping-pong half round trip %.2f us [%.2f-%.2f],\n"
+        "  64 B halo exchange %.2f us [%.2f-%.2f]\n",
+        pp_p50.at(8).median, pp_p50.at(8).min, pp_p50.at(8).max, halo_p50.at(64).median,
+        halo_p50.at(64).min, halo_p50.at(64).max);
   if (empty.count(0)) {
     const Stats& e = empty.at(0);
     std::printf("  batch_p2p with no operations (the call's own cost): %.2f us [%.2f-%.2f]\n", e.median, e.min, e.max);
   }
   if (perf_lat_us > 0)
-    std::printf("  ucx_perftest tag_lat 8 B: %.2f us typical (its 50th percentile), %.2f us average (medians of\n"
-                "  rounds). 50th percentiles over tag_lat's (target <= 2x): ping-pong %.1fx, halo 64 B %.1fx\n"
-                "  (per round, back to back; median over rounds)\n",
-                perf_lat_us, perf_lat_avg_us, median_of(pingpong_ratio), median_of(halo_ratio));
-  if (perf_lat_us > 0 && !plan_ratio.empty())
-    std::printf("  prepared batches over tag_lat: 50th percentiles ping-pong %.1fx, halo 64 B %.1fx; the\n"
-                "  exchange's loop mean over tag_lat's average %.1fx\n",
-                median_of(pp_plan_ratio), median_of(plan_ratio), median_of(plan_mean_ratio));
+    std::printf(
+        "  ucx_perftest tag_lat 8 B: %.2f us typical (its 50th percentile), %.2f us average "
+        "(medians of\n"
+        "  rounds). 50th percentiles over tag_lat's (target <= 2x): ping-pong %.1fx, halo 64 B "
+        "%.1fx\n"
+        "  (per round, back to back; median over rounds)\n",
+        perf_lat_us, perf_lat_avg_us, median_of(pingpong_ratio), median_of(halo_ratio));
   else if (show_halo)
     std::printf("  ucx_perftest: not installed or failed (Debian: ucx-utils)\n");
   if (ucp.count(8) && ucp.count(64))
@@ -746,9 +715,28 @@ int main(int argc, char** argv) {
     else if (a == "--only") o.only = next();
     else if (a == "--rounds") o.rounds = std::atoi(next().c_str());
     else {
-      std::fprintf(stderr, "usage: bench_comm [--json] [--reps N] [--nproc P] [--backend ucx] [--max-mib 64] [--cuda] [--only allreduce|halo|latency|progress]\n"
-                   "                  [--rounds R]\n");
-      return 2;
+      std::fprintf(stderr,
+                   "usage: bench_comm [--json] [--reps N] [--nproc P] [--backend ucx] [--max-mib "
+                   "64] [--cuda] [--only allreduce|halo|latency|progress]\n"
+                   "                  [--rounds R]\n"
+                   "  a comm backend between P processes on this host (loopback), beside\n"
+                   "  OpenMPI's MPI_Allreduce (bench_comm_mpi), ucx_perftest, UCP alone\n"
+                   "  (bench_ucp_exchange) and memcpy, each run when built or installed;\n"
+                   "  figures are medians [min-max]\n"
+                   "  --backend: the comm backend measured (default ucx)\n"
+                   "  --nproc: ranks (default 2)\n"
+                   "  --max-mib: the largest all-reduce in MiB (4 KiB x4 up to it; default 64)\n"
+                   "  --reps: repetitions per round (default 7); --rounds: rounds that\n"
+                   "      alternate the ranks and the peers, so a slow spell falls on every\n"
+                   "      side (default 3)\n"
+                   "  --only allreduce|halo|latency|progress: one part (latency: the\n"
+                   "      ping-pong and the 64 B halo exchange; progress: how much of a posted\n"
+                   "      halo exchange moves while the ranks compute without calling the\n"
+                   "      backend)\n"
+                   "  --cuda: the all-reduce and halo exchange also on CUDA buffers, with the\n"
+                   "      pinned cudaMemcpy bandwidth each way (a build with the CUDA toolkit)\n"
+                   "  --json: one JSON object on stdout instead of the table\n");
+      return a == "--help" ? 0 : 2;
     }
   }
   if (!o.only.empty() && o.only != "allreduce" && o.only != "halo" && o.only != "latency" && o.only != "progress") {

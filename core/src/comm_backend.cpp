@@ -36,37 +36,6 @@ void Store::wait(const std::vector<std::string>& keys, std::chrono::milliseconds
   }
 }
 
-namespace {
-
-/// Backend::prepare_p2p's default: batch_p2p at every start.
-class BatchEachStart final : public P2PPlan {
- public:
-  BatchEachStart(Backend& backend, std::vector<P2POp> ops) : backend_(backend), ops_(std::move(ops)) {}
-  void start() override {
-    TESSERA_CHECK(!work_, "comm backend '", backend_.name(), "': rank ", backend_.rank(),
-                  ": a prepared batch_p2p was started again before wait() ended its last start; "
-                  "every start needs its wait");
-    work_ = backend_.batch_p2p(ops_);
-  }
-  bool is_completed() override { return !work_ || work_->is_completed(); }
-  void wait() override {
-    if (!work_) return;
-    const WorkPtr w = std::move(work_);  // idle again even when wait() throws
-    w->wait();
-  }
-
- private:
-  Backend& backend_;
-  std::vector<P2POp> ops_;
-  WorkPtr work_;
-};
-
-}  // namespace
-
-P2PPlanPtr Backend::prepare_p2p(const std::vector<P2POp>& ops) {
-  return std::make_unique<BatchEachStart>(*this, ops);
-}
-
 WorkPtr Backend::all_to_all(BufferView, BufferView) {
   throw Unsupported(detail::cat("comm backend '", name(), "' does not support all_to_all"));
 }

@@ -130,19 +130,24 @@ class TracedWork final : public comm::Work {
 
 }  // namespace
 
-TracingComm::TracingComm(std::unique_ptr<comm::Backend> owned, TraceTarget target, std::vector<int> world_ranks)
-    : owned_(std::move(owned)), inner_(owned_.get()), target_(std::move(target)), world_ranks_(std::move(world_ranks)) {
-  TESSERA_CHECK(target_.recorder != nullptr, "TracingComm needs a TraceRecorder");
-  sent_.assign(inner_->size(), 0);
-  received_.assign(inner_->size(), 0);
-  overlaps_ = inner_->capabilities().overlaps_compute;
+TracingComm::TracingComm(std::unique_ptr<comm::Backend> owned, TraceTarget target,
+                         std::vector<int> world_ranks)
+    : ForwardingBackend(std::move(owned)),
+      target_(std::move(target)),
+      world_ranks_(std::move(world_ranks)) {
+  init();
 }
 
-TracingComm::TracingComm(comm::Backend& inner, TraceTarget target) : inner_(&inner), target_(std::move(target)) {
+TracingComm::TracingComm(comm::Backend& inner, TraceTarget target)
+    : ForwardingBackend(inner), target_(std::move(target)) {
+  init();
+}
+
+void TracingComm::init() {
   TESSERA_CHECK(target_.recorder != nullptr, "TracingComm needs a TraceRecorder");
-  sent_.assign(inner_->size(), 0);
-  received_.assign(inner_->size(), 0);
-  overlaps_ = inner_->capabilities().overlaps_compute;
+  sent_.assign(inner().size(), 0);
+  received_.assign(inner().size(), 0);
+  overlaps_ = inner().capabilities().overlaps_compute;
 }
 
 int TracingComm::world_rank(int group_rank) const {
@@ -171,32 +176,33 @@ comm::WorkPtr TracingComm::traced(comm::WorkPtr w, const char* op, std::vector<T
 
 comm::WorkPtr TracingComm::all_reduce(comm::BufferView buf, comm::ReduceOp op) {
   const double t0 = target_.recorder->now_us();
-  return traced("all_reduce", std::int64_t(buf.bytes()), inner_->all_reduce(buf, op), t0);
+  return traced("all_reduce", std::int64_t(buf.bytes()), inner().all_reduce(buf, op), t0);
 }
 
 comm::WorkPtr TracingComm::all_gather(comm::BufferView send, comm::BufferView recv) {
   const double t0 = target_.recorder->now_us();
-  return traced("all_gather", std::int64_t(recv.bytes()), inner_->all_gather(send, recv), t0);
+  return traced("all_gather", std::int64_t(recv.bytes()), inner().all_gather(send, recv), t0);
 }
 
 comm::WorkPtr TracingComm::reduce_scatter(comm::BufferView send, comm::BufferView recv, comm::ReduceOp op) {
   const double t0 = target_.recorder->now_us();
-  return traced("reduce_scatter", std::int64_t(send.bytes()), inner_->reduce_scatter(send, recv, op), t0);
+  return traced("reduce_scatter", std::int64_t(send.bytes()),
+                inner().reduce_scatter(send, recv, op), t0);
 }
 
 comm::WorkPtr TracingComm::broadcast(comm::BufferView buf, int root) {
   const double t0 = target_.recorder->now_us();
-  return traced("broadcast", std::int64_t(buf.bytes()), inner_->broadcast(buf, root), t0);
+  return traced("broadcast", std::int64_t(buf.bytes()), inner().broadcast(buf, root), t0);
 }
 
 comm::WorkPtr TracingComm::all_to_all(comm::BufferView send, comm::BufferView recv) {
   const double t0 = target_.recorder->now_us();
-  return traced("all_to_all", std::int64_t(send.bytes()), inner_->all_to_all(send, recv), t0);
+  return traced("all_to_all", std::int64_t(send.bytes()), inner().all_to_all(send, recv), t0);
 }
 
 void TracingComm::barrier() {
   const double t0 = target_.recorder->now_us();
-  inner_->barrier();
+  inner().barrier();
   traced("barrier", 0, nullptr, t0)->wait();
 }
 
@@ -224,12 +230,11 @@ comm::WorkPtr TracingComm::batch_p2p(const std::vector<comm::P2POp>& ops) {
     e.flow_in = !send;
     events.push_back(std::move(e));
   }
-  return traced(inner_->batch_p2p(ops), "batch_p2p", std::move(events));
+  return traced(inner().batch_p2p(ops), "batch_p2p", std::move(events));
 }
 
-std::unique_ptr<comm::Backend> TracingComm::split(const std::vector<int>& ranks) {
-  auto sub = inner_->split(ranks);
-  if (!sub) return nullptr;
+std::unique_ptr<comm::Backend> TracingComm::decorate_split(std::unique_ptr<comm::Backend> sub,
+                                                           const std::vector<int>& ranks) {
   std::vector<int> wr;
   for (int r : ranks) wr.push_back(world_rank(r));
   return std::make_unique<TracingComm>(std::move(sub), target_, std::move(wr));

@@ -192,7 +192,6 @@ void check_p2p_neighbours(const ConformanceTarget& target, int size);
 void check_p2p_self(const ConformanceTarget& target, int size);
 void check_p2p_tags(const ConformanceTarget& target, int size);
 void check_p2p_order_across_batches(const ConformanceTarget& target, int size);
-void check_p2p_prepared(const ConformanceTarget& target, int size);
 void check_p2p_is_completed(const ConformanceTarget& target);
 void check_p2p_size_mismatch(const ConformanceTarget& target);
 void check_split_subgroups(const ConformanceTarget& target, int size);
@@ -256,9 +255,6 @@ void check_f16_overflow(const ConformanceTarget& target, int size);
   TESSERA_CONFORMANCE_SIZES_(p2p_order_across_batches,                                             \
                              "batch_p2p matches receives in posting order across batches", target, \
                              backend, tags)                                                        \
-  TESSERA_CONFORMANCE_SIZES_(p2p_prepared,                                                         \
-                             "prepare_p2p runs one batch many times, each start with its wait",    \
-                             target, backend, tags)                                                \
   TESSERA_CONFORMANCE_SIZES_(split_subgroups, "split sub-groups run collectives and p2p", target,  \
                              backend, tags)                                                        \
   TESSERA_CONFORMANCE_SIZES_(rank_failure, "a failing rank releases the others", target, backend,  \
@@ -268,7 +264,7 @@ void check_f16_overflow(const ConformanceTarget& target, int size);
                              target, backend, tags)                                                \
   TESSERA_CONFORMANCE_SIZES_(invalid_arguments, "wrong counts throw InvalidArgument", target,      \
                              backend, tags)                                                        \
-  TESSERA_CONFORMANCE_SIZES_(overlapped_all_reduce,                                               \
+  TESSERA_CONFORMANCE_SIZES_(overlapped_all_reduce,                                                \
                              "a posted all_reduce completes while the caller computes", target,    \
                              backend, tags)                                                        \
   TESSERA_CONFORMANCE_SIZES_(overlapped_p2p,                                                       \

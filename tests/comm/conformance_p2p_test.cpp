@@ -1,5 +1,5 @@
 // Conformance suite, part 2: batch_p2p (ring, neighbour exchange, self sends, tags, ordering,
-// prepared batches, non-blocking completion, size mismatch).
+// non-blocking completion, size mismatch).
 #include "comm/conformance.hpp"
 
 namespace tessera::test::conformance {
@@ -129,52 +129,6 @@ void check_p2p_order_across_batches(const ConformanceTarget& target, int size) {
                  "first posted receive");
     expect_equal(b, y, inputs<double>(msg_seed(15, prev, b.rank(), 1), 0, 16),
                  "second posted receive");
-  });
-  REQUIRE(err == "");
-}
-
-void check_p2p_prepared(const ConformanceTarget& target, int size) {
-  // A halo exchange prepared once and run several times with new contents each run, batch_p2p
-  // on the same channel in between (order kept), and the start/wait rules.
-  auto err = run_ranks(target, size, [&](comm::Backend& b) {
-    const int next = (b.rank() + 1) % b.size();
-    const int prev = (b.rank() + b.size() - 1) % b.size();
-    constexpr std::size_t kCount = 37;
-    std::vector<float> out(kCount), in(kCount), between(kCount);
-    std::vector<std::int64_t> self_out(3), self_in(3);
-    comm::P2PPlanPtr plan = b.prepare_p2p({recv_op(view(in), prev, 6), send_op(view(out), next, 6),
-                                           send_op(view(self_out), b.rank(), 7),
-                                           recv_op(view(self_in), b.rank(), 7)});
-    if (!plan->is_completed()) fail(b, "a plan never started is not complete");
-    plan->wait();  // nothing in flight: returns at once
-    for (std::uint64_t run = 0; run < 4; ++run) {
-      // New data in the same memory (assigning a new vector would move its storage away).
-      const std::vector<float> o = inputs<float>(msg_seed(16, b.rank(), next, run), 0, kCount);
-      const std::vector<std::int64_t> so = inputs<std::int64_t>(msg_seed(17, b.rank(), b.rank(), run), 0, 3);
-      std::copy(o.begin(), o.end(), out.begin());
-      std::copy(so.begin(), so.end(), self_out.begin());
-      std::fill(in.begin(), in.end(), -1.0f);
-      plan->start();
-      if (run == 0) {
-        try {
-          plan->start();
-          fail(b, "starting a plan twice without a wait did not throw InvalidArgument");
-        } catch (const InvalidArgument& e) {
-          const std::string m = e.what();
-          if (m.find("wait") == std::string::npos) fail(b, "the second start's message lacks 'wait': ", m);
-        }
-      }
-      plan->wait();
-      if (!plan->is_completed()) fail(b, "is_completed() false after wait()");
-      expect_equal(b, in, inputs<float>(msg_seed(16, prev, b.rank(), run), 0, kCount),
-                   detail::cat("prepared exchange from rank ", prev, ", run ", run));
-      expect_equal(b, self_in, self_out, detail::cat("prepared send to self, run ", run));
-      // A one-off batch on the plan's channel between runs matches in posting order.
-      std::vector<float> msg = inputs<float>(msg_seed(18, b.rank(), next, run), 0, kCount);
-      b.batch_p2p({recv_op(view(between), prev, 6), send_op(view(msg), next, 6)})->wait();
-      expect_equal(b, between, inputs<float>(msg_seed(18, prev, b.rank(), run), 0, kCount),
-                   detail::cat("batch_p2p between prepared runs, run ", run));
-    }
   });
   REQUIRE(err == "");
 }

@@ -130,16 +130,16 @@ TEST_CASE("a plugin's stream waits for the producers of device buffers on the de
     w->wait();
     REQUIRE(mismatch(recv, 9.f) == "");
   }
-  SECTION("a prepared batch, at every start") {
-    auto plan = b->prepare_p2p(exchange(send, recv));
+  SECTION("the same batch_p2p step after step, each call ordered anew") {
+    const std::vector<comm::P2POp> ops = exchange(send, recv);
     for (int round = 1; round <= 3; ++round) {
-      INFO("start " << round);
-      send.fill(10.0 + round);
-      plan->start();
+      INFO("call " << round);
+      send.fill(10.0 + round);  // this step's producer write, queued after the last exchange
+      auto w = b->batch_p2p(ops);
       CHECK(m.synchronizations == 0);
       CHECK(m.queued() == 1);
       CHECK(m.stream_orders == round);
-      plan->wait();
+      w->wait();
       REQUIRE(mismatch(recv, 10.f + static_cast<float>(round)) == "");
     }
   }

@@ -71,10 +71,10 @@ void subtract(comm::BufferView buf, const std::vector<unsigned char>& other) {
 }  // namespace
 
 FaultyComm::FaultyComm(std::unique_ptr<comm::Backend> owned, std::shared_ptr<FaultState> state)
-    : owned_(std::move(owned)), inner_(owned_.get()), state_(std::move(state)) {}
+    : ForwardingBackend(std::move(owned)), state_(std::move(state)) {}
 
 FaultyComm::FaultyComm(comm::Backend& inner, std::shared_ptr<FaultState> state)
-    : inner_(&inner), state_(std::move(state)) {}
+    : ForwardingBackend(inner), state_(std::move(state)) {}
 
 comm::WorkPtr FaultyComm::batch_p2p(const std::vector<comm::P2POp>& ops) {
   const Fault f = state_->fault;
@@ -86,7 +86,7 @@ comm::WorkPtr FaultyComm::batch_p2p(const std::vector<comm::P2POp>& ops) {
   if (halo_fault)
     for (const comm::P2POp& op : ops)
       if (op.kind == comm::P2POp::Kind::Recv && op.tag == tag) hit.push_back(op.buf);
-  comm::WorkPtr w = inner_->batch_p2p(ops);
+  comm::WorkPtr w = inner().batch_p2p(ops);
   if (hit.empty()) return w;
   ++state_->injected;
   return std::make_unique<CorruptingWork>(std::move(w), std::move(hit), f != Fault::HaloOneValue);
@@ -102,7 +102,7 @@ comm::WorkPtr FaultyComm::all_reduce(comm::BufferView buf, comm::ReduceOp op) {
   }
   if ((in_bn && f == Fault::SyncBnMissingRank) || (where == "grad_bucket" && f == Fault::GradMissingRank))
     if (size() > 1) return reduce_without_last(buf, op);
-  return inner_->all_reduce(buf, op);
+  return inner().all_reduce(buf, op);
 }
 
 comm::WorkPtr FaultyComm::reduce_without_last(comm::BufferView buf, comm::ReduceOp op) {
@@ -112,18 +112,17 @@ comm::WorkPtr FaultyComm::reduce_without_last(comm::BufferView buf, comm::Reduce
   // The sum of every rank, less what the last rank contributed (its buffer, broadcast).
   std::vector<unsigned char> last(static_cast<const unsigned char*>(buf.data),
                                   static_cast<const unsigned char*>(buf.data) + buf.bytes());
-  inner_->all_reduce(buf, op)->wait();
+  inner().all_reduce(buf, op)->wait();
   comm::BufferView lv = buf;
   lv.data = last.data();
-  inner_->broadcast(lv, size() - 1)->wait();
+  inner().broadcast(lv, size() - 1)->wait();
   if (buf.dtype == core::DType::F32) subtract<float>(buf, last);
   else subtract<double>(buf, last);
   return std::make_unique<comm::CompletedWork>();
 }
 
-std::unique_ptr<comm::Backend> FaultyComm::split(const std::vector<int>& ranks) {
-  std::unique_ptr<comm::Backend> sub = inner_->split(ranks);
-  if (!sub) return nullptr;
+std::unique_ptr<comm::Backend> FaultyComm::decorate_split(std::unique_ptr<comm::Backend> sub,
+                                                          const std::vector<int>&) {
   return std::make_unique<FaultyComm>(std::move(sub), state_);
 }
 

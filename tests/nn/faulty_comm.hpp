@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "tessera/comm/backend.hpp"
+#include "tessera/comm/forwarding.hpp"
 #include "tessera/nn/module.hpp"
 
 namespace tessera::test {
@@ -36,39 +36,25 @@ struct FaultState {
   std::atomic<long> halo_batches{0};  ///< batch_p2p calls with a forward halo (kHaloTag) in them
 };
 
-/// Passes every call to `inner`, breaking the operations `state->fault` names.
-class FaultyComm final : public comm::Backend {
+/// Passes every call to `inner` (comm::ForwardingBackend), breaking the operations
+/// `state->fault` names. Prepared batches keep Backend's default, so each start is a batch_p2p
+/// here and is broken like one.
+class FaultyComm final : public comm::ForwardingBackend {
  public:
   FaultyComm(std::unique_ptr<comm::Backend> owned, std::shared_ptr<FaultState> state);
   FaultyComm(comm::Backend& inner, std::shared_ptr<FaultState> state);
 
-  std::string_view name() const noexcept override { return inner_->name(); }
-  int rank() const noexcept override { return inner_->rank(); }
-  int size() const noexcept override { return inner_->size(); }
-  comm::Capabilities capabilities() const noexcept override { return inner_->capabilities(); }
-  std::chrono::milliseconds timeout() const noexcept override { return inner_->timeout(); }
-
   comm::WorkPtr all_reduce(comm::BufferView buf, comm::ReduceOp op) override;
-  comm::WorkPtr all_gather(comm::BufferView send, comm::BufferView recv) override {
-    return inner_->all_gather(send, recv);
-  }
-  comm::WorkPtr reduce_scatter(comm::BufferView send, comm::BufferView recv, comm::ReduceOp op) override {
-    return inner_->reduce_scatter(send, recv, op);
-  }
-  comm::WorkPtr broadcast(comm::BufferView buf, int root) override { return inner_->broadcast(buf, root); }
   comm::WorkPtr batch_p2p(const std::vector<comm::P2POp>& ops) override;
-  void barrier() override { inner_->barrier(); }
-  comm::WorkPtr all_to_all(comm::BufferView send, comm::BufferView recv) override {
-    return inner_->all_to_all(send, recv);
-  }
-  std::unique_ptr<comm::Backend> split(const std::vector<int>& ranks) override;
+
+ protected:
+  std::unique_ptr<comm::Backend> decorate_split(std::unique_ptr<comm::Backend> sub,
+                                                const std::vector<int>& ranks) override;
 
  private:
   std::string layer() const { return state_->scope ? state_->scope->layer : std::string(); }
   comm::WorkPtr reduce_without_last(comm::BufferView buf, comm::ReduceOp op);
 
-  std::unique_ptr<comm::Backend> owned_;
-  comm::Backend* inner_;
   std::shared_ptr<FaultState> state_;
 };
 

@@ -56,10 +56,9 @@ extern "C" __attribute__((visibility("default"))) const tessera_comm_plugin_v1_t
   return &t;
 }
 
-// Prepared batches through the ABI: SelfBackend keeps Backend::prepare_p2p's default, so a start
-// runs its batch_p2p and the timeout crosses the ABI from p2p_start.
-extern "C" __attribute__((visibility("default"))) const tessera_comm_plugin_v1_plans_t* tessera_comm_plugin_v1_plans(
-    void) {
-  static const auto p = comm::plugin::make_plans_table();
-  return &p;
+// The retired symbol of prepared batches (plugin_v1.h), as a plugin built before their removal
+// exports it: the loader no longer looks it up, so this plugin loads although the table is NULL
+// (which the loader used to refuse).
+extern "C" __attribute__((visibility("default"))) const void* tessera_comm_plugin_v1_plans(void) {
+  return nullptr;
 }

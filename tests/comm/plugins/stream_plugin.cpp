@@ -133,12 +133,6 @@ tessera_comm_plugin_v1(void) {
   return &t;
 }
 
-extern "C" __attribute__((visibility("default"))) const tessera_comm_plugin_v1_plans_t*
-tessera_comm_plugin_v1_plans(void) {
-  static const auto p = comm::plugin::make_plans_table();
-  return &p;
-}
-
 #ifndef STREAM_PLUGIN_HOST
 // The stream the host orders after the producers of device buffers (plugin_v1.h).
 extern "C" __attribute__((visibility("default"))) void* tessera_comm_plugin_v1_stream(void* ctx) {

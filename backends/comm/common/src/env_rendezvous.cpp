@@ -3,11 +3,11 @@
 
 #include <unistd.h>
 
-#include <cstdio>
 #include <algorithm>
 #include <cstdlib>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/report.hpp"
 
 namespace tessera::comm {
 
@@ -118,8 +118,10 @@ EnvRendezvous::EnvRendezvous(const EnvInfo& info, std::chrono::milliseconds time
 EnvRendezvous::~EnvRendezvous() {
   client_.reset();  // says goodbye
   if (server_ && !server_->wait_until_ranks_left(timeout_))
-    std::fprintf(stderr, "tessera store: %d rank(s) still connected after %lld ms; stopping the store\n",
-                 server_->ranks_connected(), static_cast<long long>(timeout_.count()));
+    core::report(core::ReportLevel::Warning,
+                 detail::cat("tessera store: ", server_->ranks_connected(),
+                             " rank(s) still connected after ",
+                             static_cast<long long>(timeout_.count()), " ms; stopping the store"));
 }
 
 std::string EnvRendezvous::describe() const {

@@ -2,7 +2,6 @@
 // to the plugin as a C table too.
 #include "plugin_backend.hpp"
 
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
@@ -12,6 +11,7 @@
 #include "tessera/comm/recycled.hpp"
 #include "tessera/core/device.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/report.hpp"
 
 namespace tessera::comm {
 
@@ -120,8 +120,8 @@ Devices devices_of(const std::vector<P2POp>& ops) {
 /// after the compute work still reading the buffers it will write): ctx's stream waits for each
 /// memory's work on the device (no host wait); where the plugin has no stream, or a memory cannot
 /// order one, the host waits for that memory (DeviceMemory::synchronize). Called before every
-/// post and every start of a prepared batch, never after: a request completes only once its
-/// outputs are in place, and the host's compute comes after that.
+/// post, never after: a request completes only once its outputs are in place, and the host's
+/// compute comes after that.
 void order_after_producers(const Devices& ds, tessera_comm_plugin_v1_stream_fn stream_of,
                            void* ctx) {
   if (ds.empty()) return;
@@ -129,54 +129,6 @@ void order_after_producers(const Devices& ds, tessera_comm_plugin_v1_stream_fn s
   for (core::DeviceMemory* d : ds)
     if (!d->stream_waits_for_issued(stream)) d->synchronize();
 }
-
-/// A plan prepared by the plugin (its table's p2p_prepare); test, wait and free as a request.
-class PluginPlan final : public P2PPlan {
- public:
-  PluginPlan(std::shared_ptr<void> keep, const tessera_comm_plugin_v1_t* t,
-             const tessera_comm_plugin_v1_plans_t* p, tessera_comm_plugin_v1_stream_fn stream,
-             void* ctx, void* plan, Devices devices)
-      : keep_(std::move(keep)),
-        t_(t),
-        p_(p),
-        stream_(stream),
-        ctx_(ctx),
-        plan_(plan),
-        devices_(std::move(devices)) {}
-  ~PluginPlan() override { t_->free_request(ctx_, plan_); }
-  PluginPlan(const PluginPlan&) = delete;
-  PluginPlan& operator=(const PluginPlan&) = delete;
-  void start() override {
-    order_after_producers(devices_, stream_, ctx_);
-    tessera_error_t err;  // filled only on failure (1 KiB: not zeroed per call)
-    err.message[0] = '\0';
-    const auto st = p_->p2p_start(ctx_, plan_, &err);
-    if (st != TESSERA_OK) plugin::throw_status(st, t_->name, err.message);
-  }
-  bool is_completed() override {
-    tessera_error_t err;
-    err.message[0] = '\0';
-    int done = 0;
-    const auto st = t_->test(ctx_, plan_, &done, &err);
-    if (st != TESSERA_OK) plugin::throw_status(st, t_->name, err.message);
-    return done != 0;
-  }
-  void wait() override {
-    tessera_error_t err;
-    err.message[0] = '\0';
-    const auto st = t_->wait(ctx_, plan_, &err);
-    if (st != TESSERA_OK) plugin::throw_status(st, t_->name, err.message);
-  }
-
- private:
-  std::shared_ptr<void> keep_;
-  const tessera_comm_plugin_v1_t* t_;
-  const tessera_comm_plugin_v1_plans_t* p_;
-  tessera_comm_plugin_v1_stream_fn stream_;  // optional
-  void* ctx_;
-  void* plan_;
-  Devices devices_;
-};
 
 tessera_buffer_t to_c(const BufferView& b) {
   return {b.data, b.count, static_cast<int>(b.dtype), b.space == MemorySpace::Cuda ? 1 : 0};
@@ -240,18 +192,6 @@ class PluginBackend final : public Backend {
     order_after_producers(devices_of(ops), extras_.stream, ctx_);
     return start([&](void** req, tessera_error_t* e) { return t_->batch_p2p(ctx_, p2p_.data(), p2p_.size(), req, e); });
   }
-  P2PPlanPtr prepare_p2p(const std::vector<P2POp>& ops) override {
-    if (!extras_.plans) return Backend::prepare_p2p(ops);
-    std::vector<tessera_p2p_op_t> c;
-    to_c(ops, c);
-    tessera_error_t err;
-    err.message[0] = '\0';
-    void* plan = nullptr;
-    const auto st = extras_.plans->p2p_prepare(ctx_, c.data(), c.size(), &plan, &err);
-    if (st != TESSERA_OK) plugin::throw_status(st, name_, err.message);
-    return std::make_unique<PluginPlan>(lib_, t_, extras_.plans, extras_.stream, ctx_, plan,
-                                        devices_of(ops));
-  }
   void barrier() override {
     tessera_error_t err;  // filled only on failure (1 KiB: not zeroed per call)
     err.message[0] = '\0';
@@ -313,7 +253,10 @@ std::unique_ptr<Backend> make_plugin_backend(std::shared_ptr<void> lib,
   init.size = options.size;
   init.timeout_ms = options.timeout.count();
   init.store = &bridge->table;
-  init.log = [](int, const char* m) { std::fprintf(stderr, "%s\n", m); };
+  // Levels 0 (error) and 1 (warn) are warnings to the reader; 2 (info) and 3 (debug) notices.
+  init.log = [](int level, const char* m) {
+    core::report(level <= 1 ? core::ReportLevel::Warning : core::ReportLevel::Info, m ? m : "");
+  };
   void* ctx = nullptr;
   tessera_error_t err;  // filled only on failure (1 KiB: not zeroed per call)
     err.message[0] = '\0';

@@ -10,8 +10,6 @@ namespace tessera::comm {
 
 /// The plugin's optional symbols (plugin_v1.h); each may be null.
 struct PluginExtras {
-  /// Prepared batches; null: prepare_p2p runs batch_p2p at every start.
-  const tessera_comm_plugin_v1_plans_t* plans = nullptr;
   /// When a request's data moved; null: Work::moved says nothing.
   tessera_comm_plugin_v1_moved_fn moved = nullptr;
   /// The stream a ctx touches CUDA buffers on; null: a call waits on the host for its buffers'
@@ -23,7 +21,7 @@ struct PluginExtras {
 /// of it lives. `caps`: what the loader read from the table and the optional symbols. The
 /// options' rendezvous must offer a store().
 ///
-/// Device buffers: before each call (and each start of a prepared batch) with CUDA buffers that
+/// Device buffers: before each call with CUDA buffers that
 /// carry their DeviceMemory, the plugin's stream (extras.stream) is made to wait for the work that
 /// memory has issued so far (DeviceMemory::stream_waits_for_issued: an event, no host wait); where
 /// the plugin has no stream or the memory cannot order one, the memory is synchronised on the host

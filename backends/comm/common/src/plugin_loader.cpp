@@ -86,22 +86,10 @@ PluginStatus load_plugin(const std::string& path, Registry* registry) {
       const char* why_not = probe();
       return why_not ? why_not : "";
     };
-  const tessera_comm_plugin_v1_plans_t* plans = nullptr;
-  if (auto* get_plans = reinterpret_cast<tessera_comm_plugin_v1_plans_fn>(
-          ::dlsym(handle, TESSERA_COMM_PLUGIN_V1_PLANS_SYMBOL))) {
-    plans = get_plans();
-    if (!plans || !plans->p2p_prepare || !plans->p2p_start) {
-      st.why = detail::cat(path, ": ", TESSERA_COMM_PLUGIN_V1_PLANS_SYMBOL,
-                           "() returned NULL or a table without p2p_prepare and p2p_start");
-      return st;
-    }
-  }
-  st.prepared_p2p = plans != nullptr;
   if (auto* overlaps = reinterpret_cast<tessera_comm_plugin_v1_overlaps_fn>(
           ::dlsym(handle, TESSERA_COMM_PLUGIN_V1_OVERLAPS_SYMBOL)))
     st.caps.overlaps_compute = overlaps() != 0;
   PluginExtras extras;
-  extras.plans = plans;
   extras.moved = reinterpret_cast<tessera_comm_plugin_v1_moved_fn>(
       ::dlsym(handle, TESSERA_COMM_PLUGIN_V1_MOVED_SYMBOL));
   extras.stream = reinterpret_cast<tessera_comm_plugin_v1_stream_fn>(

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <condition_variable>
-#include <cstdio>
 #include <map>
 #include <set>
 #include <thread>
@@ -13,6 +12,7 @@
 
 #include "tessera/comm/tcp_store.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/report.hpp"
 #include "wire.hpp"
 
 namespace tessera::comm {
@@ -33,7 +33,8 @@ struct TcpStoreServer::State {
 
   void log(const std::string& m) {
     if (opt.log) opt.log(m);
-    else std::fprintf(stderr, "tessera store: %s\n", m.c_str());
+    else
+      core::report(core::ReportLevel::Warning, "tessera store: " + m);
   }
   void set_abort_locked(const std::string& reason) {
     if (kv.count(kAbortKey) == 0) kv[kAbortKey] = reason;

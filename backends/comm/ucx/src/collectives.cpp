@@ -14,11 +14,19 @@
 #include <algorithm>
 #include <cstring>
 
-#include "reduce.hpp"
+#include "tessera/comm/reduction.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/half.hpp"
 #include "ucx_backend.hpp"
 
 namespace tessera::comm::ucx {
+
+// The kernels every host-memory backend shares (the local backend's, bit for bit).
+using reduction::finish_avg;
+using reduction::narrow_half;
+using reduction::reduce_in_order;
+using reduction::reduce_into;
+using reduction::widen_half;
 
 namespace {
 /// Block b of n balanced blocks of `count`: [first, first + len).
@@ -78,13 +86,9 @@ void UcxBackend::all_reduce_now(BufferView buf, ReduceOp op) {
     if (r == rank_) return mine.data();
     return recvs[static_cast<std::size_t>(r < rank_ ? r : r - 1)].payload();
   };
-  if (half) {
-    reduce_half_in_order(buf.data, n, data_of, buf.count, buf.dtype, op);
-    return;
-  }
-  std::memcpy(buf.data, data_of(0), buf.bytes());
-  for (int r = 1; r < n; ++r) reduce_into(buf.data, data_of(r), buf.count, buf.dtype, op);
-  if (op == ReduceOp::Avg) finish_avg(buf.data, buf.count, buf.dtype, n);
+  std::vector<const void*> in(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) in[static_cast<std::size_t>(r)] = data_of(r);
+  reduce_in_order(in, {buf.data}, buf.count, buf.dtype, op);
 }
 
 void UcxBackend::exchange_reduce(const Header& h, int to, const void* send, std::size_t send_count, int from,
@@ -240,13 +244,9 @@ void UcxBackend::reduce_scatter_now(BufferView send, BufferView recv, ReduceOp o
     auto data_of = [&](int r) -> const char* {
       return r == rank_ ? mine.data() : recvs[static_cast<std::size_t>(r < rank_ ? r : r - 1)].payload();
     };
-    if (half) {
-      reduce_half_in_order(recv.data, n, data_of, recv.count, recv.dtype, op);
-      return;
-    }
-    std::memcpy(recv.data, data_of(0), bytes);
-    for (int r = 1; r < n; ++r) reduce_into(recv.data, data_of(r), recv.count, recv.dtype, op);
-    if (op == ReduceOp::Avg) finish_avg(recv.data, recv.count, recv.dtype, n);
+    std::vector<const void*> in(static_cast<std::size_t>(n));
+    for (int r = 0; r < n; ++r) in[static_cast<std::size_t>(r)] = data_of(r);
+    reduce_in_order(in, {recv.data}, recv.count, recv.dtype, op);
     return;
   }
   // Ring on a working copy (bf16/f16: widened to f32, the partial sums travel in f32): block b

@@ -49,15 +49,6 @@ struct Op {
   std::string error;   ///< why it failed
   int what_peer = -1;  ///< the group rank and (batch_p2p) user tag, formatted only on failure
   std::int64_t what_tag = -1;
-  /// Clears the outcome of the last run (a prepared batch starting again).
-  void rearm() {
-    state = State::Queued;
-    size_mismatch = false;
-    got_bytes = 0;
-    info = {};
-    req = nullptr;
-    error.clear();
-  }
   /// batch_p2p's "receive from rank 0 tag 9" / "send to rank 1 tag 9", or (no tag) a
   /// collective's "rank 0" / "send to rank 1".
   std::string describe() const {

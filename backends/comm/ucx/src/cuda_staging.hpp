@@ -1,8 +1,9 @@
-// CUDA buffers over a host-only transport: a Backend decorator that copies MemorySpace::Cuda
-// buffers into pinned host memory, runs the operation on the wrapped (host-memory) backend, and
-// copies the results back when the operation completes. Debian's UCX has no CUDA transport; this
-// is how the ucx plugin accepts device tensors. Built only where the CUDA toolkit is found
-// (the decorator links the CUDA runtime); host buffers pass through untouched.
+// CUDA buffers over a host-only transport: the ucx plugin's StagingCopier for core's staging
+// decorator (tessera/comm/device_staging.hpp), which copies MemorySpace::Cuda buffers into pinned
+// host memory, runs the operation on the wrapped (host-memory) backend, and copies the results
+// back when the operation completes. Debian's UCX has no CUDA transport; this is how the ucx
+// plugin accepts device tensors. Built only where the CUDA toolkit is found (the copier links the
+// CUDA runtime); host buffers pass through untouched.
 //
 // Semantics (the same as a native CUDA backend's, seen from the caller):
 // - every copy runs on the group's staging stream (one per group, a blocking stream created at the
@@ -22,23 +23,16 @@
 
 #include <memory>
 
-#include "tessera/comm/backend.hpp"
+#include "tessera/comm/device_staging.hpp"
 
 namespace tessera::comm {
 
-/// Wraps `host_only` (a backend of host memory) so that it also accepts CUDA buffers; split()
-/// wraps the sub-groups too.
+/// Wraps `host_only` (a backend of host memory) so that it also accepts CUDA buffers: core's
+/// staging decorator with the CUDA copier; split() wraps the sub-groups too.
 std::unique_ptr<Backend> stage_cuda_through_host(std::unique_ptr<Backend> host_only);
 
 /// The staging stream of a group made by stage_cuda_through_host (a cudaStream_t as void*; created
 /// on the first call), or null for another backend or where CUDA cannot create one. Never throws.
 void* staging_stream(Backend& b) noexcept;
-
-/// `host_only`'s capabilities as the staging decorator reports them.
-inline Capabilities staged_capabilities(Capabilities host_only) {
-  host_only.cuda_memory = true;
-  host_only.cuda_staged = true;
-  return host_only;
-}
 
 }  // namespace tessera::comm

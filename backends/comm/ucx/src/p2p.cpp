@@ -1,6 +1,6 @@
-// UcxBackend::batch_p2p and prepare_p2p: one P2PWork per batch of tagged sends and receives,
-// posted as one group (so neighbours exchanging both ways cannot deadlock), kept and restarted
-// by prepare_p2p, with the deadline and the error messages of every wait.
+// UcxBackend::batch_p2p: one P2PWork per batch of tagged sends and receives, posted as one group
+// (so neighbours exchanging both ways cannot deadlock), with the deadline and the error messages
+// of every wait.
 #include <algorithm>
 #include <array>
 #include <new>
@@ -23,9 +23,8 @@ std::string where_text(int rank, int world_rank, bool is_world) {
   return detail::cat("rank ", rank, " (world rank ", world_rank, ")");
 }
 
-/// One batch_p2p: started at once by batch_p2p, or kept by prepare_p2p and started again and
-/// again (the ops are built once; a start rearms and posts them).
-class P2PWork final : public P2PPlan, public Recycled<P2PWork> {
+/// One batch_p2p: its ops, built by batch_p2p and posted once.
+class P2PWork final : public Work, public Recycled<P2PWork> {
  public:
   P2PWork(std::shared_ptr<Context> ctx, int rank, int world_rank, bool is_world,
           std::chrono::milliseconds timeout, std::size_t n)
@@ -64,14 +63,8 @@ class P2PWork final : public P2PPlan, public Recycled<P2PWork> {
   }
   /// A message above the eager limit: the batch moves only while both sides progress.
   void set_rendezvous(bool r) { rendezvous_ = r; }
-  void start() override {
-    if (running_)
-      throw InvalidArgument(detail::cat("ucx: ", where_text(rank_, world_rank_, is_world_),
-                                        ": a prepared batch_p2p was started again before wait() "
-                                        "ended its last start; every start needs its wait"));
-    if (runs_++ > 0)
-      for (Op* op : ptrs_) op->rearm();
-    running_ = true;
+  /// Posts the ordered ops (once).
+  void post() {
     done_ = false;
     ctx_->post(ptrs_);
     if (rendezvous_ && progress_mode() == Progress::Thread && !ctx_->test(ptrs_)) {
@@ -86,7 +79,6 @@ class P2PWork final : public P2PPlan, public Recycled<P2PWork> {
     return true;
   }
   void wait() override {
-    running_ = false;  // a wait ends the run, returning or throwing
     if (done_) return;
     const std::string why = ctx_->wait_for(ptrs_, timeout_);
     if (why.empty()) return finish();
@@ -144,16 +136,14 @@ class P2PWork final : public P2PPlan, public Recycled<P2PWork> {
   std::vector<Op*> heap_ptrs_;
   Op* ops_ = nullptr;
   std::span<Op*> ptrs_;  // receives first, then sends
-  bool done_ = true;      // nothing in flight (before the first start, or completed)
-  bool running_ = false;  // started and not yet waited for
+  bool done_ = true;     // nothing in flight (before the post, or completed)
   bool rendezvous_ = false;
   bool holding_ = false;  // holds the context's progress helper while in flight
-  std::uint64_t runs_ = 0;
 };
 
 }  // namespace
 
-P2PPlanPtr UcxBackend::make_p2p(const std::vector<P2POp>& ops) {
+WorkPtr UcxBackend::batch_p2p(const std::vector<P2POp>& ops) {
   for (const auto& o : ops) {
     TESSERA_CHECK(o.peer >= 0 && o.peer < size(), "ucx: ", where(), ": batch_p2p to/from rank ",
                   o.peer, " outside this group of ", size(), " ranks");
@@ -184,15 +174,8 @@ P2PPlanPtr UcxBackend::make_p2p(const std::vector<P2POp>& ops) {
   work->order();
   work->set_rendezvous(std::any_of(ops.begin(), ops.end(),
                                    [](const P2POp& o) { return o.buf.bytes() > kEagerBytes; }));
+  work->post();
   return work;
 }
-
-WorkPtr UcxBackend::batch_p2p(const std::vector<P2POp>& ops) {
-  P2PPlanPtr work = make_p2p(ops);
-  work->start();
-  return work;
-}
-
-P2PPlanPtr UcxBackend::prepare_p2p(const std::vector<P2POp>& ops) { return make_p2p(ops); }
 
 }  // namespace tessera::comm::ucx

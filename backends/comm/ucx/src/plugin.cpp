@@ -54,13 +54,6 @@ tessera_comm_plugin_v1(void) {
   return &table;
 }
 
-// Prepared batches (Backend::prepare_p2p) across the ABI.
-extern "C" __attribute__((visibility("default"))) const tessera_comm_plugin_v1_plans_t*
-tessera_comm_plugin_v1_plans(void) {
-  static const tessera_comm_plugin_v1_plans_t plans = tessera::comm::plugin::make_plans_table();
-  return &plans;
-}
-
 // Optional (plugin_v1.h): with TESSERA_UCX_PROGRESS=thread (the default) a group's collectives
 // run on its own thread and a rendezvous-sized batch is progressed there, while the caller
 // computes.

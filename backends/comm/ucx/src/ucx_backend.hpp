@@ -78,8 +78,6 @@ class UcxBackend final : public Backend {
   WorkPtr reduce_scatter(BufferView send, BufferView recv, ReduceOp op) override;
   WorkPtr broadcast(BufferView buf, int root) override;
   WorkPtr batch_p2p(const std::vector<P2POp>& ops) override;
-  /// Checks the operations and builds their messages once; each start posts them.
-  P2PPlanPtr prepare_p2p(const std::vector<P2POp>& ops) override;
   void barrier() override;
   WorkPtr all_to_all(BufferView send, BufferView recv) override;
   std::unique_ptr<Backend> split(const std::vector<int>& ranks) override;
@@ -128,8 +126,6 @@ class UcxBackend final : public Backend {
   void all_to_all_now(BufferView send, BufferView recv);
   void barrier_now();
   std::unique_ptr<Backend> split_now(const std::vector<int>& ranks);
-  /// batch_p2p's operations checked and built, not started (batch_p2p and prepare_p2p).
-  P2PPlanPtr make_p2p(const std::vector<P2POp>& ops);
   [[noreturn]] void fail_wait(const std::string& why, const std::string& what,
                               const std::vector<Op*>& ops,
                               const std::vector<std::string>& waiting_for);

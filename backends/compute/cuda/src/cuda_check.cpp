@@ -1,7 +1,7 @@
 // The vendor-call error wrappers: a failing status becomes a BackendError with the call and place.
 #include "cuda_check.hpp"
 
-#include <cstdio>
+#include "tessera/core/report.hpp"
 
 namespace tessera::compute::cuda {
 
@@ -26,9 +26,14 @@ void throw_cublas(cublasStatus_t s, const char* call, const char* file, int line
 }
 
 void warn_cuda(cudaError_t e, const char* call, const char* file, int line) noexcept {
-  if (e != cudaSuccess)
-    std::fprintf(stderr, "tessera cuda: %s failed at %s:%d: %s (ignored in a destructor)\n", call,
-                 file, line, cudaGetErrorString(e));
+  if (e == cudaSuccess) return;
+  try {
+    core::report(core::ReportLevel::Warning,
+                 detail::cat("tessera cuda: ", call, " failed at ", file, ":", line, ": ",
+                             cudaGetErrorString(e), " (ignored in a destructor)"));
+  } catch (...) {
+    // Out of memory for the message: the warning is lost, the destructor still must not throw.
+  }
 }
 
 }  // namespace tessera::compute::cuda

@@ -6,6 +6,7 @@
 
 #include "tessera/compute/cuda.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/report.hpp"
 #include "tessera/plugin_path.hpp"
 
 namespace tessera::compute::cuda {
@@ -48,6 +49,11 @@ Loaded open_plugin() {
     return l;
   }
   l.table = t;
+  // What the library reports (warn_cuda in a destructor) reaches this process's sink.
+  if (auto* set_report = reinterpret_cast<SetReportFn>(::dlsym(handle, kReportSymbol)))
+    set_report([](int level, const char* m) {
+      core::report(level == 0 ? core::ReportLevel::Info : core::ReportLevel::Warning, m ? m : "");
+    });
   return l;
 }
 

@@ -136,29 +136,17 @@ typedef const tessera_comm_plugin_v1_t* (*tessera_comm_plugin_v1_fn)(void);
 typedef const char* (*tessera_comm_plugin_v1_probe_fn)(void);
 #define TESSERA_COMM_PLUGIN_V1_PROBE_SYMBOL "tessera_comm_plugin_v1_probe"
 
-/* Optional third symbol: prepared batches (Backend::prepare_p2p, MPI's persistent requests).
- * Without it the host prepares a batch itself and calls batch_p2p at every start.
- * A plan is a request: test, wait and free_request take it. It is idle until p2p_start posts
- * its operations; every start is ended by a wait (test reporting done does not end it), after
- * which it may start again. */
-typedef struct {
-  /* Checks ops (batch_p2p's rules) and prepares them; *plan receives the idle plan. */
-  tessera_status_t (*p2p_prepare)(void* ctx, const tessera_p2p_op_t* ops, size_t n, void** plan,
-                                  tessera_error_t* err);
-  /* Posts the plan's operations (TESSERA_ERR_INVALID when its last start was not waited for). */
-  tessera_status_t (*p2p_start)(void* ctx, void* plan, tessera_error_t* err);
-} tessera_comm_plugin_v1_plans_t;
-typedef const tessera_comm_plugin_v1_plans_t* (*tessera_comm_plugin_v1_plans_fn)(void);
-#define TESSERA_COMM_PLUGIN_V1_PLANS_SYMBOL "tessera_comm_plugin_v1_plans"
+/* Retired symbol: tessera_comm_plugin_v1_plans (a table of prepared batches) is no longer looked
+ * up; a plugin that still exports it loads as before and the table is never called. */
 
-/* Optional fourth symbol: returns 1 when a posted operation's data moves while the caller is
+/* Optional third symbol: returns 1 when a posted operation's data moves while the caller is
  * outside the plugin (on a device stream, a progress thread), 0 when it moves only inside the
  * plugin's calls (posts, test, wait). Without it the host assumes 0 (Capabilities::
  * overlaps_compute). */
 typedef int (*tessera_comm_plugin_v1_overlaps_fn)(void);
 #define TESSERA_COMM_PLUGIN_V1_OVERLAPS_SYMBOL "tessera_comm_plugin_v1_overlaps"
 
-/* Optional fifth symbol: when a completed request's data moved, as the plugin observed it
+/* Optional fourth symbol: when a completed request's data moved, as the plugin observed it
  * (Work::moved): writes the start and the end in nanoseconds of CLOCK_MONOTONIC (std::
  * chrono::steady_clock) and returns 1, or returns 0 when it does not know (the request failed,
  * is not complete, or the plugin does not track it). Never blocks. Without the symbol the host
@@ -166,9 +154,9 @@ typedef int (*tessera_comm_plugin_v1_overlaps_fn)(void);
 typedef int (*tessera_comm_plugin_v1_moved_fn)(void* req, int64_t* start_ns, int64_t* end_ns);
 #define TESSERA_COMM_PLUGIN_V1_MOVED_SYMBOL "tessera_comm_plugin_v1_moved"
 
-/* Optional sixth symbol: the stream on which ctx's operations read and write CUDA buffers (a
+/* Optional fifth symbol: the stream on which ctx's operations read and write CUDA buffers (a
  * cudaStream_t, as void*), or NULL when ctx has none. Ordering contract with the host:
- * - Before a call (or a p2p_start) whose CUDA buffers come from a producer the host knows (the
+ * - Before a call whose CUDA buffers come from a producer the host knows (the
  *   compute backend's memory of a tensor), the host makes this stream wait, on the device, for
  *   everything that producer has enqueued so far (an event recorded on its compute stream and
  *   waited on here; no host wait). The plugin must therefore read and write those buffers only

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tessera/comm/backend.hpp"
+#include "tessera/comm/forwarding.hpp"
 #include "tessera/compute/backend.hpp"
 #include "tessera/core/allocator.hpp"
 #include "tessera/core/trace.hpp"
@@ -55,35 +56,33 @@ class TracingCompute final : public compute::Backend {
 /// event of category "wait" (name "wait", op the operation's) on the operation's lane(s). So no
 /// event claims that data moved under a kernel when it did not, and "wait" shows what did not
 /// overlap.
-class TracingComm final : public comm::Backend {
+class TracingComm final : public comm::ForwardingBackend {
  public:
   TracingComm(std::unique_ptr<comm::Backend> owned, TraceTarget target, std::vector<int> world_ranks = {});
   TracingComm(comm::Backend& inner, TraceTarget target);
-  std::string_view name() const noexcept override { return inner_->name(); }
-  int rank() const noexcept override { return inner_->rank(); }
-  int size() const noexcept override { return inner_->size(); }
-  comm::Capabilities capabilities() const noexcept override { return inner_->capabilities(); }
-  std::chrono::milliseconds timeout() const noexcept override { return inner_->timeout(); }
   comm::WorkPtr all_reduce(comm::BufferView buf, comm::ReduceOp op) override;
   comm::WorkPtr all_gather(comm::BufferView send, comm::BufferView recv) override;
   comm::WorkPtr reduce_scatter(comm::BufferView send, comm::BufferView recv, comm::ReduceOp op) override;
   comm::WorkPtr broadcast(comm::BufferView buf, int root) override;
+  /// Prepared batches keep Backend's default (ForwardingBackend): each start comes through here.
   comm::WorkPtr batch_p2p(const std::vector<comm::P2POp>& ops) override;
   void barrier() override;
   comm::WorkPtr all_to_all(comm::BufferView send, comm::BufferView recv) override;
-  std::unique_ptr<comm::Backend> split(const std::vector<int>& ranks) override;
+
+ protected:
+  std::unique_ptr<comm::Backend> decorate_split(std::unique_ptr<comm::Backend> sub,
+                                                const std::vector<int>& ranks) override;
 
  private:
+  void init();
   comm::WorkPtr traced(const char* op, std::int64_t bytes, comm::WorkPtr w, double t0);
   comm::WorkPtr traced(comm::WorkPtr w, const char* op, std::vector<TraceEvent> events);
   int world_rank(int group_rank) const;
 
-  std::unique_ptr<comm::Backend> owned_;
-  comm::Backend* inner_;
   TraceTarget target_;
   std::vector<int> world_ranks_;  // group rank → world rank (empty: identity)
   std::vector<std::int64_t> sent_, received_;  // per peer message counts, for flow ids
-  bool overlaps_ = false;  // inner_->capabilities().overlaps_compute
+  bool overlaps_ = false;                      // inner().capabilities().overlaps_compute
 };
 
 }  // namespace tessera::core

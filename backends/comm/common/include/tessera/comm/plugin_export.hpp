@@ -4,7 +4,6 @@
 //     static const auto table = tessera::comm::plugin::make_table<&create>("ucx", "...", caps);
 //     return &table;
 //   }
-// (and, optionally, make_plans_table() for prepared batches).
 #pragma once
 
 #include <cstdlib>
@@ -171,26 +170,6 @@ inline const std::vector<P2POp>& to_ops(void* ctx, const tessera_p2p_op_t* ops, 
   for (std::size_t i = 0; i < n; ++i)
     v[i] = {ops[i].kind ? P2POp::Kind::Recv : P2POp::Kind::Send, to_view(ops[i].buf), ops[i].peer, ops[i].tag};
   return v;
-}
-
-/// The optional prepared-batch table (plugin_v1.h), for any backend: a plan crosses the ABI as
-/// the Work* of its P2PPlan, so test, wait and free_request take it like any request.
-///   extern "C" const tessera_comm_plugin_v1_plans_t* tessera_comm_plugin_v1_plans(void) {
-///     static const auto plans = tessera::comm::plugin::make_plans_table();
-///     return &plans;
-///   }
-inline tessera_comm_plugin_v1_plans_t make_plans_table() {
-  tessera_comm_plugin_v1_plans_t t{};
-  t.p2p_prepare = [](void* ctx, const tessera_p2p_op_t* ops, std::size_t n, void** plan, tessera_error_t* err) {
-    return guard(err, [&] {
-      Work* w = static_cast<Ctx*>(ctx)->backend->prepare_p2p(to_ops(ctx, ops, n)).release();
-      *plan = w;
-    });
-  };
-  t.p2p_start = [](void*, void* plan, tessera_error_t* err) {
-    return guard(err, [&] { static_cast<P2PPlan*>(static_cast<Work*>(plan))->start(); });
-  };
-  return t;
 }
 
 using Factory = std::unique_ptr<Backend> (*)(const BackendOptions&);

@@ -24,9 +24,6 @@ struct PluginStatus {
   std::function<std::string()> probe;
   std::string description;
   Capabilities caps;
-  /// The plugin exports the optional prepared-batch table (Backend::prepare_p2p done by the
-  /// plugin; without it the host runs batch_p2p at every start).
-  bool prepared_p2p = false;
   /// The plugin exports the optional stream symbol (tessera_comm_plugin_v1_stream): device
   /// buffers are ordered after their producers on the device, not by a host wait.
   bool device_stream = false;

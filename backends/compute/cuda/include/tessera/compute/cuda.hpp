@@ -55,6 +55,13 @@ struct PluginV1 {
 };
 using PluginV1Fn = const PluginV1* (*)();
 
+/// The library's optional second export: the loader hands it the host's core::report, since the
+/// library links its own copy of core, whose report sink no front end sets (level 0 info, 1
+/// warning).
+inline constexpr const char* kReportSymbol = "tessera_compute_cuda_v1_report";
+using ReportFn = void (*)(int level, const char* message);
+using SetReportFn = void (*)(ReportFn host_report);
+
 /// Host-side loader (no CUDA): finds libtessera_compute_cuda.so on tessera::plugin_search_path()
 /// and opens it once per process (kept open until exit). Throws Unsupported naming the folders
 /// searched, or the dlopen error, when the library cannot be loaded.
