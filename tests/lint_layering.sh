@@ -45,5 +45,33 @@ if [ -d tools/src ]; then
     if [ -n "$hit" ]; then echo "$d/ builds on tools/ (link tessera::run instead):"; echo "$hit"; status=1; fi
   done
 fi
+# Front ends (gui/, bindings/, tools/) reach the backends through the run layer only: no concrete
+# backend header (every header under backends/*/include, as for sim/ above), nothing of
+# backends/*/src, in their sources or their CMake include paths.
+if [ -d backends ]; then
+  headers=$(cd backends && find . -path '*/include/*' -type f \( -name '*.hpp' -o -name '*.h' \) 2>/dev/null |
+            sed 's|.*/include/||' | sort -u)
+  for d in gui bindings tools; do
+    [ -d "$d" ] || continue
+    for h in $headers; do
+      hit=$(grep -rnF "$h" "$d" 2>/dev/null | grep -E "#include *[<\"]$h")
+      if [ -n "$hit" ]; then echo "$d/ includes the backend header $h (use tessera/run/ instead):"; echo "$hit"; status=1; fi
+    done
+    hit=$(grep -rnE '#include *[<"][^">]*backends/[^">]*src/' "$d" 2>/dev/null)
+    if [ -n "$hit" ]; then echo "$d/ includes a backend's sources (use tessera/run/ instead):"; echo "$hit"; status=1; fi
+    hit=$(grep -rnE --include=CMakeLists.txt --include='*.cmake' 'backends/[^ )]*/src' "$d" 2>/dev/null)
+    if [ -n "$hit" ]; then echo "$d/ builds on a backend's sources (link tessera::run instead):"; echo "$hit"; status=1; fi
+  done
+fi
+# Libraries never print (docs/architecture.md): core/, sim/, backends/ and run/ report through
+# return values, exceptions, callbacks or tessera::core::report; snprintf into a buffer is fine.
+# Comment lines are skipped.
+for d in core sim backends run; do
+  [ -d "$d" ] || continue
+  hit=$(grep -rnE --include='*.cpp' --include='*.hpp' --include='*.h' --include='*.c' --include='*.cu' --include='*.cuh' \
+        '(^|[^A-Za-z0-9_])(printf|fprintf|vprintf|vfprintf|puts|fputs|perror)[[:space:]]*\(|std::(cout|cerr|clog)([^A-Za-z0-9_]|$)' \
+        "$d" 2>/dev/null | grep -vE '^[^:]+:[0-9]+:[[:space:]]*(//|\*|/\*)')
+  if [ -n "$hit" ]; then echo "$d/ prints (a library reports through tessera::core::report or its results instead):"; echo "$hit"; status=1; fi
+done
 [ $status -eq 0 ] && echo "layering: ok"
 exit $status

@@ -3,14 +3,20 @@
 #include <QApplication>
 #include <QCommandLineParser>
 #include <cstdio>
+#include <string>
 
 #include "compare_view.hpp"
 #include "main_window.hpp"
 #include "screenshot.hpp"
 #include "simulation.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/report.hpp"
 
 int main(int argc, char** argv) {
+  // What the libraries report (notices, warnings) goes to stderr, one line each, as in the CLI.
+  tessera::core::set_report_sink([](tessera::core::ReportLevel, std::string_view m) {
+    std::fprintf(stderr, "%s\n", std::string(m).c_str());
+  });
   bool headless = false;
   for (int i = 1; i < argc; ++i)
     if (QByteArray(argv[i]) == "--screenshot" || QByteArray(argv[i]).startsWith("--screenshot=") ||

@@ -1,5 +1,6 @@
-// simulate(): run::simulate as `tessera sim run --trace` (folded replay, every rank simulated), then
-// the views' data; LatestWinsWorker and SimulationRunner: background runs where the latest wins.
+// simulate(): run::simulate as `tessera sim run --trace` (folded replay, every rank simulated),
+// then the views' data; planFor(): run::plan as `tessera plan`; LatestWinsWorker and
+// SimulationRunner: background runs where the latest wins.
 #include "simulation.hpp"
 
 #include <QMetaObject>
@@ -7,7 +8,7 @@
 #include <chrono>
 
 #include "tessera/core/error.hpp"
-#include "tessera/nn/precision.hpp"
+#include "tessera/run/plan.hpp"
 #include "tessera/run/simulate.hpp"
 
 namespace tessera::studio {
@@ -38,13 +39,11 @@ std::shared_ptr<const Snapshot> simulate(const StudioConfig& config) {
 }
 
 sim::PlanResult planFor(const StudioConfig& config) {
-  const ResolvedConfig rc = resolveConfig(config);
-  sim::PlanOptions o;
-  o.train = rc.train;
-  o.devices = rc.mesh.size();
-  o.precisions = {std::string(nn::precision_name(rc.train.precision))};  // the configuration's own
-  o.engine = rc.engine;
-  return sim::plan(o, rc.topology, rc.catalog);
+  run::PlanChoices c;
+  // As many devices as the configuration's mesh (resolved first: a bad mesh is reported as such);
+  // the configuration's own precision (run::plan's default).
+  c.devices = resolveConfig(config).mesh.size();
+  return run::plan(config.toSpec(), c).result;
 }
 
 LatestWinsWorker::LatestWinsWorker(QObject* parent) : QObject(parent) {

@@ -37,8 +37,8 @@ struct Snapshot {
 /// data. Never throws: a bad configuration gives a Snapshot whose `error` says why.
 std::shared_ptr<const Snapshot> simulate(const StudioConfig& config);
 
-/// Ranks meshes for `config`'s model, input, batch and topology with sim::plan, over as many
-/// devices as `config`'s mesh has. Throws tessera::Error for a bad configuration.
+/// Ranks meshes for `config`'s model, input, batch and topology with run::plan (as `tessera plan`),
+/// over as many devices as `config`'s mesh has. Throws tessera::Error for a bad configuration.
 sim::PlanResult planFor(const StudioConfig& config);
 
 /// Runs jobs on one worker thread; a job submitted while another waits replaces it, and a result

@@ -1,17 +1,16 @@
 // buildTeachingExample: every rank of a small W-sharded 3×3 convolution runs core's halo exchange
-// and kernels on its own thread (comm::local::run), and the tensors between the steps are kept.
+// and kernels on its own thread (run::local_ranks), and the tensors between the steps are kept.
 #include "teaching.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <mutex>
 
-#include "tessera/comm/local.hpp"
-#include "tessera/compute/cpu.hpp"
 #include "tessera/compute/ops.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/nn/conv2d.hpp"
 #include "tessera/nn/halo_exchange.hpp"
+#include "tessera/run/devices.hpp"
 
 namespace tessera::studio {
 
@@ -124,10 +123,11 @@ TeachingExample buildTeachingExample(int numRanks, std::int64_t height, std::int
   ex.ranks.resize(numRanks);
   std::vector<nn::HaloPlan> plans(numRanks);
   std::mutex mu;
-  comm::local::run(numRanks, [&](comm::Backend& world) {
+  run::local_ranks(numRanks, [&](comm::Backend& world) {
     const int r = world.rank();
     auto alloc = std::make_shared<core::Allocator>("teaching rank " + std::to_string(r));
-    compute::cpu::CpuBackend cpu(1);
+    const auto cpuBackend = run::make_compute(run::Device{}, 1);
+    compute::Backend& cpu = *cpuBackend;
     const nn::HaloPlan plan = nn::make_halo_plan(spec, in, out, r);
     TeachRank tr;
     tr.rank = r;

@@ -60,15 +60,10 @@ def test_plan_equals_cli():
                          shards=["W", "H"], checkpointing=["none", "block"], precisions=("fp32", "bf16"))
     c = run_cli("plan", "--model", "convnext-atto", "--input", "3x128x512", "--batch", "2", "--topology", "dgx-a100",
                 "--devices", "4", "--shards", "W,H", "--checkpointing", "none,block", "--precisions", "fp32,bf16")
-    assert p["best_fit"] == c["best_fit"] and p["devices"] == c["devices"]
-    assert len(p["configurations"]) == len(c["configurations"]) > 0
-    for a, b in zip(p["configurations"], c["configurations"]):
-        for key in ("mesh", "shard", "checkpointing", "precision", "peak_memory_bytes", "activation_peak_bytes",
-                    "fits", "replayed_ranks"):
-            assert a[key] == b[key], key
-        assert approx(a["iteration_time_s"], b["iteration_time_s"])
+    # One record (run::PlanRun::to_json) behind both: the same keys, in the same order, the same bits.
+    assert len(p["configurations"]) == len(c["configurations"]) > 0 and p["skipped"]
+    assert list(p) == list(c) and p == c
     assert {r["precision"] for r in p["configurations"]} == {"fp32", "bf16"}
-    assert [(s["mesh"], s["reason"]) for s in p["skipped"]] == [(s["mesh"], s["reason"]) for s in c["skipped"]]
     # One precision by default, as the CLI without --precisions; a bad name is refused, naming it.
     assert {r["precision"] for r in tessera.sim.plan(model="convnext-atto", input="3x128x512", batch=2,
                                                      topology="dgx-a100", devices=2, shards="W",
@@ -85,14 +80,9 @@ def test_plan_compressions_equal_cli():
     c = run_cli("plan", "--model", "convnext-atto", "--input", "3x128x512", "--batch", "2", "--topology",
                 "cpu-host:4", "--shards", "W", "--checkpointing", "none", "--compressions", "none,topk",
                 "--topk-ratio", "0.05")
-    assert [(r["mesh"], r["compression"]) for r in p["configurations"]] == \
-        [(r["mesh"], r["compression"]) for r in c["configurations"]]
+    assert p == c
     assert {r["compression"] for r in p["configurations"]} == {"none", "topk"}
-    for a, b in zip(p["configurations"], c["configurations"]):
-        assert approx(a["iteration_time_s"], b["iteration_time_s"])
-    pv, cv = p["compression_verdict"], c["compression_verdict"]
-    assert pv["compared"] == cv["compared"] > 0 and pv["topk_faster"] == cv["topk_faster"]
-    assert pv["topk_ratio"] == 0.05 and approx(pv["best_saving"], cv["best_saving"])
+    assert p["compression_verdict"]["compared"] > 0 and p["compression_verdict"]["topk_ratio"] == 0.05
     assert "compression_verdict" not in tessera.sim.plan(**args)
     with pytest.raises(ValueError, match="compression 'zip'"):
         tessera.sim.plan(**args, compressions="none,zip")

@@ -14,8 +14,12 @@ def test_train_callback_and_sharded_loss_equals_unsharded():
     assert [s["step"] for s in seen] == [0, 1, 2]
     for s in seen:
         assert np.isfinite(s["loss"]) and s["step_time_s"] > 0
-        assert len(s["peak_memory_bytes"]) == 4 and s["peak_memory_bytes"][0]["total"] > 0
-        assert s["peak_memory_bytes"][0]["halo_buffer"] > 0  # sharded: halos were booked
+        # The step takes as long as its slowest rank; each rank's own figures are beside it.
+        assert len(s["ranks"]) == 4 and [r["rank"] for r in s["ranks"]] == [0, 1, 2, 3]
+        assert s["step_time_s"] == max(r["step_time_s"] for r in s["ranks"])
+        assert s["ranks"][0]["peak_bytes"]["total"] > 0
+        assert s["ranks"][0]["peak_bytes"]["halo_buffer"] > 0  # sharded: halos were booked
+    assert seen == r4["steps"]  # the callback's record is the returned one
     r1 = tessera.train(mesh="sp=1", **kw)
     l4 = [s["loss"] for s in r4["steps"]]
     l1 = [s["loss"] for s in r1["steps"]]
@@ -31,7 +35,7 @@ def test_train_callback_and_sharded_loss_equals_unsharded():
         assert abs(a - x) <= 16 * nu * abs(x) + 2 * abs(x) * 2.0**-23, (l4, l1, e1)
     with pytest.raises(tessera.Error, match=r'field "dtype" is "bf16": the trainer keeps its weights in f32 or f64 \(16-bit activations over f32 weights: precision bf16 or fp16\); use one of: f32, f64'):
         tessera.train(mesh="sp=1", dtype="bf16", **kw)
-    assert r1["steps"][0]["peak_memory_bytes"][0]["halo_buffer"] == 0
+    assert r1["steps"][0]["ranks"][0]["peak_bytes"]["halo_buffer"] == 0
     assert r4["parameters"] == r1["parameters"] > 0
 
 
@@ -94,7 +98,7 @@ def test_mixed_precision_halves_activations_and_reports_the_loss_scale():
     assert [s["loss_scale"] for s in seen] == [65536.0, 65536.0]  # fp16: dynamic, 2^16 at the start
     assert all(s["skipped"] is False and s["skipped_steps"] == 0 for s in seen)
     assert all(s["loss_scale"] == 1.0 for s in bf16["steps"])
-    act = lambda r: max(m["activation"] for m in r["steps"][-1]["peak_memory_bytes"])
+    act = lambda r: max(m["peak_bytes"]["activation"] for m in r["steps"][-1]["ranks"])
     assert act(bf16) <= 0.55 * act(f32) and act(f16) == act(bf16)
     for r in (f16, bf16):
         assert all(np.isfinite(s["loss"]) for s in r["steps"])
@@ -103,14 +107,18 @@ def test_mixed_precision_halves_activations_and_reports_the_loss_scale():
         tessera.train(precision="bf16", dtype="f64", **kw)
 
 
-def test_alarms_reach_the_callback_and_stop_raises():
+def test_alarms_reach_the_callback_and_stop_raises(capsys):
     """tessera.train(alarm=, on_alarm=): each fired alarm is passed to on_alarm as its metrics
-    dict and listed under "alarms"; an alarm whose action is stop raises tessera.Error."""
+    dict and listed under "alarms" and in its step's record; the first of its kind is printed to
+    sys.stderr, as tessera train prints it; an alarm whose action is stop raises tessera.Error."""
     seen = []
     kw = dict(model="convnext-atto", input=(3, 64, 128), batch=2, steps=8, seed=3, threads=1, mesh="sp=2")
     r = tessera.train(alarm="loss=1.01,grad_norm=off,grad_variance=off,step_time=off,warmup=2",
                       on_alarm=seen.append, **kw)
     assert seen and seen == r["alarms"]
+    assert seen == [a for s in r["steps"] for a in s.get("alarms", [])]
+    err = capsys.readouterr().err.splitlines()
+    assert err == [seen[0]["message"] + "; later alarms of this kind are counted in the summary"], err
     losses = {s["step"]: s["loss"] for s in r["steps"]}
     for a in seen:
         assert a["alarm"] == "loss" and a["action"] == "warn" and a["value"] == losses[a["step"]]

@@ -1,23 +1,12 @@
 // `tessera halo`: prints the halo plan of one convolution over a mesh — who sends which rows or
 // columns to whom — for any kernel, stride, padding, dilation and shard count.
-#include <algorithm>
-#include <cctype>
 #include <iostream>
 
 #include "commands.hpp"
 #include "tessera/core/error.hpp"
-#include "tessera/nn/halo_plan.hpp"
+#include "tessera/run/halo.hpp"
 
 namespace tessera::tools {
-
-std::vector<int> parse_shard_dims(const std::string& s) {
-  std::string u = s;
-  std::transform(u.begin(), u.end(), u.begin(), [](unsigned char c) { return std::toupper(c); });
-  if (u == "W") return {3};
-  if (u == "H") return {2};
-  if (u == "HW" || u == "TILES") return {2, 3};
-  throw InvalidArgument("--shard '" + s + "': expected W, H or HW (2-D tiles)");
-}
 
 namespace {
 
@@ -27,6 +16,7 @@ struct HaloArgs {
   std::string mesh = "sp=3";
   std::string shard = "W";
   bool strict = false;
+  bool json = false;
 };
 
 core::Shape parse_nchw(const std::string& s) {
@@ -42,36 +32,23 @@ core::Shape parse_nchw(const std::string& s) {
     }
     pos = x + 1;
   }
-  TESSERA_CHECK(shape.size() == 4, "--input '", s, "': expected 4 sizes NxCxHxW, got ", shape.size());
+  TESSERA_CHECK(shape.size() == 4, "--input '", s, "': expected 4 sizes NxCxHxW, got ",
+                shape.size());
   return shape;
 }
 
 int run_halo(const HaloArgs& a) {
-  const core::Shape in_shape = parse_nchw(a.input);
-  const core::DeviceMesh mesh = core::DeviceMesh::parse(a.mesh);
-  const std::vector<int> dims = parse_shard_dims(a.shard);
-  TESSERA_CHECK(static_cast<int>(dims.size()) == mesh.ndim(), "--shard ", a.shard, " shards ",
-                dims.size(), " dimension(s) but mesh ", mesh.to_string(), " has ", mesh.ndim(),
-                "; use one mesh dimension per sharded dimension (e.g. --mesh sp_h=2,sp_w=2 --shard HW)");
-  std::vector<core::Placement> pl;
-  for (int d : dims) pl.push_back(core::Shard(d));
-  const core::Layout in(mesh, in_shape, pl);
-  const int pad = a.pad >= 0 ? a.pad : a.dilation * (a.kernel - 1) / 2;
-  const nn::ConvSpec spec = nn::ConvSpec::square(in_shape[1], in_shape[1], a.kernel, a.stride, pad,
-                                                 a.dilation, static_cast<int>(in_shape[1]), false);
-  const core::Layout out = nn::conv_output_layout(spec, in);
-  nn::HaloOptions opt;
-  opt.allow_wide = !a.strict;
-  std::cout << spec.describe() << "\n  input  " << in.to_string() << "\n  output " << out.to_string()
-            << "\n\n";
-  std::int64_t total = 0;
-  for (int r = 0; r < mesh.size(); ++r) {
-    const nn::HaloPlan p = nn::make_halo_plan(spec, in, out, r, opt);
-    std::cout << p.describe();
-    total += p.recv_elems();
-  }
-  std::cout << "\nhalo elements received in total: " << total << " ("
-            << total * 4 << " bytes in fp32)\n";
+  run::HaloRequest r;
+  r.input = parse_nchw(a.input);
+  r.kernel = a.kernel;
+  r.stride = a.stride;
+  r.pad = a.pad;
+  r.dilation = a.dilation;
+  r.mesh = a.mesh;
+  r.shard = a.shard;
+  r.strict = a.strict;
+  const run::HaloReport report = run::halo_plan(r);
+  std::cout << (a.json ? report.to_json() + "\n" : report.to_text());
   return 0;
 }
 
@@ -79,13 +56,18 @@ int run_halo(const HaloArgs& a) {
 
 void add_halo_command(CLI::App& app, Action& action) {
   auto args = std::make_shared<HaloArgs>();
-  CLI::App* c = app.add_subcommand(
-      "halo", "Print the halo plan of one convolution over a mesh: who sends which rows or columns to whom");
+  CLI::App* c = app.add_subcommand("halo",
+                                   "Print the halo plan of one convolution over a mesh: who sends "
+                                   "which rows or columns to whom");
   c->footer(
-      "Any square kernel, stride, padding and dilation, sharded along W, H or both (2-D tiles over a\n"
-      "2-D mesh). The plan depends only on that geometry and the input's layout (every input channel\n"
-      "travels), so it is the same for dense, grouped and depthwise convolutions; it is printed as\n"
-      "the depthwise one (\"g96 96->96\" for C = 96). A halo wider than a neighbour's shard is served\n"
+      "Any square kernel, stride, padding and dilation, sharded along W, H or both (2-D tiles over "
+      "a\n"
+      "2-D mesh). The plan depends only on that geometry and the input's layout (every input "
+      "channel\n"
+      "travels), so it is the same for dense, grouped and depthwise convolutions; it is printed "
+      "as\n"
+      "the depthwise one (\"g96 96->96\" for C = 96). A halo wider than a neighbour's shard is "
+      "served\n"
       "by every rank that owns part of it; --strict refuses it instead.");
   c->add_option("--input", args->input, "Input shape NxCxHxW (C scales the element counts only)")
       ->capture_default_str();
@@ -96,6 +78,8 @@ void add_halo_command(CLI::App& app, Action& action) {
   c->add_option("--mesh", args->mesh, "Mesh, e.g. sp=4 or sp_h=2,sp_w=2")->capture_default_str();
   c->add_option("--shard", args->shard, "Sharded dimension(s): W, H or HW")->capture_default_str();
   c->add_flag("--strict", args->strict, "Refuse halos wider than a neighbour's shard");
+  c->add_flag("--json", args->json,
+              "Print the plans as one JSON object (every rank's boxes and messages)");
   c->callback([&action, args] { action = [args] { return run_halo(*args); }; });
 }
 

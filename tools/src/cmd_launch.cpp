@@ -15,8 +15,8 @@
 #include <utility>
 
 #include "commands.hpp"
-#include "tessera/comm/tcp_store.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/run/launch.hpp"
 
 namespace tessera::tools {
 
@@ -102,14 +102,14 @@ int launch(const LaunchArgs& a) {
   TESSERA_CHECK(a.nnodes == 1 || (!token.empty() && port != 0), "launch: with --nnodes > 1 set TESSERA_RDZV_TOKEN to one "
                 "fresh value on every node and give --rdzv-endpoint host:port with a fixed port");
   if (token.empty()) token = fresh_token();
-  std::unique_ptr<comm::TcpStoreServer> server;
+  std::unique_ptr<run::StoreServer> server;
   if (a.node_rank == 0) {
-    comm::TcpStoreServer::Options so;
+    run::StoreServer::Options so;
     so.host = a.nnodes > 1 ? "0.0.0.0" : host;
     so.port = port;
     so.token = token;
     so.log = [](const std::string& m) { std::fprintf(stderr, "[launch] store: %s\n", m.c_str()); };
-    server = std::make_unique<comm::TcpStoreServer>(so);
+    server = std::make_unique<run::StoreServer>(so);
     port = server->port();
   }
   const int world = a.nproc * a.nnodes;

@@ -7,9 +7,9 @@
 
 #include "commands.hpp"
 #include "spec_options.hpp"
-#include "tessera/comm/env_rendezvous.hpp"
-#include "tessera/run/train.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/report.hpp"
+#include "tessera/run/train.hpp"
 
 namespace tessera::tools {
 
@@ -36,6 +36,16 @@ void print_step(const run::TrainSetup& cfg, const std::vector<nn::StepStats>& ra
   std::fflush(stdout);
 }
 
+/// The run's notices: the live metrics address on stdout (stderr under --json, whose stdout is
+/// the one JSON object), the first alarm of each kind on stderr.
+run::NoticeCallback print_notice(bool json) {
+  return [json](core::ReportLevel level, const std::string& text) {
+    std::FILE* to = level == core::ReportLevel::Info && !json ? stdout : stderr;
+    std::fprintf(to, "%s\n", text.c_str());
+    std::fflush(to);
+  };
+}
+
 }  // namespace
 
 struct TrainCommandArgs {
@@ -44,13 +54,15 @@ struct TrainCommandArgs {
 };
 
 int run_train_command(const run::TrainSetup& cfg, bool json) {
+  run::TrainCallbacks callbacks;
+  callbacks.on_notice = print_notice(json);
   // One process per rank (ucx, ...): rank 0 reports for everyone.
-  if (cfg.backend != "local" && comm::read_env().rank != 0) {
-    run::train(cfg, nullptr);
+  if (run::process_rank(cfg) != 0) {
+    run::train(cfg, callbacks);
     return 0;
   }
   if (json) {
-    std::printf("%s\n", run::train_json(cfg, run::train(cfg, nullptr)).c_str());
+    std::printf("%s\n", run::train_json(cfg, run::train(cfg, callbacks)).c_str());
     return 0;
   }
   const bool tty = isatty(fileno(stdout));
@@ -61,7 +73,9 @@ int run_train_command(const run::TrainSetup& cfg, bool json) {
               cfg.train.checkpointing.c_str(), cfg.train.optimizer.kind.c_str());
   run::TrainResult res;
   try {
-    res = run::train(cfg, [&](const std::vector<nn::StepStats>& ranks) { print_step(cfg, ranks, tty); });
+    callbacks.on_step = [&](const std::vector<nn::StepStats>& ranks,
+                            const std::vector<run::Alarm>&) { print_step(cfg, ranks, tty); };
+    res = run::train(cfg, callbacks);
   } catch (const run::AlarmStopped& e) {
     if (tty) std::printf("\n");
     std::printf("stopped after step %lld/%d by alarm %s", static_cast<long long>(e.alarm().step) + 1, cfg.train.steps,

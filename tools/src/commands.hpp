@@ -34,7 +34,4 @@ void add_plan_command(CLI::App& app, Action& action);
 /// `tessera studio` (cmd_studio.cpp): runs tessera-studio from the same folder.
 void add_studio_command(CLI::App& app, Action& action);
 
-/// Parses "W", "H" or "HW" (case-insensitive) into the tensor dimensions to shard.
-std::vector<int> parse_shard_dims(const std::string& s);
-
 }  // namespace tessera::tools

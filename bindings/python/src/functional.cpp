@@ -4,14 +4,12 @@
 #include <mutex>
 
 #include "common.hpp"
-#include "tessera/builtin_backends.hpp"
-#include "tessera/comm/local.hpp"
 #include "tessera/comm/mesh_comm.hpp"
 #include "tessera/comm/redistribute.hpp"
-#include "tessera/compute/cpu.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/nn/conv2d.hpp"
 #include "tessera/nn/halo_plan.hpp"
+#include "tessera/run/devices.hpp"
 
 namespace tessera::python {
 
@@ -44,17 +42,9 @@ struct ConvResult {
 // the results back).
 ConvResult run_conv(const nn::ConvSpec& spec, const core::Layout& in, const Tensor& x, const Tensor& w,
                     const Tensor* b, const Tensor* dy, bool overlap, int threads, const std::string& device) {
-  compute::BackendOptions bo;
-  bo.num_threads = threads;
-  std::string backend = "cpu";
-  if (device == "cuda" || device.rfind("cuda:", 0) == 0) {
-    backend = "cuda";
-    if (device.size() > 5) bo.device = std::stoi(device.substr(5));
-  } else {
-    TESSERA_CHECK(device == "cpu", "tessera.functional.conv2d: device='", device, "': expected 'cpu', 'cuda' or 'cuda:N'");
-  }
-  compute::Registry computes;
-  register_builtin_backends(computes);
+  const std::optional<run::Device> dev = run::try_parse_device(device);
+  TESSERA_CHECK(dev.has_value(), "tessera.functional.conv2d: device='", device,
+                "': expected 'cpu', 'cuda' or 'cuda:N'");
   const core::DeviceMesh& mesh = in.mesh();
   const core::Layout out = nn::conv_output_layout(spec, in);
   const core::Layout in_r = core::Layout::replicated(mesh, in.global_shape());
@@ -66,10 +56,10 @@ ConvResult run_conv(const nn::ConvSpec& spec, const core::Layout& in, const Tens
                   core::shape_str(dy->shape()), " but the output has shape ", core::shape_str(out.global_shape()));
   ConvResult res;
   std::mutex mu;
-  comm::local::run(mesh.size(), [&](comm::Backend& world) {
+  run::local_ranks(mesh.size(), [&](comm::Backend& world) {
     comm::MeshComm mc(mesh, world);
     const int r = world.rank();
-    const auto cb = computes.create(backend, bo);
+    const auto cb = run::make_compute(*dev, threads);
     const auto memory = cb->device_memory();
     auto alloc = memory ? std::make_shared<core::Allocator>("rank " + std::to_string(r), memory)
                         : std::make_shared<core::Allocator>("rank " + std::to_string(r));
@@ -197,7 +187,7 @@ void bind_functional(py::module_& m) {
         std::vector<Tensor> pieces(to.mesh().size());
         {
           py::gil_scoped_release nogil;
-          comm::local::run(to.mesh().size(), [&](comm::Backend& world) {
+          run::local_ranks(to.mesh().size(), [&](comm::Backend& world) {
             comm::MeshComm mc(to.mesh(), world);
             pieces[world.rank()] = comm::redistribute(mc, t, from, to);
           });
@@ -223,7 +213,7 @@ void bind_functional(py::module_& m) {
         Tensor full;
         {
           py::gil_scoped_release nogil;
-          comm::local::run(P, [&](comm::Backend& world) {
+          run::local_ranks(P, [&](comm::Backend& world) {
             comm::MeshComm mc(from.mesh(), world);
             Tensor g = comm::redistribute(mc, pieces[world.rank()], from, to);
             if (world.rank() == 0) full = g;

@@ -11,13 +11,12 @@
 #include <mutex>
 
 #include "common.hpp"
-#include "tessera/comm/local.hpp"
 #include "tessera/comm/mesh_comm.hpp"
 #include "tessera/comm/redistribute.hpp"
-#include "tessera/compute/cpu.hpp"
 #include "tessera/compute/ops.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/nn/layers.hpp"
+#include "tessera/run/devices.hpp"
 
 namespace tessera::python {
 
@@ -43,11 +42,11 @@ RunResult run_module(const std::function<nn::ModulePtr()>& make, const core::Lay
   const core::Layout in_r = core::Layout::replicated(mesh, in.global_shape());
   RunResult res;
   std::mutex mu;
-  comm::local::run(mesh.size(), [&](comm::Backend& world) {
+  run::local_ranks(mesh.size(), [&](comm::Backend& world) {
     comm::MeshComm mc(mesh, world);
     const int r = world.rank();
     auto alloc = std::make_shared<core::Allocator>("rank " + std::to_string(r));
-    compute::cpu::CpuBackend cpu(1);
+    const auto cpu = run::make_compute(run::Device{}, 1);
     nn::ModulePtr m = make();
     nn::SetupContext sc;
     sc.rank = r;
@@ -68,7 +67,7 @@ RunResult run_module(const std::function<nn::ModulePtr()>& make, const core::Lay
     ctx.seed = opt.seed;
     ctx.step = opt.step;
     ctx.mesh = &mc;
-    ctx.compute = &cpu;
+    ctx.compute = cpu.get();
     ctx.allocator = alloc;
     const core::Layout out_r = core::Layout::replicated(mesh, out.global_shape());
     const Tensor xl = comm::redistribute(mc, x, in_r, in);

@@ -1,10 +1,11 @@
 // Models (presets and JSON descriptions) and training: tessera.train runs run::train, the loop of
 // `tessera train`, on the `local` backend, or as one rank of a job started by `tessera launch`
 // (env://) on a multi-process backend such as ucx, and calls a Python function after every step
-// with the loss, the step time and every rank's memory (run::step_json as a dict).
+// with the step's record (run::step_record as a dict: docs/records.md, "Training step").
+#include "tessera/nn/models.hpp"
 #include "common.hpp"
 #include "tessera/core/error.hpp"
-#include "tessera/nn/models.hpp"
+#include "tessera/core/report.hpp"
 #include "tessera/run/train.hpp"
 
 namespace tessera::python {
@@ -38,18 +39,30 @@ void bind_models(py::module_& m) {
       [](const std::string& spec_json, const py::object& callback, const py::object& on_alarm) {
         const run::RunSpec spec = run::RunSpec::from_json(spec_json, run::RunSpec{}, "tessera.train");
         const run::TrainSetup setup = run::resolve_train(spec);
+        run::TrainCallbacks callbacks;
+        callbacks.on_step = [&](const std::vector<nn::StepStats>& ranks,
+                                const std::vector<run::Alarm>& alarms) {
+          if (callback.is_none()) return;
+          py::gil_scoped_acquire gil;
+          callback(loads(run::step_record(setup.train.batch, ranks, alarms)));
+        };
+        callbacks.on_alarm = [&](const run::Alarm& a) {
+          if (on_alarm.is_none()) return;
+          py::gil_scoped_acquire gil;
+          on_alarm(loads(run::alarm_json(a)));
+        };
+        // The run's notices, where `tessera train` shows them: the live metrics address on
+        // sys.stdout, the first alarm of each kind on sys.stderr.
+        callbacks.on_notice = [](core::ReportLevel level, const std::string& text) {
+          py::gil_scoped_acquire gil;
+          const char* stream = level == core::ReportLevel::Info ? "stdout" : "stderr";
+          const py::object file = py::module_::import("sys").attr(stream);
+          py::print(text, py::arg("file") = file, py::arg("flush") = true);
+        };
         run::TrainResult r;
         {
           py::gil_scoped_release nogil;
-          r = run::train(setup, [&](const std::vector<nn::StepStats>& ranks) {
-            if (callback.is_none()) return;
-            py::gil_scoped_acquire gil;
-            callback(loads(run::step_json(ranks)));
-          }, [&](const run::Alarm& a) {
-            if (on_alarm.is_none()) return;
-            py::gil_scoped_acquire gil;
-            on_alarm(loads(run::alarm_json(a)));
-          });
+          r = run::train(setup, callbacks);
         }
         return loads(run::train_json(setup, r));
       },

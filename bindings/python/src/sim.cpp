@@ -1,15 +1,16 @@
 // The simulator from Python: topologies (presets, JSON), one simulated training iteration
 // (run::simulate, as `tessera sim run`), the planner (as `tessera plan`) and Chrome-trace export.
 // The run description arrives as JSON (RunSpec::from_json checks it); results are the run layer's
-// one JSON form (run::SimRun::to_json) turned into dicts, the keys of `tessera sim run --json`.
+// one JSON form (run::SimRun::to_json, run::PlanRun::to_json) turned into dicts, the keys of
+// `tessera sim run --json` and `tessera plan --json`.
 #include <sstream>
 
 #include "common.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/file_io.hpp"
 #include "tessera/run/phase_compare.hpp"
+#include "tessera/run/plan.hpp"
 #include "tessera/run/simulate.hpp"
-#include "tessera/sim/planner.hpp"
 #include "tessera/sim/topology.hpp"
 #include "tessera/sim/units.hpp"
 
@@ -19,16 +20,6 @@ namespace {
 
 /// Parsed JSON text as Python data (json.loads).
 py::object loads(const std::string& text) { return py::module_::import("json").attr("loads")(text); }
-
-py::dict plan_config(const sim::PlanConfig& c) {
-  py::dict d;
-  d["mesh"] = c.mesh;
-  d["shard"] = c.shard;
-  d["checkpointing"] = c.checkpointing;
-  d["precision"] = c.precision;
-  d["compression"] = c.compression;
-  return d;
-}
 
 std::vector<std::string> strings_of(const py::object& o) {
   if (py::isinstance<py::str>(o)) {
@@ -109,71 +100,29 @@ void bind_sim(py::module_& m) {
 
   s.def(
       "plan",
-      [](const std::string& spec_json, int devices, const py::object& shards, const py::object& checkpointing,
-         const std::string& memory_cap, const py::object& precisions, const py::object& compressions) {
-        run::RunSpec spec = run::RunSpec::from_json(spec_json, run::RunSpec::for_simulation(), "tessera.sim.plan");
-        spec.mesh = "sp=1";  // the planner chooses the mesh; this only validates model and input
-        const run::SimSetup setup = run::resolve_sim(spec);
-        sim::PlanOptions o;
-        o.train = setup.train;
-        o.devices = devices;
-        o.shards = strings_of(shards);
-        o.checkpointing = strings_of(checkpointing);
-        o.precisions = strings_of(precisions);  // sim::plan checks the names
-        o.compressions = strings_of(compressions);
-        for (const std::string& x : o.shards)
-          TESSERA_CHECK(x == "W" || x == "H" || x == "HW", "plan: shards ", x, ": list W, H and/or HW");
-        if (!memory_cap.empty()) o.memory_cap_bytes = static_cast<double>(sim::parse_byte_size(memory_cap));
-        o.engine = setup.engine;
-        sim::PlanResult r;
+      [](const std::string& spec_json, int devices, const py::object& shards,
+         const py::object& checkpointing, const std::string& memory_cap,
+         const py::object& precisions, const py::object& compressions) {
+        const run::RunSpec spec =
+            run::RunSpec::from_json(spec_json, run::RunSpec::for_simulation(), "tessera.sim.plan");
+        run::PlanChoices c;
+        c.devices = devices;
+        c.memory_cap = memory_cap;
+        c.shards = strings_of(shards);
+        c.checkpointing = strings_of(checkpointing);
+        c.precisions = strings_of(precisions);
+        c.compressions = strings_of(compressions);
+        std::string record;
         {
           py::gil_scoped_release nogil;
-          r = sim::plan(o, setup.topology, setup.catalog);
+          record = run::plan(spec, c).to_json();
         }
-        py::dict d;
-        d["model"] = o.train.model.name;
-        d["input"] = spec.input;
-        d["batch"] = o.train.batch;
-        d["topology"] = setup.topology.name;
-        d["devices"] = r.devices;
-        d["memory_cap_bytes"] = o.memory_cap_bytes;
-        d["best_fit"] = r.best_fit();
-        py::list entries, skipped;
-        for (const sim::PlanEntry& e : r.entries) {
-          py::dict x = plan_config(e.config);
-          x["iteration_time_s"] = e.iteration_s;
-          x["images_per_s"] = e.images_per_s;
-          x["peak_memory_bytes"] = e.peak_bytes;
-          x["activation_peak_bytes"] = e.activation_peak_bytes;
-          x["limit_bytes"] = e.limit_bytes;
-          x["fits"] = e.fits;
-          x["compute_busy_s"] = e.compute_busy_s;
-          x["comm_busy_s"] = e.comm_busy_s;
-          x["replayed_ranks"] = e.classes;
-          entries.append(x);
-        }
-        for (const sim::PlanSkip& k : r.skipped) {
-          py::dict x = plan_config(k.config);
-          x["reason"] = k.reason;
-          skipped.append(x);
-        }
-        d["configurations"] = entries;
-        d["skipped"] = skipped;
-        if (const sim::CompressionVerdict v = r.compression_verdict(); v.compared > 0) {
-          py::dict c;
-          c["topk_ratio"] = o.train.topk_ratio;
-          c["compared"] = v.compared;
-          c["topk_faster"] = v.faster;
-          c["best_saving"] = v.best_saving;
-          c["worst_saving"] = v.worst_saving;
-          c["best_dense"] = v.best_dense;
-          c["best_topk"] = v.best_topk;
-          d["compression_verdict"] = c;
-        }
-        return d;
+        return loads(record);
       },
-      py::arg("spec_json"), py::arg("devices"), py::arg("shards"), py::arg("checkpointing"), py::arg("memory_cap"),
-      py::arg("precisions"), py::arg("compressions"));
+      py::arg("spec_json"), py::arg("devices"), py::arg("shards"), py::arg("checkpointing"),
+      py::arg("memory_cap"), py::arg("precisions"), py::arg("compressions"),
+      "run::plan's record (run::PlanRun::to_json, docs/records.md \"Plan\") as a dict: `tessera "
+      "plan --json`.");
   s.def(
       "compare",
       [](const std::string& measured, const std::string& simulated, const std::string& spec_json) {

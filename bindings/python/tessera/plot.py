@@ -97,11 +97,13 @@ def timeline(events, ranks: Optional[Sequence[int]] = None, ax=None, max_events:
 
 def memory_bars(memory, ax=None, capacity_bytes: Optional[float] = None, title: Optional[str] = None):
     """Stacked bars of peak memory per rank by category (GB = 1e9 bytes). ``memory``: a
-    SimResult, a list of its device dicts, or a list (per rank) of {category: bytes} dicts (a
-    training step's ``peak_memory_bytes``)."""
+    SimResult, a list of its device dicts, a training step's record (its ``ranks``, each with
+    ``peak_bytes``; docs/records.md), or a list (per rank) of {category: bytes} dicts."""
     if hasattr(memory, "devices"):
         memory = memory.devices
-    rows = [m.get("memory_bytes", m) for m in memory]
+    if isinstance(memory, dict) and "ranks" in memory:
+        memory = memory["ranks"]
+    rows = [m.get("memory_bytes", m.get("peak_bytes", m)) for m in memory]
     if capacity_bytes is None and memory and "capacity_bytes" in memory[0]:
         capacity_bytes = memory[0]["capacity_bytes"]
     ax = _axes(ax, (max(4, 0.5 * len(rows) + 2), 3.5))

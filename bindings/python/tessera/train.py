@@ -79,10 +79,13 @@ def train(
     The callback runs on rank 0 only and ``steps`` is filled on rank 0 (empty on the others);
     ``timeout_s`` bounds the rendezvous and every communication wait.
 
-    ``callback(step)`` runs after every step with a dict: ``step``, ``loss``, ``grad_norm``,
-    ``lr``, ``step_time_s`` (rank 0), ``step_time_s_per_rank`` and ``peak_memory_bytes`` (one dict
-    per rank: peak bytes by category and ``total``). The other ranks wait for it (at most
-    ``timeout_s``), so keep it short. Exceptions it raises stop the run and propagate.
+    ``callback(step)`` runs after every step with the step's record (docs/records.md, "Training
+    step"; the same as a line of ``metrics`` and an element of the returned ``steps``): ``step``,
+    ``loss``, ``grad_norm``, ``lr``, ``step_time_s`` (the slowest rank's), ``images_per_s``, ...,
+    ``ranks`` (one dict per rank: its ``step_time_s``, ``data_time_s``, ``load_time_s`` and
+    ``peak_bytes``, peak bytes by category and ``total``) and ``alarms`` when the step fired any.
+    The other ranks wait for it (at most ``timeout_s``), so keep it short. Exceptions it raises
+    stop the run and propagate.
 
     Returns the run's summary (the JSON ``tessera train --json`` prints, as a dict):
     ``{"model", "mesh", "backend", "rank", "parameters", "wall_s", "steps": [...], "summary"}``.
@@ -119,7 +122,8 @@ def train(
     ``"loss=2:stop,step_time=off"``; docs/training.md, "Alarms"). ``on_alarm(alarm)`` runs on rank 0
     for every alarm that fires, with the dict of its metrics line (``alarm``, ``step``, ``value``,
     ``baseline``, ``threshold``, ``action``, ``message``, ``checkpoint``); the returned dict lists
-    them under ``alarms``. An alarm whose action is stop raises :class:`tessera.Error` on every rank
+    them under ``alarms`` (and each step's record its own). The first alarm of each kind is also
+    printed to ``sys.stderr``, as ``tessera train`` prints it. An alarm whose action is stop raises :class:`tessera.Error` on every rank
     after that step.
     ``prefetch``, ``loader_workers``, ``shuffle``: the input pipeline, as ``tessera train``'s options
     of those names: batches loaded ahead by that many loader threads per rank (``prefetch=0``: each
@@ -127,7 +131,7 @@ def train(
     (docs/training.md, "Input pipeline"). Each step's dict has ``data_time_s`` (waiting for the
     batch) and ``load_time_s`` (what loading it took).
     ``metrics_port``: serve live Prometheus metrics on ``http://127.0.0.1:PORT/metrics`` while
-    training (0: any free port, printed); ``metrics_textfile``: write them to that file after every
+    training (0: any free port; the address is printed to ``sys.stdout``); ``metrics_textfile``: write them to that file after every
     step (docs/training.md, "Live metrics").
     """
     fields = dict(model=model.to_json() if isinstance(model, _tessera.ModelSpec) else model,

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/report.hpp"
 #include "tessera/nn/halo_exchange.hpp"
 
 namespace tessera::run {
@@ -61,6 +62,12 @@ const char* place_name(FaultSpec::Place p) {
       return "its first gradient all-reduce";
   }
   return "?";
+}
+
+/// The microseconds of `t` as six digits ("%06ld").
+std::string microseconds(const timespec& t) {
+  const std::string us = std::to_string(t.tv_nsec / 1000);
+  return std::string(us.size() < 6 ? 6 - us.size() : 0, '0') + us;
 }
 
 }  // namespace
@@ -152,12 +159,12 @@ void FaultComm::maybe_inject(FaultSpec::Place here) {
   if (s.fired.exchange(true)) return;
   timespec now{};
   ::clock_gettime(CLOCK_REALTIME, &now);
-  // One line, flushed before the fault, with the wall-clock time the bench measures from.
-  std::fprintf(stderr, "%s=%s: rank %d: %s at %s of step %lld (unix time %lld.%06ld)\n",
-               kFaultVariable, s.spec.text.c_str(), s.world_rank, action_name(s.spec.action),
-               place_name(here), static_cast<long long>(s.spec.step),
-               static_cast<long long>(now.tv_sec), now.tv_nsec / 1000);
-  std::fflush(stderr);
+  // One line, reported (the CLI prints it to stderr at once) before the fault, with the
+  // wall-clock time the bench measures from; stdout is flushed so the steps before it are shown.
+  core::report(core::ReportLevel::Warning,
+               detail::cat(kFaultVariable, "=", s.spec.text, ": rank ", s.world_rank, ": ",
+                           action_name(s.spec.action), " at ", place_name(here), " of step ",
+                           s.spec.step, " (unix time ", now.tv_sec, ".", microseconds(now), ")"));
   std::fflush(stdout);
   switch (s.spec.action) {
     case FaultSpec::Action::Kill:
@@ -168,9 +175,9 @@ void FaultComm::maybe_inject(FaultSpec::Place here) {
       break;
     case FaultSpec::Action::Drop: {
       const int n = drop_tcp_connections();
-      std::fprintf(stderr, "%s: rank %d: shut down %d TCP connection(s); carrying on\n",
-                   kFaultVariable, s.world_rank, n);
-      std::fflush(stderr);
+      core::report(core::ReportLevel::Warning,
+                   detail::cat(kFaultVariable, ": rank ", s.world_rank, ": shut down ", n,
+                               " TCP connection(s); carrying on"));
       break;
     }
   }
@@ -187,38 +194,16 @@ void FaultComm::p2p_place(const std::vector<comm::P2POp>& ops) {
 comm::WorkPtr FaultComm::all_reduce(comm::BufferView buf, comm::ReduceOp op) {
   if (state_->scope && state_->scope->layer == "grad_bucket")
     maybe_inject(FaultSpec::Place::AllReduce);
-  return inner_->all_reduce(buf, op);
+  return inner().all_reduce(buf, op);
 }
 
 comm::WorkPtr FaultComm::batch_p2p(const std::vector<comm::P2POp>& ops) {
   p2p_place(ops);
-  return inner_->batch_p2p(ops);
+  return inner().batch_p2p(ops);
 }
 
-comm::P2PPlanPtr FaultComm::prepare_p2p(const std::vector<comm::P2POp>& ops) {
-  class Planned final : public comm::P2PPlan {
-   public:
-    Planned(comm::P2PPlanPtr inner, FaultComm* owner, std::vector<comm::P2POp> ops)
-        : inner_(std::move(inner)), owner_(owner), ops_(std::move(ops)) {}
-    void start() override {
-      owner_->p2p_place(ops_);
-      inner_->start();
-    }
-    bool is_completed() override { return inner_->is_completed(); }
-    void wait() override { inner_->wait(); }
-    std::optional<comm::Moved> moved() const override { return inner_->moved(); }
-
-   private:
-    comm::P2PPlanPtr inner_;
-    FaultComm* owner_;
-    std::vector<comm::P2POp> ops_;
-  };
-  return std::make_unique<Planned>(inner_->prepare_p2p(ops), this, ops);
-}
-
-std::unique_ptr<comm::Backend> FaultComm::split(const std::vector<int>& ranks) {
-  auto sub = inner_->split(ranks);
-  if (!sub) return nullptr;
+std::unique_ptr<comm::Backend> FaultComm::decorate_split(std::unique_ptr<comm::Backend> sub,
+                                                         const std::vector<int>&) {
   return std::make_unique<FaultComm>(std::move(sub), state_);
 }
 

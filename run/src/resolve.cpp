@@ -13,6 +13,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/core/file_io.hpp"
 #include "tessera/nn/models.hpp"
+#include "tessera/run/devices.hpp"
 #include "tessera/sim/calibration.hpp"
 
 namespace tessera::run {
@@ -36,7 +37,8 @@ core::Shape parse_chw(const std::string& s) {
 }
 
 sim::Topology load_topology(const std::string& spec, const sim::DeviceCatalog& catalog) {
-  if (!spec.empty() && spec.front() == '{') return sim::Topology::from_json(spec, catalog, "topology JSON");
+  if (!spec.empty() && spec.front() == '{')
+    return sim::Topology::from_json(spec, catalog, "topology JSON");
   std::ifstream in(spec);
   if (!in) return sim::Topology::preset(spec, catalog);
   std::stringstream text;
@@ -93,7 +95,7 @@ TrainSetup resolve_train(const RunSpec& spec, bool check_backend) {
   // Auto: prefetch on GPUs; the cpu backend's threads already use every core, and a loader
   // thread beside them slows the step (docs/training.md, "Input pipeline"). For a simulation the
   // device model decides (resolve_sim).
-  const bool on_gpu = check_backend && (spec.device == "cuda" || spec.device.rfind("cuda:", 0) == 0);
+  const bool on_gpu = check_backend && names_gpu(spec.device);
   t.loader.prefetch = spec.prefetch >= 0 ? spec.prefetch : on_gpu ? 2 : 0;
   t.loader.workers = spec.loader_workers;
   t.loader.shuffle = spec.shuffle;
@@ -103,9 +105,10 @@ TrainSetup resolve_train(const RunSpec& spec, bool check_backend) {
   c.mesh_comm.node_dim = spec.node_dim;
   c.alarms = parse_alarms(spec.alarm);
   TESSERA_CHECK(!c.alarms.any_saves() || !spec.save.empty(), "alarm '", spec.alarm,
-                "': an alarm that saves writes its checkpoint beside --save's (PATH.alarm-step<N>); give --save PATH");
-  TESSERA_CHECK(spec.node_dim.empty() || c.mesh.find_dim(spec.node_dim) >= 0, "node_dim '", spec.node_dim,
-                "' is not a dimension of mesh ", c.mesh.to_string(),
+                "': an alarm that saves writes its checkpoint beside --save's "
+                "(PATH.alarm-step<N>); give --save PATH");
+  TESSERA_CHECK(spec.node_dim.empty() || c.mesh.find_dim(spec.node_dim) >= 0, "node_dim '",
+                spec.node_dim, "' is not a dimension of mesh ", c.mesh.to_string(),
                 "; name the mesh dimension whose ranks are on different hosts, e.g. dp");
   if (check_backend) {
     comm::Registry comms;
@@ -115,8 +118,8 @@ TrainSetup resolve_train(const RunSpec& spec, bool check_backend) {
       if (st.name == spec.backend && !st.loaded) why_not = " (" + st.why + ")";
     std::string avail;
     for (const auto& n : comms.names()) avail += (avail.empty() ? "" : ", ") + n;
-    TESSERA_CHECK(comms.contains(spec.backend), "backend '", spec.backend, "': not available", why_not,
-                  "; available: ", avail);
+    TESSERA_CHECK(comms.contains(spec.backend), "backend '", spec.backend, "': not available",
+                  why_not, "; available: ", avail);
   }
   c.backend = spec.backend;
   // What the ranks compute on: cpu, cuda or cuda:N. For a simulation (check_backend false) the
@@ -124,17 +127,18 @@ TrainSetup resolve_train(const RunSpec& spec, bool check_backend) {
   const std::string& dev = spec.device;
   if (!check_backend || dev.empty() || dev == "cpu") {
     c.compute = "cpu";
-  } else if (dev == "cuda" || dev.rfind("cuda:", 0) == 0) {
-    c.compute = "cuda";
-    if (dev.size() > 5) {
-      const std::string n = dev.substr(5);
-      TESSERA_CHECK(!n.empty() && n.size() < 4 && n.find_first_not_of("0123456789") == std::string::npos,
-                    "device '", dev, "': expected cuda:N with N a GPU index (cuda:0, cuda:1, ...)");
-      c.device_index = std::stoi(n);
-    }
+  } else if (names_gpu(dev)) {
+    const std::optional<Device> d = try_parse_device(dev);
+    TESSERA_CHECK(d.has_value(), "device '", dev,
+                  "': expected cuda:N with N a GPU index (cuda:0, cuda:1, ...)");
+    c.compute = d->backend;
+    c.device_index = d->index;
   } else {
-    throw InvalidArgument(detail::cat("device '", dev, "': training runs on cpu or cuda (cuda:N); a device model such "
-                                      "as '", dev, "' is what a simulation takes (tessera sim run --device ", dev, ")"));
+    throw InvalidArgument(
+        detail::cat("device '", dev,
+                    "': training runs on cpu or cuda (cuda:N); a device model such "
+                    "as '",
+                    dev, "' is what a simulation takes (tessera sim run --device ", dev, ")"));
   }
   c.tf32 = spec.tf32;
   c.timeout = std::chrono::milliseconds(static_cast<long long>(spec.timeout_s * 1000));
@@ -160,7 +164,8 @@ SimSetup resolve_sim(const RunSpec& spec) {
     sim::apply_calibration(sim::load_calibration(spec.calibration), s.catalog, s.engine);
   s.topology = load_topology(spec.topology, s.catalog);
   s.topology.check_devices(s.catalog);
-  if (!spec.device.empty()) s.catalog.get(spec.device);  // an unknown name fails here, naming the devices
+  if (!spec.device.empty())
+    s.catalog.get(spec.device);  // an unknown name fails here, naming the devices
   s.engine.device = spec.device;
   s.engine.tf32 = spec.tf32;
   s.engine.comm_progress = sim::parse_comm_progress(spec.comm_progress);
@@ -171,7 +176,8 @@ SimSetup resolve_sim(const RunSpec& spec) {
     const std::vector<int> devices = s.topology.devices();
     bool gpu = false;
     for (int r = 0; r < s.mesh.size() && r < static_cast<int>(devices.size()); ++r) {
-      const std::string& dev = s.engine.device.empty() ? s.topology.nodes()[devices[r]].device : s.engine.device;
+      const std::string& dev =
+          s.engine.device.empty() ? s.topology.nodes()[devices[r]].device : s.engine.device;
       gpu = gpu || s.catalog.get(dev).kind != "cpu";
     }
     s.train.loader.prefetch = gpu ? 2 : 0;
@@ -179,7 +185,8 @@ SimSetup resolve_sim(const RunSpec& spec) {
   if (s.mesh_comm.all_reduce == comm::AllReduceAlgorithm::Auto) {
     const std::vector<int> devices = s.topology.devices();
     for (int r = 0; r < s.mesh.size() && r < static_cast<int>(devices.size()); ++r) {
-      const std::string& dev = s.engine.device.empty() ? s.topology.nodes()[devices[r]].device : s.engine.device;
+      const std::string& dev =
+          s.engine.device.empty() ? s.topology.nodes()[devices[r]].device : s.engine.device;
       if (s.catalog.get(dev).kind != "cpu") {
         s.mesh_comm.all_reduce = comm::AllReduceAlgorithm::Flat;
         break;

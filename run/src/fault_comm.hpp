@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "tessera/comm/backend.hpp"
+#include "tessera/comm/forwarding.hpp"
 #include "tessera/nn/module.hpp"
 
 namespace tessera::run {
@@ -54,44 +54,28 @@ struct FaultState {
 /// how many. Its peers see the connections drop, as when a network link is cut.
 int drop_tcp_connections() noexcept;
 
-class FaultComm final : public comm::Backend {
+/// Passes every call on (comm::ForwardingBackend) and injects the fault at its place: halo
+/// exchanges are batch_p2p calls, gradients all_reduce calls.
+class FaultComm final : public comm::ForwardingBackend {
  public:
   FaultComm(comm::Backend& inner, std::shared_ptr<FaultState> state)
-      : inner_(&inner), state_(std::move(state)) {}
+      : ForwardingBackend(inner), state_(std::move(state)) {}
   FaultComm(std::unique_ptr<comm::Backend> owned, std::shared_ptr<FaultState> state)
-      : owned_(std::move(owned)), inner_(owned_.get()), state_(std::move(state)) {}
+      : ForwardingBackend(std::move(owned)), state_(std::move(state)) {}
 
-  std::string_view name() const noexcept override { return inner_->name(); }
-  int rank() const noexcept override { return inner_->rank(); }
-  int size() const noexcept override { return inner_->size(); }
-  comm::Capabilities capabilities() const noexcept override { return inner_->capabilities(); }
-  std::chrono::milliseconds timeout() const noexcept override { return inner_->timeout(); }
   comm::WorkPtr all_reduce(comm::BufferView buf, comm::ReduceOp op) override;
-  comm::WorkPtr all_gather(comm::BufferView send, comm::BufferView recv) override {
-    return inner_->all_gather(send, recv);
-  }
-  comm::WorkPtr reduce_scatter(comm::BufferView send, comm::BufferView recv,
-                               comm::ReduceOp op) override {
-    return inner_->reduce_scatter(send, recv, op);
-  }
-  comm::WorkPtr broadcast(comm::BufferView buf, int root) override {
-    return inner_->broadcast(buf, root);
-  }
-  comm::WorkPtr all_to_all(comm::BufferView send, comm::BufferView recv) override {
-    return inner_->all_to_all(send, recv);
-  }
+  /// Checks the fault's place before the batch is posted.
   comm::WorkPtr batch_p2p(const std::vector<comm::P2POp>& ops) override;
-  comm::P2PPlanPtr prepare_p2p(const std::vector<comm::P2POp>& ops) override;
-  void barrier() override { inner_->barrier(); }
-  std::unique_ptr<comm::Backend> split(const std::vector<int>& ranks) override;
+
+ protected:
+  std::unique_ptr<comm::Backend> decorate_split(std::unique_ptr<comm::Backend> sub,
+                                                const std::vector<int>& ranks) override;
 
  private:
   /// Injects the fault when this call is the chosen place of the chosen step on the chosen rank.
   void maybe_inject(FaultSpec::Place here);
   void p2p_place(const std::vector<comm::P2POp>& ops);
 
-  std::unique_ptr<comm::Backend> owned_;
-  comm::Backend* inner_;
   std::shared_ptr<FaultState> state_;
 };
 

@@ -1,0 +1,21 @@
+// The record of one training step: the one JSON form of a step that the metrics file, `tessera
+// train --json` and tessera.train's callback all show (docs/records.md, "Training step").
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tessera/nn/trainer.hpp"
+#include "tessera/run/alarms.hpp"
+
+namespace tessera::run {
+
+/// One step as one line of JSON: the step's figures (rank 0's loss, gradient norm, learning rate,
+/// loss scale and gradient bytes, which every rank shares), the slowest rank's step, data and load
+/// times, images/s at that step time for `batch` samples, every rank's own times and peak memory
+/// under "ranks", and "alarms" (alarm_json objects) when the step fired any.
+/// `ranks` is every rank's figures of the step, in rank order (at least one).
+std::string step_record(int batch, const std::vector<nn::StepStats>& ranks,
+                        const std::vector<Alarm>& alarms = {});
+
+}  // namespace tessera::run

@@ -1,0 +1,76 @@
+// The training step's record: written here only, so the metrics file, `tessera train --json` and
+// Python show the same fields (docs/records.md, "Training step"; tests/run/step_record_test.cpp
+// checks the two agree).
+#include "tessera/run/step_record.hpp"
+
+#include <algorithm>
+
+#include "step_record_json.hpp"
+#include "tessera/core/error.hpp"
+
+namespace tessera::run {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+/// One rank's own figures: its times and its allocator's peaks ("total" and each category).
+Json rank_json(std::size_t rank, const nn::StepStats& r) {
+  Json peak;
+  peak["total"] = r.memory.peak_total;
+  for (int c = 0; c < core::kNumMemCategories; ++c)
+    peak[std::string(core::mem_category_name(static_cast<core::MemCategory>(c)))] =
+        r.memory.peak[c];
+  Json j;
+  j["rank"] = rank;
+  j["step_time_s"] = r.step_time_s;
+  j["data_time_s"] = r.data_time_s;
+  j["load_time_s"] = r.load_time_s;
+  j["peak_bytes"] = std::move(peak);
+  return j;
+}
+
+}  // namespace
+
+Json step_record_json(int batch, const std::vector<nn::StepStats>& ranks,
+                      const std::vector<Alarm>& alarms) {
+  TESSERA_CHECK(!ranks.empty(), "run: a step record needs the figures of at least one rank");
+  // The step takes as long as its slowest rank: the others wait for it at the next collective.
+  double step_time = 0, data_time = 0, load_time = 0;
+  for (const nn::StepStats& r : ranks) {
+    step_time = std::max(step_time, r.step_time_s);
+    data_time = std::max(data_time, r.data_time_s);
+    load_time = std::max(load_time, r.load_time_s);
+  }
+  const nn::StepStats& s = ranks[0];
+  Json d;
+  d["step"] = s.step;
+  d["loss"] = s.loss;
+  d["step_time_s"] = step_time;
+  d["data_time_s"] = data_time;
+  d["load_time_s"] = load_time;
+  d["images_per_s"] = batch / step_time;
+  d["lr"] = s.lr;
+  d["grad_norm"] = s.grad_norm;
+  d["loss_scale"] = s.loss_scale;
+  d["skipped"] = s.skipped;
+  d["skipped_steps"] = s.skipped_steps;
+  d["grad_comm_bytes"] = s.grad_comm_bytes;
+  d["grad_dense_bytes"] = s.grad_dense_bytes;
+  Json per_rank = Json::array();
+  for (std::size_t r = 0; r < ranks.size(); ++r) per_rank.push_back(rank_json(r, ranks[r]));
+  d["ranks"] = std::move(per_rank);
+  if (!alarms.empty()) {
+    Json fired = Json::array();
+    for (const Alarm& a : alarms) fired.push_back(Json::parse(alarm_json(a)));
+    d["alarms"] = std::move(fired);
+  }
+  return d;
+}
+
+std::string step_record(int batch, const std::vector<nn::StepStats>& ranks,
+                        const std::vector<Alarm>& alarms) {
+  return step_record_json(batch, ranks, alarms).dump();
+}
+
+}  // namespace tessera::run

@@ -1,0 +1,17 @@
+// The training step's record as a JSON object, for the run layer's own writers (the metrics file,
+// train_json); step_record() is its text.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "tessera/nn/trainer.hpp"
+#include "tessera/run/alarms.hpp"
+
+namespace tessera::run {
+
+/// step_record's object (docs/records.md, "Training step").
+nlohmann::ordered_json step_record_json(int batch, const std::vector<nn::StepStats>& ranks,
+                                        const std::vector<Alarm>& alarms);
+
+}  // namespace tessera::run

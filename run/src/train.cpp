@@ -1,0 +1,153 @@
+// run::train: one thread per rank on the local backend, or one rank per process (env://
+// rendezvous) on a multi-process backend such as ucx; each rank runs rank_loop with its own
+// Trainer. This file starts the ranks and writes the trace; the loop, the gathering of figures,
+// the metrics and the alarms' actions are in files of their own.
+#include "tessera/run/train.hpp"
+
+#include <chrono>
+#include <sstream>
+
+#include "fault_comm.hpp"
+#include "rank_loop.hpp"
+#include "tessera/builtin_backends.hpp"
+#include "tessera/comm/env_rendezvous.hpp"
+#include "tessera/comm/local.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/core/file_io.hpp"
+#include "tessera/core/tracing.hpp"
+
+namespace tessera::run {
+
+namespace {
+
+std::shared_ptr<const data::Dataset> make_dataset(const TrainSetup& c) {
+  if (c.data == "synthetic") {
+    data::SyntheticOptions o;
+    o.task = c.train.model.task == nn::Task::Classify ? data::Task::Classify : data::Task::Segment;
+    o.channels = static_cast<int>(c.train.input[0]);
+    o.height = static_cast<int>(c.train.input[1]);
+    o.width = static_cast<int>(c.train.input[2]);
+    o.num_classes = c.train.model.num_classes;
+    o.seed = c.train.seed;
+    return data::make_synthetic(o);
+  }
+  return data::open_npy_folder(c.data, c.train.model.num_classes);
+}
+
+/// The trace file of a rank other than 0 in a run of one rank per process: `path` with
+/// ".rank<r>" before its extension.
+std::string rank_trace_path(const std::string& path, int rank) {
+  const std::size_t slash = path.find_last_of('/'), dot = path.find_last_of('.');
+  const bool has_extension =
+      dot != std::string::npos && (slash == std::string::npos || dot > slash);
+  const std::size_t at = has_extension ? dot : path.size();
+  return path.substr(0, at) + ".rank" + std::to_string(rank) + path.substr(at);
+}
+
+/// One thread per rank on the local backend; the figures meet on a shared board.
+void run_local(const RankContext& context) {
+  const int n = context.setup.mesh.size();
+  LocalGatherBoard board(n);
+  comm::local::run(n, [&](comm::Backend& world) {
+    const Gather gather = [&](const nn::StepStats& st, const Bytes& bytes,
+                              const core::AllocatorPtr&) {
+      return board.exchange(world, st, bytes);
+    };
+    rank_loop(context, world, context.setup.device_index, gather);
+  });
+}
+
+/// One rank per process (ucx, ...): env:// rendezvous, the world backend from the registry,
+/// figures gathered with all_gather. A failure aborts the job so the other ranks stop at once
+/// (except a NonFiniteError or AlarmStopped, which every rank throws at the same step by itself).
+void run_distributed(const RankContext& context) {
+  const TrainSetup& cfg = context.setup;
+  const comm::EnvInfo info = comm::read_env();
+  TESSERA_CHECK(info.size == cfg.mesh.size(), "mesh ", cfg.mesh.to_string(), " has ",
+                cfg.mesh.size(), " ranks but this job has ", info.size, " processes (", info.source,
+                " variables); start one process per rank, e.g. tessera launch --nproc ",
+                cfg.mesh.size(), " -- train ...");
+  context.result.rank = info.rank;
+  WorldBackend job = make_world_backend(cfg.backend, cfg.timeout, info);
+  comm::Backend* world = job.world.get();
+  try {
+    const Gather gather = [&](const nn::StepStats& st, const Bytes& bytes,
+                              const core::AllocatorPtr& memory) {
+      return all_gather_figures(*world, st, bytes, memory);
+    };
+    if (!cfg.trace.empty() && info.rank != 0)
+      context.result.trace_path = rank_trace_path(cfg.trace, info.rank);
+    // One process per rank: each takes its own GPU (cuda:N is the first of this node's).
+    rank_loop(context, *world, cfg.device_index + info.local_rank, gather);
+    world->barrier();
+  } catch (const NonFiniteError&) {
+    // Every rank decided this from the same replicated loss and norm and stops at the same step
+    // by itself; aborting the job could only turn a peer's own message into "aborted".
+    throw;
+  } catch (const AlarmStopped&) {
+    throw;  // likewise: every rank judged the same gathered figures and stops after the same step
+  } catch (const std::exception& e) {
+    job.rendezvous->store()->abort(detail::cat("rank ", info.rank, " failed: ", e.what()));
+    throw;
+  }
+}
+
+/// Writes this process's trace (setup.trace, if any) atomically.
+void write_trace(const TrainSetup& cfg, const core::TraceRecorder& recorder, TrainResult& res) {
+  if (cfg.trace.empty()) return;
+  if (res.trace_path.empty()) res.trace_path = cfg.trace;
+  std::ostringstream os;
+  core::write_chrome_trace(os, recorder.events(), recorder.process_names(),
+                           {{"model", cfg.train.model.name},
+                            {"mesh", cfg.mesh.to_string()},
+                            {"input", core::shape_str(cfg.train.input)},
+                            {"source", "tessera train"}});
+  core::write_file_atomic(res.trace_path, os.str());
+}
+
+}  // namespace
+
+TrainResult train(const TrainSetup& cfg, const TrainCallbacks& callbacks) {
+  const int n = cfg.mesh.size();
+  // A malformed TESSERA_FAULT is refused before any rank starts (each rank reads it again).
+  if (const auto fault = fault_from_env())
+    TESSERA_CHECK(fault->rank < n, kFaultVariable, "='", fault->text, "' names rank ", fault->rank,
+                  " but mesh ", cfg.mesh.to_string(), " has ", n, " rank(s); expected ",
+                  kFaultSyntax);
+  auto dataset = make_dataset(cfg);
+  compute::Registry computes;
+  register_builtin_backends(computes);
+  core::TraceRecorder recorder;
+  TrainResult res;
+  const RankContext context{cfg, std::move(dataset), computes, recorder, callbacks, res};
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    if (cfg.backend == "local")
+      run_local(context);
+    else
+      run_distributed(context);
+  } catch (const NonFiniteError&) {
+    // A diverged run stopped every rank at the same step: the metrics file already holds the
+    // steps that completed; the trace shows them and the failed step up to the check; the
+    // checkpoint (--save) is not written, so an existing file stays as it was.
+    write_trace(cfg, recorder, res);
+    throw;
+  } catch (const AlarmStopped&) {
+    // An alarm stopped every rank after the same step: its metrics are written, as is the trace.
+    write_trace(cfg, recorder, res);
+    throw;
+  }
+  res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  write_trace(cfg, recorder, res);
+  return res;
+}
+
+int process_rank(const TrainSetup& setup) {
+  return setup.backend == "local" ? 0 : comm::read_env().rank;
+}
+
+TrainResult train(const RunSpec& spec, const TrainCallbacks& callbacks) {
+  return train(resolve_train(spec), callbacks);
+}
+
+}  // namespace tessera::run
