@@ -21,6 +21,7 @@
 #include "tessera/comm/mesh_comm.hpp"
 #include "tessera/compute/cpu.hpp"
 #include "tessera/compute/ops.hpp"
+#include "tessera/core/version.hpp"
 #include "tessera/nn/conv2d.hpp"
 
 #ifdef TESSERA_BENCH_HAVE_TORCH
@@ -470,6 +471,14 @@ Options parse(int argc, char** argv) {
           "                  [--no-torch] [--no-sharded] [--ranks 1,2,4] [--sharded-h 64]\n"
           "                  [--device cpu|cuda|cuda:N] [--tf32] [--warmup N] [--copy-mib 1024]\n"
           "                  [--peer-script FILE] [--python EXE] [--precision bf16|fp16]\n"
+          "  GFLOP/s of the ConvNeXt-T stage-1 convolutions (--layers: dw7x7_p3, pw_96to384,\n"
+          "      pw_384to96, pw_pair) on the cpu backend, forward and forward+backward, on\n"
+          "      --threads threads, beside the FMA peak and libtorch at::conv2d NCHW and NHWC\n"
+          "      (--no-torch: without it); median [min-max] of --reps runs (default 7)\n"
+          "  then dw7x7_p3 and pw_pair sharded along W over --ranks ranks of the local comm\n"
+          "      backend at H = --sharded-h (default 64), with the share of the step in halo\n"
+          "      exchange (--no-sharded: skip these rows)\n"
+          "  --json: one JSON object on stdout instead of the table\n"
           "  --precision bf16|fp16: every cpu row also with 16-bit activations and gradients\n"
           "      (f32 weights), beside f32, with the time ratio 16-bit / f32 and the CPU's\n"
           "      measured bf16 dot-product (VDPBF16PS) peak beside its FMA peak\n"
@@ -477,8 +486,8 @@ Options parse(int argc, char** argv) {
           "      compute backend (--reps default 20 after --warmup 3), bytes/s as a share of a\n"
           "      device-to-device copy of --copy-mib MiB, beside PyTorch eager's depthwise conv\n"
           "      (--peer-script, default bench/torch_gpu_peer.py, run with --python, python3);\n"
-          "      --tf32: TF32 for fp32 convolutions on both sides; --threads, --ranks, --sharded-h\n"
-          "      do not apply\n"
+          "      --tf32: TF32 for fp32 convolutions on both sides; these rows run in fp32;\n"
+          "      --threads, --ranks, --sharded-h, --precision do not apply\n"
           "exit status 3: figures printed, but no ratio, because libtorch runs on the\n"
           "reference BLAS or a single-threaded one (bench/README.md); 4 (--device cuda):\n"
           "tessera's figures printed, the PyTorch peer not available; 1: an error (no GPU)\n");
@@ -595,6 +604,8 @@ int run(int argc, char** argv) {
                        .num("tessera_over_torch_cl", r.cl)
                        .str());
     std::printf("%s\n", Json()
+                            .str("tessera_version", std::string(core::version()))
+                            .str("build", core::build_description())
                             .raw("fma_peak", json_array(pk))
                             .raw("bf16_dot_peak", json_array(bk))
                             .raw("half_ratios", json_array(hr))
@@ -606,6 +617,7 @@ int run(int argc, char** argv) {
                             .c_str());
     return peer_problem.empty() ? 0 : kExitPeerMisconfigured;
   }
+  std::printf("%s\n", core::version_line().c_str());
   if (have_torch) {
     std::string set;  // what the BLAS reported after set_blas_threads, per thread count
     for (int t : o.threads)

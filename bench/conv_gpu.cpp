@@ -16,6 +16,7 @@
 #include "tessera/compute/ops.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/tensor.hpp"
+#include "tessera/core/version.hpp"
 
 namespace tessera::bench {
 namespace {
@@ -188,7 +189,9 @@ int run_conv_gpu(const GpuConvOptions& o) {
     }
     for (const PeerRow& pr : peers) ps.push_back(Json().str("layer", pr.layer).raw("torch", peer_json(pr.peer)).str());
     Json top;
-    top.str("device", o.device)
+    top.str("tessera_version", std::string(core::version()))
+        .str("build", core::build_description())
+        .str("device", o.device)
         .str("device_description", description)
         .raw("tf32", o.tf32 ? "true" : "false")
         .str("timing", "cuda_events_batched")
@@ -208,6 +211,7 @@ int run_conv_gpu(const GpuConvOptions& o) {
     std::printf("%s\n", top.str().c_str());
     return no_peer.empty() ? 0 : kExitNoPeer;
   }
+  std::printf("%s\n", core::version_line().c_str());
   std::printf(
       "convolutions on %s (tf32 %s): ms per call, median of %d batches of back-to-back calls "
       "(>= %.0f ms each, timed between CUDA events) after %d warm-up calls\ndevice-to-device copy "

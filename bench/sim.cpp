@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "bench_util.hpp"
+#include "tessera/core/version.hpp"
 #include "tessera/run/resolve.hpp"
 #include "tessera/sim/fold.hpp"
 #include "tessera/sim/units.hpp"
@@ -168,7 +169,17 @@ Options parse(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: bench_sim [--json] [--reps N] [--gpus 8,64,512,1024] [--sp 8] "
                    "[--cluster dgx-a100|dgx-h100|hgx-h200] [--checkpointing none|block|stage] "
-                   "[--unfolded]\n");
+                   "[--unfolded]\n"
+                   "  wall-clock time of the simulator predicting one ConvNeXt-XL iteration\n"
+                   "  (3x512x4096, batch 7 per dp replica, AdamW), split into topology,\n"
+                   "  replay and engine; median [min-max] over --reps cold runs (default 5)\n"
+                   "  after one warm-up\n"
+                   "  --gpus: the GPU counts simulated (default 8,64,512,1024), mesh dp x sp\n"
+                   "  --sp: the spatial shards per replica (default 8)\n"
+                   "  --cluster: the multi-node preset family, <cluster>:N (default dgx-a100)\n"
+                   "  --checkpointing none|block|stage: activation checkpointing (default none)\n"
+                   "  --unfolded: also time replaying and simulating every rank (slow at scale)\n"
+                   "  --json: one JSON object on stdout instead of the table\n");
       std::exit(a == "--help" ? 0 : 2);
     }
   }
@@ -209,6 +220,8 @@ int run(int argc, char** argv) {
       items.push_back(j.str());
     }
     Json top;
+    top.str("tessera_version", std::string(tessera::core::version()))
+        .str("build", tessera::core::build_description());
     top.str("bench", "sim")
         .str("model", "convnext-xl")
         .str("input", "3x512x4096")
@@ -217,6 +230,7 @@ int run(int argc, char** argv) {
     std::printf("%s\n", top.str().c_str());
     return 0;
   }
+  std::printf("%s\n", tessera::core::version_line().c_str());
   std::printf(
       "bench_sim: ConvNeXt-XL, input 3x512x4096, batch 7 per dp replica, AdamW fp32, checkpointing "
       "%s\n",

@@ -44,6 +44,7 @@
 #include "tessera/comm/mesh_comm.hpp"
 #include "tessera/compute/cpu.hpp"
 #include "tessera/core/tracing.hpp"
+#include "tessera/core/version.hpp"
 #include "tessera/nn/trainer.hpp"
 #include "tessera/run/resolve.hpp"
 #include "tessera/run/simulate.hpp"
@@ -480,6 +481,14 @@ TorchRun measure_torch(const TrainBenchOptions& o) {
       "                   [--device cpu|cuda|cuda:N] [--tf32] [--warmup N]\n"
       "                   [--pointwise linear|conv] [--peer-script FILE] [--python EXE]\n"
       "                   [--simulate [--calibrations K] | --calibration FILE]\n"
+      "  training steps of --model (default convnext-t) at --input (3x256x1024), --batch\n"
+      "      (2), AdamW, sharded along W over --ranks (1,2,4) local ranks, --checkpointing\n"
+      "      none and block; step time, images/s, peak memory per rank and category; beside\n"
+      "      libtorch's same model on 2 threads (--no-torch: without it)\n"
+      "  every run is traced: per rank and step, halo exchanges, collectives, the time\n"
+      "      waited, and how much of the transfers lay under compute (\"hidden\"; 0 with\n"
+      "      TESSERA_LOCAL_PROGRESS=calls or TESSERA_UCX_PROGRESS=calls)\n"
+      "  --json: one JSON object on stdout instead of the table\n"
       "  --steps: timed steps per configuration after one warm-up step (default 2)\n"
       "  --torch-linear: libtorch's pointwise layers as nn::Linear instead of 1x1 convs\n"
       "  --precision bf16|fp16: every configuration also in that mixed precision, beside fp32\n"
@@ -491,7 +500,10 @@ TorchRun measure_torch(const TrainBenchOptions& o) {
       "      tessera calibrate --ranks P --threads T), then run every configuration; print\n"
       "      each run's calibrated simulation (median over the K) beside its measured step,\n"
       "      and the error of each calibration against the steps measured just after it;\n"
-      "      --calibration FILE: simulate with that file instead (one round)\n"
+      "      --calibration FILE: simulate with that file instead (one round); each run is\n"
+      "      simulated on cpu-host:P with the same TrainOptions and the backend's progress\n"
+      "      (overlaps, else in-calls); --json: simulated_step_ms with its min/max over the\n"
+      "      rounds, simulated_errors per round and their median simulated_error\n"
       "  --backend ucx: run under `tessera launch --nproc P -- bench_train --backend ucx`;\n"
       "      each process is one rank, --ranks is the job's size, rank 0 prints (no libtorch)\n"
       "  --device cuda: one unsharded rank on the cuda compute backend (default input\n"
@@ -680,6 +692,8 @@ int run(int argc, char** argv) {
       rs.push_back(j.str());
     }
     Json top;
+    top.str("tessera_version", std::string(core::version()))
+        .str("build", core::build_description());
     top.str("model", o.model).str("input", input).num("batch", o.batch).raw("runs", json_array(rs));
     top.raw("torch", have_torch ? Json()
                                       .num("threads", 2)
@@ -693,6 +707,7 @@ int run(int argc, char** argv) {
     std::printf("%s\n", top.str().c_str());
     return have_torch && !give_ratio ? kExitPeerMisconfigured : 0;
   }
+  std::printf("%s\n", core::version_line().c_str());
   std::printf(
       "%s, input %s, batch %d, %d classes, AdamW, synthetic data, sharded along W, %s ranks\n"
       "step time: slowest rank, %d timed steps after 1 warm-up; peak memory: per rank "

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "tessera/core/version.hpp"
 #include "tessera/data/dataset.hpp"
 #include "tessera/nn/trainer.hpp"
 #include "train_args.hpp"
@@ -141,7 +142,9 @@ int run_train_gpu(const GpuTrainOptions& o) {
         .raw("peak_by_category_mib", cats.str())
         .num("loss_last", r.loss_last);
     Json top;
-    top.str("device", o.device)
+    top.str("tessera_version", std::string(core::version()))
+        .str("build", core::build_description())
+        .str("device", o.device)
         .str("device_description", r.device)
         .str("model", o.model)
         .str("input", input)
@@ -164,6 +167,7 @@ int run_train_gpu(const GpuTrainOptions& o) {
     std::printf("%s\n", top.str().c_str());
     return peer.ok ? 0 : kExitNoPeer;
   }
+  std::printf("%s\n", core::version_line().c_str());
   std::printf(
       "%s, input %s, batch %d, %d classes, AdamW, synthetic data, unsharded, on %s\n"
       "%s (loss scaling %s), tf32 %s, DropPath off; step time: wall clock between synchronize() "

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <set>
 
+#include "tessera/core/version.hpp"
+
 namespace tessera::core {
 
 TraceRecorder::TraceRecorder() : epoch_(std::chrono::steady_clock::now()) {}
@@ -77,6 +79,12 @@ std::string num(double v) {
   std::snprintf(buf, sizeof buf, "%.3f", v);
   return buf;
 }
+
+// The otherData keys every trace carries: the version and the optional parts of the build.
+std::vector<std::pair<std::string, std::string>> build_metadata() {
+  return {{"tessera_version", std::string(version())}, {"build", build_description()}};
+}
+
 }  // namespace
 
 void write_chrome_trace(std::ostream& os, const std::vector<TraceEvent>& events,
@@ -133,6 +141,14 @@ void write_chrome_trace(std::ostream& os, const std::vector<TraceEvent>& events,
   os << "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{";
   for (std::size_t i = 0; i < other.size(); ++i)
     os << (i ? "," : "") << "\"" << json_escape(other[i].first) << "\":\"" << json_escape(other[i].second) << "\"";
+  // Every trace says which tessera wrote it; a trace read back and written again keeps its own.
+  bool first_other = other.empty();
+  for (const auto& [key, value] : build_metadata()) {
+    const auto same_key = [&](const auto& kv) { return kv.first == key; };
+    if (std::any_of(other.begin(), other.end(), same_key)) continue;
+    os << (first_other ? "" : ",") << "\"" << key << "\":\"" << json_escape(value) << "\"";
+    first_other = false;
+  }
   os << "}}\n";
 }
 

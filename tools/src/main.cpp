@@ -3,9 +3,17 @@
 
 #include "commands.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/report.hpp"
+#include "tessera/core/version.hpp"
 
 int main(int argc, char** argv) {
+  // What the libraries report (notices, warnings) goes to stderr, one line each.
+  tessera::core::set_report_sink(
+      [](tessera::core::ReportLevel, std::string_view m) { std::cerr << m << std::endl; });
   CLI::App app{"tessera: spatial tensor parallelism for high-resolution convolutional networks"};
+  // "tessera 0.1.0" on its own line (what scripts compare), then what this build was made with.
+  app.set_version_flag("--version", "tessera " + std::string(tessera::core::version()) +
+                                        "\nbuild: " + tessera::core::build_description());
   app.require_subcommand(1);
   tessera::tools::Action action;
   tessera::tools::add_train_command(app, action);

@@ -24,6 +24,7 @@ if _os.path.isdir(_plugins):
     if _plugins not in _path:
         _os.environ["TESSERA_PLUGIN_PATH"] = ":".join(_path + [_plugins])
 
+from ._version import __version__, build_parts  # noqa: E402,F401  (written by CMake)
 from ._tessera import (  # noqa: F401  (re-exported)
     BackendError,
     ConvSpec,

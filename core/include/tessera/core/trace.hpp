@@ -66,7 +66,8 @@ class TraceRecorder {
 };
 
 /// Writes {"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {...}} with process and
-/// thread name metadata. `other` holds string key/value pairs for otherData (e.g. model, mesh).
+/// thread name metadata. `other` holds string key/value pairs for otherData (e.g. model, mesh);
+/// "tessera_version" and "build" (core/version.hpp) follow them unless `other` has them already.
 void write_chrome_trace(std::ostream& os, const std::vector<TraceEvent>& events,
                         const std::vector<std::pair<int, std::string>>& process_names,
                         const std::vector<std::pair<std::string, std::string>>& other = {});
