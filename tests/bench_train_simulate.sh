@@ -5,10 +5,11 @@
 # calibrations, the backend's progress, each round's error against the steps measured just after
 # its calibration, and their median), the table must print the same rows with the errors' range,
 # and each round's prediction must lie within a factor of 2 of its measured step. That bound is
-# loose on purpose: this model's two-rank step is predicted 17-32% low on this machine (docs/simulator.md,
-# "The bench steps"), and the figures of a CTest on a shared 2-core machine scatter. It still fails a
-# simulation that lost its calibration (the built-in cpu-host figures are off by a larger factor)
-# or that replays another configuration than the one measured.
+# loose on purpose: this model's two-rank step is predicted 17-32% low on this machine
+# (docs/simulator-measurements.md, "bench_train --simulate"), and the figures of a CTest on a
+# shared 2-core machine scatter. It still fails a simulation that lost its calibration (the
+# built-in cpu-host figures are off by a larger factor) or that replays another configuration
+# than the one measured.
 #   tests/bench_train_simulate.sh <bench_train binary>
 set -euo pipefail
 bin=$1
