@@ -3,10 +3,12 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <exception>
 #include <string>
 #include <thread>
 #include <vector>
@@ -182,6 +184,21 @@ inline std::string json_array(const std::vector<std::string>& items) {
   std::string s = "[";
   for (std::size_t i = 0; i < items.size(); ++i) s += (i ? ",\n  " : "\n  ") + items[i];
   return s + (items.empty() ? "]" : "\n]");
+}
+
+/// A benchmark's main(): returns run(argc, argv); an exception is printed to stderr as
+/// "`program`: what" and gives exit status 1. With --json, stdout still holds one JSON object
+/// ({"error": what}), which scripts keep as the run's figures.
+inline int run_main(const char* program, int (*run)(int, char**), int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+    for (int i = 1; i < argc; ++i)
+      if (std::strcmp(argv[i], "--json") == 0)
+        std::printf("{\"error\": %s}\n", json_quote(e.what()).c_str());
+    return 1;
+  }
 }
 
 }  // namespace tessera::bench

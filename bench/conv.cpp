@@ -686,14 +686,5 @@ int run(int argc, char** argv) {
 }  // namespace tessera::bench
 
 int main(int argc, char** argv) {
-  try {
-    return tessera::bench::run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_conv: %s\n", e.what());
-    // With --json, stdout still holds one JSON object (scripts keep it as the run's figures).
-    for (int i = 1; i < argc; ++i)
-      if (std::strcmp(argv[i], "--json") == 0)
-        std::printf("{\"error\": %s}\n", tessera::bench::json_quote(e.what()).c_str());
-    return 1;
-  }
+  return tessera::bench::run_main("bench_conv", tessera::bench::run, argc, argv);
 }

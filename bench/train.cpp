@@ -167,12 +167,7 @@ Run measure(const TrainBenchOptions& o, int P, const std::string& checkpointing,
             const std::string& precision, bool overlap, const std::string& halos,
             comm::Backend* job) {
   const nn::TrainOptions t = train_options(o, checkpointing, precision, overlap, halos);
-  data::SyntheticOptions d;
-  d.channels = int(o.input[0]);
-  d.height = int(o.input[1]);
-  d.width = int(o.input[2]);
-  d.num_classes = o.classes;
-  const std::shared_ptr<const data::Dataset> ds = data::make_synthetic(d);
+  const std::shared_ptr<const data::Dataset> ds = synthetic_data(o.input, o.classes);
   const core::DeviceMesh mesh = core::DeviceMesh::parse("sp=" + std::to_string(P));
   Run r;
   r.ranks = P, r.threads = threads_for(P), r.checkpointing = checkpointing, r.precision = precision;
@@ -799,14 +794,5 @@ int run(int argc, char** argv) {
 }  // namespace tessera::bench
 
 int main(int argc, char** argv) {
-  try {
-    return tessera::bench::run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_train: %s\n", e.what());
-    // With --json, stdout still holds one JSON object (scripts keep it as the run's figures).
-    for (int i = 1; i < argc; ++i)
-      if (std::strcmp(argv[i], "--json") == 0)
-        std::printf("{\"error\": %s}\n", tessera::bench::json_quote(e.what()).c_str());
-    return 1;
-  }
+  return tessera::bench::run_main("bench_train", tessera::bench::run, argc, argv);
 }

@@ -131,6 +131,15 @@ GpuTrainOptions gpu_train_options(const TrainBenchOptions& o) {
   return g;
 }
 
+std::shared_ptr<const data::Dataset> synthetic_data(const core::Shape& input, int classes) {
+  data::SyntheticOptions d;
+  d.channels = int(input[0]);
+  d.height = int(input[1]);
+  d.width = int(input[2]);
+  d.num_classes = classes;
+  return data::make_synthetic(d);
+}
+
 nn::TrainOptions gpu_trainer_options(const GpuTrainOptions& o) {
   nn::TrainOptions t;
   t.model = nn::model_preset(o.model);

@@ -1,13 +1,16 @@
-// bench_train's command line: its options, their parsing, and what a --device cuda run hands
-// tessera's GPU trainer and the PyTorch peer (bench/torch_gpu_peer.py), kept apart from the
-// measurements so that tests/bench can check that every option reaches both sides.
+// bench_train's command line: its options, their parsing, what a --device cuda run hands
+// tessera's GPU trainer and the PyTorch peer (bench/torch_gpu_peer.py), and the synthetic data
+// the CPU and GPU runs both read; kept apart from the measurements so that tests/bench can check
+// that every option reaches both sides.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "tessera/core/error.hpp"
 #include "tessera/core/tensor.hpp"
+#include "tessera/data/dataset.hpp"
 #include "tessera/nn/trainer.hpp"
 #include "train_gpu.hpp"
 
@@ -71,6 +74,10 @@ GpuTrainOptions gpu_train_options(const TrainBenchOptions& o);
 /// (auto: dynamic for fp16 from 2^16, growing x2 every 2000 clean steps, backing off x0.5 — the
 /// defaults of the peer's torch.amp.GradScaler; off for fp32 and bf16, as in the peer).
 nn::TrainOptions gpu_trainer_options(const GpuTrainOptions& o);
+
+/// The synthetic images both trainers read (CPU and --device cuda): `input` (CxHxW) in `classes`
+/// classes, data::make_synthetic's defaults otherwise.
+std::shared_ptr<const data::Dataset> synthetic_data(const core::Shape& input, int classes);
 
 /// The arguments bench/torch_gpu_peer.py is run with (after --json) to train the same model on
 /// the same input, batch, steps, warm-up, TF32 setting and precision.

@@ -59,12 +59,7 @@ TesseraGpuRun measure_tessera(const GpuTrainOptions& o) {
     cd->set_workspace_allocator(gpu.allocator);
 #endif
   const nn::TrainOptions t = gpu_trainer_options(o);
-  data::SyntheticOptions d;
-  d.channels = int(o.input[0]);
-  d.height = int(o.input[1]);
-  d.width = int(o.input[2]);
-  d.num_classes = o.classes;
-  const std::shared_ptr<const data::Dataset> ds = data::make_synthetic(d);
+  const std::shared_ptr<const data::Dataset> ds = synthetic_data(o.input, o.classes);
   nn::Trainer trainer(t, nullptr, *gpu.backend, gpu.allocator, ds);
   TesseraGpuRun r;
   r.device = gpu.description;

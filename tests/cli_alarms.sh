@@ -7,12 +7,8 @@
 # with the syntax.
 #   tests/cli_alarms.sh <tessera binary> <source dir>
 set -euo pipefail
-bin=$1
 # shellcheck source=tests/cli_common.sh
 source "$(dirname "$0")/cli_common.sh"
-src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 common=(--model "$src/examples/convnext-mini.json" --input 3x32x128 --batch 2 --mesh sp=2 --classes 6 --threads 1)
 
 # The figures' checker: every alarm in a step line matches a recomputation from the lines before.

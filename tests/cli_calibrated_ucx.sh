@@ -26,9 +26,8 @@
 # only while a configuration is off (after 10 with fewer than 3 counted, all of them are judged).
 #   tests/cli_calibrated_ucx.sh <tessera binary>
 set -euo pipefail
-bin=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=tests/cli_common.sh
+source "$(dirname "$0")/cli_common.sh"
 export UCX_WARN_UNUSED_ENV_VARS=n
 
 cat >"$tmp/convnext.json" <<'J'

@@ -5,10 +5,8 @@
 # named by its peer's timeout while the launcher blames the rank that failed, not its own signal.
 #   tests/cli_fault.sh <tessera binary> <source dir>
 set -uo pipefail
-bin=$1
-src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=tests/cli_common.sh
+source "$(dirname "$0")/cli_common.sh"
 export UCX_WARN_UNUSED_ENV_VARS=n
 model=(--model "$src/examples/convnext-mini.json" --classes 6 --threads 1 --batch 2 --input 3x32x128 --mesh sp=2)
 fail() { echo "FAIL: $1"; cat "$2"; exit 1; }

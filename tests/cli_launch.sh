@@ -4,10 +4,8 @@
 # Ctrl-C stops every rank, a rank that never arrives is named by the rendezvous timeout.
 #   tests/cli_launch.sh <tessera binary> <source dir>
 set -euo pipefail
-bin=$1
-src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=tests/cli_common.sh
+source "$(dirname "$0")/cli_common.sh"
 export UCX_WARN_UNUSED_ENV_VARS=n
 model=(--model "$src/examples/convnext-mini.json" --classes 6 --threads 1)
 

@@ -5,10 +5,8 @@
 # a program that does not exist is refused before anything starts.
 #   tests/cli_launch_program.sh <tessera binary> <source dir>
 set -euo pipefail
-bin=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-. "$(dirname "$0")/cli_common.sh"
+# shellcheck source=tests/cli_common.sh
+source "$(dirname "$0")/cli_common.sh"
 
 # 1. A program found on PATH (sh): env:// variables per rank, output prefixed, exit code 0.
 "$bin" launch --nproc 3 -- sh -c 'echo "hello rank=$RANK size=$WORLD_SIZE local=$LOCAL_RANK addr=$MASTER_ADDR port=$MASTER_PORT token=$TESSERA_RDZV_TOKEN"' \

@@ -6,11 +6,8 @@
 # writes the same text; a port in use fails naming it.
 #   tests/cli_live_metrics.sh <tessera binary> <source dir>
 set -euo pipefail
-bin=$1
 # shellcheck source=tests/cli_common.sh
 source "$(dirname "$0")/cli_common.sh"
-src=$2
-tmp=$(mktemp -d)
 trap 'kill $pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
 pid=
 args=(--model "$src/examples/convnext-mini.json" --input 3x128x512 --batch 2 --mesh sp=2 --classes 6 --threads 1)

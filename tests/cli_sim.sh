@@ -6,12 +6,8 @@
 # and bad options refused with a message and a non-zero exit, never a crash.
 #   tests/cli_sim.sh <tessera binary> <source dir>
 set -euo pipefail
-bin=$1
 # shellcheck source=tests/cli_common.sh
 source "$(dirname "$0")/cli_common.sh"
-src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 
 run=(sim run --model "$src/examples/convnext-mini.json" --input 3x64x512 --batch 2 --classes 6 --topology dgx-a100)
 "$bin" "${run[@]}" --mesh dp=2,sp=4 >"$tmp/run.txt"

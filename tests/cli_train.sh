@@ -5,12 +5,8 @@
 # an error, exit 1 and its --save file untouched.
 #   tests/cli_train.sh <tessera binary> <source dir>
 set -euo pipefail
-bin=$1
 # shellcheck source=tests/cli_common.sh
 source "$(dirname "$0")/cli_common.sh"
-src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 common=(--model "$src/examples/convnext-mini.json" --input 3x32x128 --batch 2 --mesh sp=2 --classes 6 --threads 1)
 
 "$bin" train "${common[@]}" --steps 4 --metrics "$tmp/full.jsonl" >"$tmp/full.out"

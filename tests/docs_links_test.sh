@@ -5,10 +5,9 @@
 # file, a missing heading in the same file, a reference-style link to a missing file.
 #   tests/docs_links_test.sh <tests dir>
 set -u
-check="$1/docs_links.sh"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
+checker="$1/docs_links.sh"
+# shellcheck source=tests/checker_test_common.sh
+source "$(dirname "$0")/checker_test_common.sh"
 make_tree() {
   rm -rf "$tmp/t" && mkdir -p "$tmp/t/docs/decisions" "$tmp/t/run"
   cat >"$tmp/t/docs/guide.md" <<'EOF'
@@ -31,12 +30,6 @@ See [the guide](docs/guide.md), [its plan section](docs/guide.md#the-plan-comman
 ```
 EOF
   printf '# Run\n\nBack to [the top](../README.md) and [a site](https://example.com/x.md).\n' >"$tmp/t/run/README.md"
-}
-expect() {  # expect <status> <text in the output> <what>
-  out=$("$check" "$tmp/t" 2>&1)
-  rc=$?
-  if [ $rc -ne "$1" ]; then echo "FAIL $3: exit $rc (expected $1): $out"; fail=1; return; fi
-  case "$out" in *"$2"*) echo "ok   $3" ;; *) echo "FAIL $3: output lacks '$2': $out"; fail=1 ;; esac
 }
 make_tree; expect 0 "docs links: ok (3 Markdown files)" "a clean tree passes"
 make_tree; printf 'And [gone](../docs/missing.md).\n' >>"$tmp/t/run/README.md"

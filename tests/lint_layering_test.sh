@@ -5,10 +5,9 @@
 # a front end → a backend header or a backend's sources, and a library that prints.
 #   tests/lint_layering_test.sh <tests dir>
 set -u
-lint="$1/lint_layering.sh"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
+checker="$1/lint_layering.sh"
+# shellcheck source=tests/checker_test_common.sh
+source "$(dirname "$0")/checker_test_common.sh"
 make_tree() {
   rm -rf "$tmp/t" && mkdir -p "$tmp/t"/{core/src,sim/src,gui/model,bindings/python/src,tools/src}
   mkdir -p "$tmp/t"/run/include/tessera/run "$tmp/t"/backends/{include/tessera,comm/local/include/tessera/comm,compute/cpu/include/tessera/compute}
@@ -25,30 +24,32 @@ make_tree() {
   printf '// never printf("x") here\nint f(char* b) { return std::snprintf(b, 4, "%%d", 1); }\n' >"$tmp/t/run/src/ok.cpp"
   printf '#include "tessera/core/tensor.hpp"\n' >"$tmp/t/backends/comm/local/src/ok.cpp"
 }
-expect() {  # expect <status> <text in the output> <what>
-  out=$("$lint" "$tmp/t" 2>&1)
-  rc=$?
-  if [ $rc -ne "$1" ]; then echo "FAIL $3: exit $rc (expected $1): $out"; fail=1; return; fi
-  case "$out" in *"$2"*) echo "ok   $3" ;; *) echo "FAIL $3: output lacks '$2': $out"; fail=1 ;; esac
-}
 make_tree; expect 0 "layering: ok" "a clean tree passes"
-make_tree; printf '#include "tessera/comm/local.hpp"\n' >>"$tmp/t/sim/src/ok.cpp"; expect 1 "sim/src/ok.cpp" "sim → comm/local"
-make_tree; printf '#include <tessera/compute/cpu.hpp>\n' >>"$tmp/t/sim/src/ok.cpp"; expect 1 "tessera/compute/cpu.hpp" "sim → compute/cpu"
-make_tree; printf '#include "tessera/builtin_backends.hpp"\n' >>"$tmp/t/sim/src/ok.cpp"; expect 1 "builtin_backends" "sim → builtin backends"
-make_tree; printf '#include "tessera/run/spec.hpp"\n' >>"$tmp/t/sim/src/ok.cpp"; expect 1 "tessera/run/" "sim → run layer"
-make_tree; printf '#include "spec_options.hpp"\n' >>"$tmp/t/gui/model/ok.cpp"; expect 1 "gui/ includes spec_options.hpp" "gui → tools header"
-make_tree; printf '#include "spec_options.hpp"\n' >>"$tmp/t/bindings/python/src/ok.cpp"; expect 1 "bindings/ includes spec_options.hpp" "bindings → tools header"
-make_tree; printf '#include "../../tools/src/cmd.hpp"\n' >>"$tmp/t/bindings/python/src/ok.cpp"; expect 1 "a file from tools/" "bindings → tools path"
-make_tree; printf 'target_link_libraries(y PRIVATE tessera_tools_lib)\n' >>"$tmp/t/gui/CMakeLists.txt"; expect 1 "gui/ builds on tools/" "gui → tools library"
-make_tree; printf '#include <QString>\n' >"$tmp/t/core/src/bad.cpp"; expect 1 "core/ includes" "core → Qt"
-make_tree; printf '#include "tessera/comm/local.hpp"\n' >>"$tmp/t/gui/model/ok.cpp"; expect 1 "gui/ includes the backend header tessera/comm/local.hpp" "gui → comm/local"
-make_tree; printf '#include <tessera/builtin_backends.hpp>\n' >>"$tmp/t/bindings/python/src/ok.cpp"; expect 1 "bindings/ includes the backend header tessera/builtin_backends.hpp" "bindings → builtin backends"
-make_tree; printf '#include "tessera/compute/cpu.hpp"\n' >>"$tmp/t/tools/src/ok.cpp"; expect 1 "tools/src/ok.cpp" "tools → compute/cpu"
-make_tree; printf '#include "../../backends/comm/local/src/world.hpp"\n' >>"$tmp/t/tools/src/ok.cpp"; expect 1 "tools/ includes a backend's sources" "tools → backends/*/src"
-make_tree; printf 'target_include_directories(y PRIVATE ../backends/comm/local/src)\n' >>"$tmp/t/gui/CMakeLists.txt"; expect 1 "gui/ builds on a backend's sources" "gui → backends/*/src path"
-make_tree; printf 'void f() { printf("x"); }\n' >>"$tmp/t/run/src/ok.cpp"; expect 1 "run/src/ok.cpp:3" "run prints (printf)"
-make_tree; printf 'void f() { std::fprintf(stderr, "x"); }\n' >>"$tmp/t/backends/comm/local/src/ok.cpp"; expect 1 "backends/ prints" "backends print (std::fprintf)"
-make_tree; printf 'void f() { std::cout << 1; }\n' >"$tmp/t/core/src/bad.cpp"; expect 1 "core/ prints" "core prints (std::cout)"
-make_tree; printf 'void f() { std::cerr << 1; }\n' >>"$tmp/t/sim/src/ok.cpp"; expect 1 "sim/ prints" "sim prints (std::cerr)"
-make_tree; printf 'void f() { puts("x"); perror("y"); }\n' >>"$tmp/t/sim/src/ok.cpp"; expect 1 "sim/src/ok.cpp:2" "sim prints (puts, perror)"
+# Each planted violation: the file (in the fresh tree) it is appended to, the line appended, what
+# the refusal must say, and the case's name.
+while IFS='|' read -r file line want what; do
+  make_tree
+  printf '%s\n' "$line" >>"$tmp/t/$file"
+  expect 1 "$want" "$what"
+done <<'CASES'
+sim/src/ok.cpp|#include "tessera/comm/local.hpp"|sim/src/ok.cpp|sim → comm/local
+sim/src/ok.cpp|#include <tessera/compute/cpu.hpp>|tessera/compute/cpu.hpp|sim → compute/cpu
+sim/src/ok.cpp|#include "tessera/builtin_backends.hpp"|builtin_backends|sim → builtin backends
+sim/src/ok.cpp|#include "tessera/run/spec.hpp"|tessera/run/|sim → run layer
+gui/model/ok.cpp|#include "spec_options.hpp"|gui/ includes spec_options.hpp|gui → tools header
+bindings/python/src/ok.cpp|#include "spec_options.hpp"|bindings/ includes spec_options.hpp|bindings → tools header
+bindings/python/src/ok.cpp|#include "../../tools/src/cmd.hpp"|a file from tools/|bindings → tools path
+gui/CMakeLists.txt|target_link_libraries(y PRIVATE tessera_tools_lib)|gui/ builds on tools/|gui → tools library
+core/src/bad.cpp|#include <QString>|core/ includes|core → Qt
+gui/model/ok.cpp|#include "tessera/comm/local.hpp"|gui/ includes the backend header tessera/comm/local.hpp|gui → comm/local
+bindings/python/src/ok.cpp|#include <tessera/builtin_backends.hpp>|bindings/ includes the backend header tessera/builtin_backends.hpp|bindings → builtin backends
+tools/src/ok.cpp|#include "tessera/compute/cpu.hpp"|tools/src/ok.cpp|tools → compute/cpu
+tools/src/ok.cpp|#include "../../backends/comm/local/src/world.hpp"|tools/ includes a backend's sources|tools → backends/*/src
+gui/CMakeLists.txt|target_include_directories(y PRIVATE ../backends/comm/local/src)|gui/ builds on a backend's sources|gui → backends/*/src path
+run/src/ok.cpp|void f() { printf("x"); }|run/src/ok.cpp:3|run prints (printf)
+backends/comm/local/src/ok.cpp|void f() { std::fprintf(stderr, "x"); }|backends/ prints|backends print (std::fprintf)
+core/src/bad.cpp|void f() { std::cout << 1; }|core/ prints|core prints (std::cout)
+sim/src/ok.cpp|void f() { std::cerr << 1; }|sim/ prints|sim prints (std::cerr)
+sim/src/ok.cpp|void f() { puts("x"); perror("y"); }|sim/src/ok.cpp:2|sim prints (puts, perror)
+CASES
 exit $fail

@@ -93,15 +93,4 @@ inline bool algo_applies(ConvAlgo a, const ref::Conv2d& c) {
   }
 }
 
-/// The message of the exception of type E that fn throws, or "<no exception>".
-template <class E, class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "<no exception>";
-}
-
 }  // namespace tessera::test

@@ -29,16 +29,6 @@ using core::DType;
 using core::Shape;
 using core::Tensor;
 
-template <class E, class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
-
 /// v rounded to dt.
 std::vector<double> rounded_copy(std::vector<double> v, DType dt) {
   if (dt == DType::F32)

@@ -1,11 +1,7 @@
 // Checkpoint files: bit-exact round trips, and every truncated, corrupted or foreign file refused.
-#include <unistd.h>
-
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 
 #include "support/test_utils.hpp"
@@ -16,42 +12,15 @@ using namespace tessera;
 using Catch::Matchers::Contains;
 using core::DType;
 using core::Tensor;
+using test::error_of;
 namespace fs = std::filesystem;
 
 namespace {
 
-/// A fresh folder under the system's temporary directory, removed with its contents at scope end.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path = fs::temp_directory_path() /
-           ("tessera_ckpt_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
+/// A scratch folder for one test's checkpoint files.
+struct TempDir : test::TempDir {
+  TempDir() : test::TempDir("tessera_ckpt") {}
 };
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  REQUIRE(out.good());
-}
-
-/// The message of the InvalidArgument that `fn` throws, or "<no exception>".
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "<no exception>";
-}
 
 /// The bytes of a tensor's elements in row-major order.
 Tensor iota(const core::Shape& shape, DType dtype, std::int64_t start) {
@@ -142,15 +111,15 @@ TEST_CASE("checkpoint: every truncation is refused and named", "[checkpoint]") {
   const std::string path = dir.file("cut.ckpt");
   for (std::size_t len = 0; len < full.size(); ++len) {
     INFO("prefix of " << len << " of " << full.size() << " bytes");
-    write_bytes(path, full.substr(0, len));
+    test::write_file(path, full.substr(0, len));
     const std::string msg = error_of([&] { nn::load_checkpoint(path); });
     REQUIRE_THAT(msg, Contains("truncated after " + std::to_string(len) + " of"));
     REQUIRE_THAT(msg, Contains(path));
     if (len >= 32) REQUIRE_THAT(msg, Contains("of " + std::to_string(full.size()) + " bytes"));
   }
-  write_bytes(path, full + "x");
+  test::write_file(path, full + "x");
   REQUIRE_THAT(error_of([&] { nn::load_checkpoint(path); }), Contains("1 bytes after its end"));
-  write_bytes(path, full);
+  test::write_file(path, full);
   REQUIRE(nn::load_checkpoint(path).tensors.size() == 2);
 }
 
@@ -163,7 +132,7 @@ TEST_CASE("checkpoint: a changed byte anywhere is refused", "[checkpoint]") {
     INFO("byte " << at << " of " << full.size() << " xor " << int(mask));
     std::string bad = full;
     bad[at] = static_cast<char>(bad[at] ^ mask);
-    write_bytes(path, bad);
+    test::write_file(path, bad);
     const std::string msg = error_of([&] { nn::load_checkpoint(path); });
     REQUIRE(msg != "<no exception>");
     REQUIRE_THAT(msg, Contains(path));
@@ -185,7 +154,7 @@ TEST_CASE("checkpoint: an empty tensor whose other sizes overflow the strides is
   bytes.replace(at, sizeof to, std::string(reinterpret_cast<const char*>(to), sizeof to));
   const std::uint64_t sum = core::fnv1a64({bytes.data(), bytes.size() - 8});
   std::memcpy(bytes.data() + bytes.size() - 8, &sum, 8);
-  write_bytes(path, bytes);
+  test::write_file(path, bytes);
   REQUIRE_THAT(error_of([&] { nn::load_checkpoint(path); }),
                Contains("tensor 'z' of shape [0,1099511627776,1099511627776] and dtype f32 claims 0 bytes"));
 }
@@ -195,13 +164,13 @@ TEST_CASE("checkpoint: foreign files, newer versions and a missing file", "[chec
   const std::string full = small_checkpoint(dir);
   const std::string path = dir.file("other.ckpt");
   SECTION("bad magic") {
-    write_bytes(path, "PK\x03\x04 this is a zip file, not a checkpoint");
+    test::write_file(path, "PK\x03\x04 this is a zip file, not a checkpoint");
     REQUIRE_THAT(error_of([&] { nn::load_checkpoint(path); }), Contains("not a tessera checkpoint (bad magic)"));
   }
   SECTION("newer format version") {
     std::string newer = full;
     newer[8] = 7;
-    write_bytes(path, newer);
+    test::write_file(path, newer);
     REQUIRE_THAT(error_of([&] { nn::load_checkpoint(path); }),
                  Contains("format version 7 is newer than this tessera (1)"));
   }

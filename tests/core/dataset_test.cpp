@@ -13,6 +13,7 @@ using core::Layout;
 using core::Shard;
 using core::Tensor;
 using data::Task;
+using test::error_of;
 
 namespace {
 
@@ -52,17 +53,6 @@ void require_shards_match(const data::Dataset& ds, std::int64_t step, const Layo
 std::vector<std::int64_t> labels_of(const Tensor& t) {
   const Tensor c = t.contiguous();
   return std::vector<std::int64_t>(c.data<std::int64_t>(), c.data<std::int64_t>() + c.numel());
-}
-
-/// The message of the InvalidArgument that `fn` throws, or "<no exception>".
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "<no exception>";
 }
 
 }  // namespace

@@ -1,11 +1,6 @@
 // The .npy folder dataset: files written byte by byte here, sharded loads equal to unsharded ones
 // and to the values written, and each kind of malformed folder refused with its message.
-#include <unistd.h>
-
-#include <atomic>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 
 #include "support/test_utils.hpp"
 #include "tessera/data/dataset.hpp"
@@ -17,21 +12,15 @@ using core::Layout;
 using core::Shard;
 using core::Tensor;
 using data::Task;
+using test::error_of;
+using test::write_file;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path = fs::temp_directory_path() / ("tessera_npy_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
+/// A scratch folder for one test's .npy files.
+struct TempDir : test::TempDir {
+  TempDir() : test::TempDir("tessera_npy") {}
   std::string str() const { return path.string(); }
 };
 
@@ -60,12 +49,6 @@ std::string raw(const std::vector<T>& v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
 }
 
-void write_file(const fs::path& p, const std::string& bytes) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  REQUIRE(out.good());
-}
-
 /// Pixel value written for image i at (c, h, w): unique, so any misplaced read shows.
 float pixel(int i, std::int64_t c, std::int64_t h, std::int64_t w) {
   return static_cast<float>(i * 10000 + c * 1000 + h * 30 + w) + 0.25f;
@@ -90,16 +73,6 @@ void write_folder(const fs::path& dir, Task task) {
     for (int i = 0; i < kImages * kH * kW; ++i) labels.push_back(i % 7 == 0 ? -1 : (i / 5) % kClasses);
     write_file(dir / "labels.npy", npy_bytes("<i8", {kImages, kH, kW}, raw(labels)));
   }
-}
-
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "<no exception>";
 }
 
 }  // namespace

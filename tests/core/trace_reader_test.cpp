@@ -8,20 +8,9 @@
 
 using namespace tessera;
 using Catch::Matchers::Contains;
+using test::error_of;
 
 namespace {
-
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("(not InvalidArgument) ") + e.what();
-  }
-  return "(no error)";
-}
 
 std::vector<core::TraceEvent> sample_events() {
   std::vector<core::TraceEvent> v;

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -33,6 +35,23 @@ float int_grad(int rank, int step, std::int64_t i, std::int64_t n) {
 std::vector<float> floats(const core::Tensor& t) {
   const float* p = t.data<float>();
   return std::vector<float>(p, p + t.numel());
+}
+
+/// One training step of `o` on the two ranks of `mesh` over `ds`: each rank's figures.
+/// `on_rank0` sees rank 0's trainer after its step.
+std::vector<nn::StepStats> step_two_ranks(const nn::TrainOptions& o, const core::DeviceMesh& mesh,
+                                          const std::shared_ptr<const data::Dataset>& ds,
+                                          const std::function<void(nn::Trainer&)>& on_rank0 = {}) {
+  std::vector<nn::StepStats> stats(2);
+  comm::local::run(2, [&](comm::Backend& world) {
+    comm::MeshComm mc(mesh, world);
+    compute::cpu::CpuBackend cpu(1);
+    auto alloc = std::make_shared<core::Allocator>("rank");
+    nn::Trainer tr(o, &mc, cpu, alloc, ds);
+    stats[world.rank()] = tr.step();  // each rank writes its own element
+    if (world.rank() == 0 && on_rank0) on_rank0(tr);
+  });
+  return stats;
 }
 
 }  // namespace
@@ -309,21 +328,12 @@ TEST_CASE("trainer: top-k reports the bytes it sends and the dense bytes", "[nn]
   o.bucket_bytes = std::size_t(1) << 30;  // one bucket
   o.grad_compression = nn::GradCompression::TopK;
   o.topk_ratio = 0.01;
-  std::vector<nn::StepStats> stats(2);
   std::int64_t params = 0;
-  std::mutex mu;
   auto ds = test::dataset_for(o);
   const core::DeviceMesh mesh = core::DeviceMesh::parse("sp=2");
-  comm::local::run(2, [&](comm::Backend& world) {
-    comm::MeshComm mc(mesh, world);
-    compute::cpu::CpuBackend cpu(1);
-    auto alloc = std::make_shared<core::Allocator>("rank");
-    nn::Trainer tr(o, &mc, cpu, alloc, ds);
-    const nn::StepStats s = tr.step();
-    std::lock_guard<std::mutex> lock(mu);
-    stats[world.rank()] = s;
-    if (world.rank() == 0)  // the reduced gradients' elements (those with a residual)
-      for (const core::Tensor& r : tr.grad_residuals()) params += r.defined() ? r.numel() : 0;
+  std::vector<nn::StepStats> stats = step_two_ranks(o, mesh, ds, [&](nn::Trainer& tr) {
+    // the reduced gradients' elements (those with a residual)
+    for (const core::Tensor& r : tr.grad_residuals()) params += r.defined() ? r.numel() : 0;
   });
   const std::int64_t k = nn::topk_count(params, 0.01);
   REQUIRE(params > 0);
@@ -336,15 +346,7 @@ TEST_CASE("trainer: top-k reports the bytes it sends and the dense bytes", "[nn]
   }
   // The dense run reports what it reduces.
   o.grad_compression = nn::GradCompression::None;
-  comm::local::run(2, [&](comm::Backend& world) {
-    comm::MeshComm mc(mesh, world);
-    compute::cpu::CpuBackend cpu(1);
-    auto alloc = std::make_shared<core::Allocator>("rank");
-    nn::Trainer tr(o, &mc, cpu, alloc, ds);
-    const nn::StepStats s = tr.step();
-    std::lock_guard<std::mutex> lock(mu);
-    stats[world.rank()] = s;
-  });
+  stats = step_two_ranks(o, mesh, ds);
   for (const nn::StepStats& s : stats) {
     REQUIRE(s.grad_comm_bytes == params * 4);
     REQUIRE(s.grad_dense_bytes == params * 4);

@@ -8,22 +8,7 @@
 
 using namespace tessera;
 using Catch::Matchers::Contains;
-
-namespace {
-
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("(not InvalidArgument) ") + e.what();
-  }
-  return "(no error)";
-}
-
-}  // namespace
+using test::error_of;
 
 TEST_CASE("model json: a preset written with to_json reads back", "[nn][model_json]") {
   const nn::ModelSpec atto = nn::model_preset("convnext-atto");

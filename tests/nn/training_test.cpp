@@ -165,26 +165,38 @@ TEST_CASE("sharded 2-D tiles and block checkpointing equal the one-rank run", "[
   }
 }
 
-// Overlap (halo exchange under the interior convolution in forward and backward, bucket
-// all-reduces posted during backward) changes when data travels, never what is computed: the runs
-// are equal bit for bit, losses, gradient norms and parameters.
-TEST_CASE("sharded training with overlap off equals overlap on bit for bit", "[nn][train]") {
+namespace {
+/// Calls `check(o, mesh)` for each case the overlap and recompute tests cover: ConvNeXt (adamw)
+/// and RegNetY (sgd), 3 steps, on sp=3, dp=2,sp=2 and sp_h=2,sp_w=3 (a taller input for the 2-D
+/// mesh); a failure names the case.
+template <class Check>
+void for_each_model_and_mesh(const Check& check) {
   for (const bool regnet : {false, true}) {
     nn::TrainOptions o = options(regnet ? small_regnety() : small_convnext(), regnet ? "sgd" : "adamw");
     o.steps = 3;
     for (const char* mesh : {"sp=3", "dp=2,sp=2", "sp_h=2,sp_w=3"}) {
       o.input = std::string(mesh) == "sp_h=2,sp_w=3" ? core::Shape{3, 64, 96} : core::Shape{3, 32, 160};
       INFO((regnet ? "RegNetY" : "ConvNeXt") << " on " << mesh);
-      nn::TrainOptions off = o;
-      off.overlap = false;
-      const TrainRun a = test::train(o, core::DeviceMesh::parse(mesh)), b = test::train(off, core::DeviceMesh::parse(mesh));
-      REQUIRE(a.replicas_agree);
-      REQUIRE(b.replicas_agree);
-      REQUIRE(a.losses == b.losses);
-      REQUIRE(a.grad_norms == b.grad_norms);
-      REQUIRE(a.params == b.params);
+      check(o, core::DeviceMesh::parse(mesh));
     }
   }
+}
+}  // namespace
+
+// Overlap (halo exchange under the interior convolution in forward and backward, bucket
+// all-reduces posted during backward) changes when data travels, never what is computed: the runs
+// are equal bit for bit, losses, gradient norms and parameters.
+TEST_CASE("sharded training with overlap off equals overlap on bit for bit", "[nn][train]") {
+  for_each_model_and_mesh([](const nn::TrainOptions& o, const core::DeviceMesh& mesh) {
+    nn::TrainOptions off = o;
+    off.overlap = false;
+    const TrainRun a = test::train(o, mesh), b = test::train(off, mesh);
+    REQUIRE(a.replicas_agree);
+    REQUIRE(b.replicas_agree);
+    REQUIRE(a.losses == b.losses);
+    REQUIRE(a.grad_norms == b.grad_norms);
+    REQUIRE(a.params == b.params);
+  });
 }
 
 namespace {
@@ -209,32 +221,27 @@ long exchanging_convs(nn::Module& m, bool inside) {
 // run's halo-buffer peak, which a larger unsharded layer's buffer sets.)
 TEST_CASE("halo-aware recompute equals re-exchanging bit for bit and drops the recompute's exchanges",
           "[nn][train]") {
-  for (const bool regnet : {false, true}) {
-    nn::TrainOptions o = options(regnet ? small_regnety() : small_convnext(), regnet ? "sgd" : "adamw");
-    o.steps = 3;
-    for (const char* mesh : {"sp=3", "dp=2,sp=2", "sp_h=2,sp_w=3"}) {
-      o.input = std::string(mesh) == "sp_h=2,sp_w=3" ? core::Shape{3, 64, 96} : core::Shape{3, 32, 160};
-      INFO((regnet ? "RegNetY" : "ConvNeXt") << " on " << mesh);
-      const core::DeviceMesh m = core::DeviceMesh::parse(mesh);
-      nn::TrainOptions keep = o, exchange = o;
-      keep.checkpointing = exchange.checkpointing = "block";
-      keep.halo_recompute = nn::HaloRecompute::Keep;
-      exchange.halo_recompute = nn::HaloRecompute::Exchange;
-      std::atomic<long> recomputed{0};  // exchanging convolutions inside checkpointed blocks, all ranks
-      const TrainRun none = test::train(o, m);
-      const TrainRun k = test::train(keep, m, [&](nn::Trainer& t) { recomputed += exchanging_convs(t.model(), false); });
-      const TrainRun x = test::train(exchange, m);
-      for (const TrainRun* r : {&none, &k, &x}) REQUIRE(r->replicas_agree);
-      REQUIRE(k.losses == x.losses);
-      REQUIRE(k.grad_norms == x.grad_norms);
-      REQUIRE(k.params == x.params);
-      REQUIRE(k.losses == none.losses);
-      REQUIRE(k.params == none.params);
-      REQUIRE(recomputed > 0);
-      REQUIRE(k.forward_halo_exchanges == none.forward_halo_exchanges);
-      REQUIRE(x.forward_halo_exchanges - k.forward_halo_exchanges == recomputed * o.steps);
-    }
-  }
+  for_each_model_and_mesh([](const nn::TrainOptions& o, const core::DeviceMesh& m) {
+    nn::TrainOptions keep = o, exchange = o;
+    keep.checkpointing = exchange.checkpointing = "block";
+    keep.halo_recompute = nn::HaloRecompute::Keep;
+    exchange.halo_recompute = nn::HaloRecompute::Exchange;
+    std::atomic<long> recomputed{
+        0};  // exchanging convolutions inside checkpointed blocks, all ranks
+    const TrainRun none = test::train(o, m);
+    const TrainRun k = test::train(
+        keep, m, [&](nn::Trainer& t) { recomputed += exchanging_convs(t.model(), false); });
+    const TrainRun x = test::train(exchange, m);
+    for (const TrainRun* r : {&none, &k, &x}) REQUIRE(r->replicas_agree);
+    REQUIRE(k.losses == x.losses);
+    REQUIRE(k.grad_norms == x.grad_norms);
+    REQUIRE(k.params == x.params);
+    REQUIRE(k.losses == none.losses);
+    REQUIRE(k.params == none.params);
+    REQUIRE(recomputed > 0);
+    REQUIRE(k.forward_halo_exchanges == none.forward_halo_exchanges);
+    REQUIRE(x.forward_halo_exchanges - k.forward_halo_exchanges == recomputed * o.steps);
+  });
 }
 
 TEST_CASE("gradient clipping scales by the global norm, reduced across ranks", "[nn][train]") {

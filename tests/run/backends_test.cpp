@@ -3,18 +3,12 @@
 // loading, 3 loaded but unable to run here).
 #include <string>
 
+#include "run/expect.hpp"
 #include "support/catch.hpp"
 #include "tessera/run/backends.hpp"
 
 using namespace tessera;
-
-namespace {
-
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-}  // namespace
+using runtest::has;
 
 TEST_CASE("backends: the listing has local and cpu, built in and able to run", "[run]") {
   const run::BackendListing l = run::list_backends();

@@ -4,29 +4,13 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "run/expect.hpp"
 #include "support/catch.hpp"
-#include "tessera/core/error.hpp"
 #include "tessera/run/halo.hpp"
 
 using namespace tessera;
-
-namespace {
-
-template <class F>
-std::string message(F f) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return {};
-}
-
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-}  // namespace
+using runtest::has;
+using runtest::message;
 
 TEST_CASE("halo: a 7x7 kernel over three W shards receives three columns per neighbour", "[run]") {
   // 1x1x16x20 over sp=3: shards 7, 7, 6 columns; pad 3. Rank 0 needs columns [7,10) of rank 1,

@@ -8,14 +8,16 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "run/expect.hpp"
 #include "run/records_doc.hpp"
 #include "support/catch.hpp"
-#include "tessera/core/error.hpp"
 #include "tessera/run/plan.hpp"
 #include "tessera/run/resolve.hpp"
 
 using namespace tessera;
 using Json = nlohmann::ordered_json;
+using runtest::has;
+using runtest::message;
 
 namespace {
 
@@ -59,20 +61,6 @@ void require_same(const sim::PlanEntry& a, const sim::PlanEntry& b) {
   REQUIRE(a.limit_bytes == b.limit_bytes);
   REQUIRE(a.fits == b.fits);
   REQUIRE(a.comm_busy_s == b.comm_busy_s);
-}
-
-template <class F>
-std::string message(F f) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return {};
-}
-
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 }  // namespace

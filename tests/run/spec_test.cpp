@@ -3,30 +3,15 @@
 // to_json round-trips; resolution applies every field and refuses what cannot run.
 #include <string>
 
+#include "run/expect.hpp"
 #include "support/catch.hpp"
-#include "tessera/core/error.hpp"
 #include "tessera/run/resolve.hpp"
 #include "tessera/run/spec.hpp"
 
 using namespace tessera;
 using run::RunSpec;
-
-namespace {
-
-/// The message `f` throws (InvalidArgument), or "" when it does not throw.
-template <class F>
-std::string message(F f) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return {};
-}
-
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-}  // namespace
+using runtest::has;
+using runtest::message;
 
 TEST_CASE("run spec: each bad value given as text is refused naming the field and the value", "[run]") {
   struct Bad {

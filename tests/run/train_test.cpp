@@ -10,26 +10,15 @@
 #include <vector>
 
 #include "records_doc.hpp"
-#include "support/catch.hpp"
+#include "support/test_utils.hpp"
 #include "tessera/run/step_record.hpp"
 #include "tessera/run/train.hpp"
 
 using namespace tessera;
 using Json = nlohmann::json;
+using test::TempDir;
 
 namespace {
-
-/// A fresh folder under the system's temporary one, removed at the end of the test.
-struct TempDir {
-  std::filesystem::path path;
-  explicit TempDir(const std::string& name)
-      : path(std::filesystem::temp_directory_path() / ("tessera_train_test_" + name)) {
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 /// The tiny run of tests/cli_train.sh: convnext-mini at 3x32x128, batch 2, 2 ranks, 2 steps.
 run::RunSpec tiny_run() {
@@ -41,6 +30,14 @@ run::RunSpec tiny_run() {
   s.set("classes", "6");
   s.set("threads", "1");
   s.set("steps", "2");
+  return s;
+}
+
+/// tiny_run() writing its metrics to `dir`/m.jsonl and its checkpoint to `dir`/ckpt.
+run::RunSpec recorded_run(const TempDir& dir) {
+  run::RunSpec s = tiny_run();
+  s.set("metrics", dir.file("m.jsonl"));
+  s.set("save", dir.file("ckpt"));
   return s;
 }
 
@@ -78,10 +75,8 @@ struct Seen {
 TEST_CASE(
     "run::train calls back once a step with every rank's figures, as the metrics file records them",
     "[run]") {
-  TempDir dir("records");
-  run::RunSpec spec = tiny_run();
-  spec.set("metrics", dir.file("m.jsonl"));
-  spec.set("save", dir.file("ckpt"));
+  TempDir dir("tessera_train_test_records");
+  run::RunSpec spec = recorded_run(dir);
   spec.set("metrics_port", "0");
   const run::TrainSetup setup = run::resolve_train(spec);
   Seen seen;
@@ -132,10 +127,8 @@ TEST_CASE(
 TEST_CASE(
     "run::train passes a fired alarm to its callback, its notice, its record and its checkpoint",
     "[run]") {
-  TempDir dir("alarm");
-  run::RunSpec spec = tiny_run();
-  spec.set("metrics", dir.file("m.jsonl"));
-  spec.set("save", dir.file("ckpt"));
+  TempDir dir("tessera_train_test_alarm");
+  run::RunSpec spec = recorded_run(dir);
   // Any two different gradient norms vary by more than 1e-9 of their mean: fires at step 1.
   spec.set("alarm",
            "grad_variance=1e-9:save,grad_norm=off,loss=off,step_time=off,warmup=1,window=2");

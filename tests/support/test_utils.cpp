@@ -1,13 +1,35 @@
-// Test helpers: seeded data, float64 views and the closeness report.
+// Test helpers: seeded data, float64 views, the closeness report and scratch folders.
 #include "support/test_utils.hpp"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cmath>
+#include <fstream>
 #include <random>
 #include <sstream>
 
 #include "tessera/core/half.hpp"
 
 namespace tessera::test {
+
+TempDir::TempDir(const std::string& prefix) {
+  static std::atomic<int> counter{0};
+  path = std::filesystem::temp_directory_path() /
+         (prefix + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+  std::filesystem::create_directories(path);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;  // a destructor never throws: a folder left behind is harmless
+  std::filesystem::remove_all(path, ec);
+}
+
+void write_file(const std::filesystem::path& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  REQUIRE(out.good());
+}
 
 std::vector<double> random_doubles(std::size_t n, std::uint64_t seed, double lo, double hi) {
   std::mt19937_64 gen(seed);

@@ -1,15 +1,45 @@
 // Helpers shared by the test suites: seeded random tensors, conversion to float64, and the
-// comparison that prints the worst element (llm.c's check_tensor style).
+// comparison that prints the worst element (llm.c's check_tensor style), the message of an
+// expected exception, and scratch folders for tests that write files.
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "support/catch.hpp"
+#include "tessera/core/error.hpp"
 #include "tessera/core/tensor.hpp"
 
 namespace tessera::test {
+
+/// The message of the exception of type E that `fn` throws, or "<no exception>" when it returns.
+/// An exception of another type propagates, so the test fails on it.
+template <class E = InvalidArgument, class Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "<no exception>";
+}
+
+/// A fresh folder under the system's temporary directory (named `prefix`, the process id and a
+/// counter, so parallel tests never share one), removed with its contents at scope end.
+struct TempDir {
+  explicit TempDir(const std::string& prefix);
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  /// The path of `name` inside the folder.
+  std::string file(const std::string& name) const { return (path / name).string(); }
+  std::filesystem::path path;
+};
+
+/// Writes `bytes` to `path` (replacing it), REQUIREing that the write succeeded.
+void write_file(const std::filesystem::path& path, const std::string& bytes);
 
 /// Tensor of `shape` with values uniform in [lo, hi), from a seeded generator (same seed, same data).
 core::Tensor random_tensor(const core::Shape& shape, core::DType dtype, std::uint64_t seed,

@@ -10,12 +10,11 @@ namespace tessera::tools {
 
 namespace {
 
+/// The options bind to the request's fields, so its defaults are the command's; only the input
+/// arrives as text (NxCxHxW).
 struct HaloArgs {
+  run::HaloRequest request;
   std::string input = "1x1x16x20";
-  int kernel = 7, stride = 1, pad = -1, dilation = 1;
-  std::string mesh = "sp=3";
-  std::string shard = "W";
-  bool strict = false;
   bool json = false;
 };
 
@@ -38,15 +37,8 @@ core::Shape parse_nchw(const std::string& s) {
 }
 
 int run_halo(const HaloArgs& a) {
-  run::HaloRequest r;
+  run::HaloRequest r = a.request;
   r.input = parse_nchw(a.input);
-  r.kernel = a.kernel;
-  r.stride = a.stride;
-  r.pad = a.pad;
-  r.dilation = a.dilation;
-  r.mesh = a.mesh;
-  r.shard = a.shard;
-  r.strict = a.strict;
   const run::HaloReport report = run::halo_plan(r);
   std::cout << (a.json ? report.to_json() + "\n" : report.to_text());
   return 0;
@@ -71,13 +63,14 @@ void add_halo_command(CLI::App& app, Action& action) {
       "by every rank that owns part of it; --strict refuses it instead.");
   c->add_option("--input", args->input, "Input shape NxCxHxW (C scales the element counts only)")
       ->capture_default_str();
-  c->add_option("-k,--kernel", args->kernel, "Kernel size")->capture_default_str();
-  c->add_option("-s,--stride", args->stride, "Stride")->capture_default_str();
-  c->add_option("-p,--pad", args->pad, "Padding (default: same-size, d*(k-1)/2)");
-  c->add_option("-d,--dilation", args->dilation, "Dilation")->capture_default_str();
-  c->add_option("--mesh", args->mesh, "Mesh, e.g. sp=4 or sp_h=2,sp_w=2")->capture_default_str();
-  c->add_option("--shard", args->shard, "Sharded dimension(s): W, H or HW")->capture_default_str();
-  c->add_flag("--strict", args->strict, "Refuse halos wider than a neighbour's shard");
+  run::HaloRequest& r = args->request;
+  c->add_option("-k,--kernel", r.kernel, "Kernel size")->capture_default_str();
+  c->add_option("-s,--stride", r.stride, "Stride")->capture_default_str();
+  c->add_option("-p,--pad", r.pad, "Padding (default: same-size, d*(k-1)/2)");
+  c->add_option("-d,--dilation", r.dilation, "Dilation")->capture_default_str();
+  c->add_option("--mesh", r.mesh, "Mesh, e.g. sp=4 or sp_h=2,sp_w=2")->capture_default_str();
+  c->add_option("--shard", r.shard, "Sharded dimension(s): W, H or HW")->capture_default_str();
+  c->add_flag("--strict", r.strict, "Refuse halos wider than a neighbour's shard");
   c->add_flag("--json", args->json,
               "Print the plans as one JSON object (every rank's boxes and messages)");
   c->callback([&action, args] { action = [args] { return run_halo(*args); }; });

@@ -34,9 +34,7 @@ void add_sim_compare_command(CLI::App& sim, Action& action) {
   c->add_option("--measured", a->measured, "A trace of tessera train --trace")->required();
   c->add_option("--simulated", a->simulated,
                 "A trace of tessera sim run --trace (default: simulate the configuration the options describe)");
-  a->spec.add(*c, {"model", "input", "batch", "mesh", "shard", "checkpointing", "halo_recompute", "optimizer", "task", "classes",
-                   "dtype", "precision", "grad_reduce_dtype", "grad_compression", "topk_ratio", "all_reduce", "node_dim", "topology", "device", "calibration", "bucket_mib", "prefetch", "overlap", "tf32", "comm_progress"},
-              /*with_config=*/true);
+  a->spec.add(*c, simulation_fields(), /*with_config=*/true);
   c->add_flag("--json", a->json, "Print one JSON object (rows[], measured, simulated, mismatch)");
   c->callback([&action, a] { action = [a] { return run_compare(*a); }; });
 }

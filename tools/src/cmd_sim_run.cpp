@@ -73,9 +73,9 @@ void add_sim_run_command(CLI::App& sim, Action& action) {
   auto a = std::make_shared<SimRunArgs>();
   CLI::App* c = sim.add_subcommand("run", "Simulate one training iteration (memory from a meta replay of the real "
                                           "trainer, time from the event engine)");
-  a->spec.add(*c, {"model", "input", "batch", "mesh", "shard", "checkpointing", "halo_recompute", "optimizer", "task", "classes",
-                   "dtype", "precision", "grad_reduce_dtype", "grad_compression", "topk_ratio", "all_reduce", "node_dim", "topology", "device", "calibration", "bucket_mib", "prefetch", "overlap", "tf32", "comm_progress", "trace"},
-              /*with_config=*/true);
+  std::vector<std::string> fields = simulation_fields();
+  fields.push_back("trace");
+  a->spec.add(*c, fields, /*with_config=*/true);
   c->add_flag("--json", a->json, "Print one JSON object (iteration_time_s, devices[].memory_bytes, ...)");
   c->callback([&action, a] { action = [a] { return run_sim(*a); }; });
 }

@@ -41,4 +41,32 @@ run::RunSpec SpecOptions::spec() const {
   return s;
 }
 
+std::vector<std::string> simulation_fields() {
+  return {"model",
+          "input",
+          "batch",
+          "mesh",
+          "shard",
+          "checkpointing",
+          "halo_recompute",
+          "optimizer",
+          "task",
+          "classes",
+          "dtype",
+          "precision",
+          "grad_reduce_dtype",
+          "grad_compression",
+          "topk_ratio",
+          "all_reduce",
+          "node_dim",
+          "topology",
+          "device",
+          "calibration",
+          "bucket_mib",
+          "prefetch",
+          "overlap",
+          "tf32",
+          "comm_progress"};
+}
+
 }  // namespace tessera::tools

@@ -30,4 +30,8 @@ class SpecOptions {
   std::vector<std::pair<std::string, CLI::Option*>> options_;
 };
 
+/// The fields a simulated run reads, in the order of their options: `tessera sim compare` takes
+/// them all, `tessera sim run` adds "trace". One list, so the two commands cannot drift apart.
+std::vector<std::string> simulation_fields();
+
 }  // namespace tessera::tools
