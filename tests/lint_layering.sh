@@ -22,10 +22,12 @@ if [ -d sim ]; then
 fi
 # sim/ depends on core only: no backend's header (tessera/comm/local.hpp, tessera/compute/cpu.hpp,
 # env_rendezvous, tessera/builtin_backends.hpp) and nothing of the run layer (tessera/run/).
+# Every backend's public header (backends/*/include), as an include path: what sim/ and the front
+# ends may not include.
+backend_headers=$(cd backends 2>/dev/null && find . -path '*/include/*' -type f \( -name '*.hpp' -o -name '*.h' \) 2>/dev/null |
+                  sed 's|.*/include/||' | sort -u)
 if [ -d sim ]; then
-  headers=$(cd backends 2>/dev/null && find . -path '*/include/*' -type f \( -name '*.hpp' -o -name '*.h' \) 2>/dev/null |
-            sed 's|.*/include/||' | sort -u)
-  for h in $headers tessera/run/; do
+  for h in $backend_headers tessera/run/; do
     hit=$(grep -rnF "$h" sim 2>/dev/null | grep -E "#include *[<\"]$h")
     if [ -n "$hit" ]; then echo "sim/ includes $h from backends/ (sim depends on core only):"; echo "$hit"; status=1; fi
   done
@@ -49,11 +51,9 @@ fi
 # backend header (every header under backends/*/include, as for sim/ above), nothing of
 # backends/*/src, in their sources or their CMake include paths.
 if [ -d backends ]; then
-  headers=$(cd backends && find . -path '*/include/*' -type f \( -name '*.hpp' -o -name '*.h' \) 2>/dev/null |
-            sed 's|.*/include/||' | sort -u)
   for d in gui bindings tools; do
     [ -d "$d" ] || continue
-    for h in $headers; do
+    for h in $backend_headers; do
       hit=$(grep -rnF "$h" "$d" 2>/dev/null | grep -E "#include *[<\"]$h")
       if [ -n "$hit" ]; then echo "$d/ includes the backend header $h (use tessera/run/ instead):"; echo "$hit"; status=1; fi
     done

@@ -38,6 +38,10 @@ def test_version_is_the_projects():
 
 
 def test_installed_metadata_agrees():
+    # The suite (tools/test.sh, CI) imports the module from the build tree, where no distribution
+    # exists: this check runs where tessera was installed with `pip install .` and the tests are
+    # run against it. What pip would be told is checked without installing, above
+    # (pyproject_version in test_version_is_the_projects).
     try:
         dist = metadata.distribution("tessera")
     except metadata.PackageNotFoundError:
