@@ -28,6 +28,51 @@ DeviceSpec gpu(const char* name, double fp32_t, double tf32_t, double bf16_t, do
   return d;
 }
 
+/// An entry whose capacity is the datasheet's GB (10⁹ bytes): for the devices whose driver-reported
+/// total (what the entries above use) is not known here; the two differ by a few percent.
+DeviceSpec gpu_gb(const char* name, double fp32_t, double tf32_t, double bf16_t, double bw_gbps,
+                  double gb, const char* source) {
+  DeviceSpec d = gpu(name, fp32_t, tf32_t, bf16_t, bw_gbps, 1, source);
+  d.capacity_bytes = gb * kG;
+  return d;
+}
+
+/// The devices people buy now (issue 34). Efficiencies and launch overhead keep the catalog's
+/// defaults: no datasheet gives them; calibrate on the machine to replace them.
+void add_current_devices(DeviceCatalog& c) {
+  c.add(
+      gpu_gb("b200", 75, 1100, 2250, 7700, 180,
+             "NVIDIA HGX B200 specifications (per GPU): FP32 75; TF32 2.2 and FP16/BF16 4.5 "
+             "PFLOP/s with sparsity (halved here: dense 1,100 and 2,250 TFLOP/s); HBM3e 180 GB "
+             "(datasheet GB), 7.7 TB/s (DGX B200 datasheet: 64 TB/s per 8 GPUs, 8 TB/s); NVLink 5 "
+             "1.8 TB/s per GPU"));
+  c.add(gpu_gb("gb200", 80, 1250, 2500, 8000, 186,
+               "NVIDIA GB200 NVL72 specifications (per Blackwell GPU): FP32 80; TF32 2.5 and "
+               "FP16/BF16 5 PFLOP/s with sparsity (halved here: dense 1,250 and 2,500 TFLOP/s); "
+               "HBM3e 186 GB (datasheet GB; rack: 13.4 TB), 8 TB/s (rack: 576 TB/s); NVLink 5 1.8 "
+               "TB/s per GPU"));
+  c.add(gpu_gb("h20", 44, 74, 148, 4000, 96,
+               "NVIDIA H20 (HGX H20): no public NVIDIA datasheet; figures as published from "
+               "NVIDIA's partner specification: FP32 44, TF32 74, FP16/BF16 148 TFLOP/s dense; "
+               "HBM3 96 GB, 4.0 TB/s; NVLink 900 GB/s"));
+  c.add(gpu_gb("mi300x", 163.4, 653.7, 1307.4, 5300, 192,
+               "AMD Instinct MI300X data sheet: FP32 vector 163.4, TF32 matrix 653.7, BF16/FP16 "
+               "matrix 1,307.4 TFLOP/s dense; HBM3 192 GB, 5.3 TB/s; 7 Infinity Fabric links, 128 "
+               "GB/s each (896 GB/s peak aggregate)"));
+  c.add(gpu_gb("mi325x", 163.4, 653.7, 1307.4, 6000, 256,
+               "AMD Instinct MI325X data sheet: compute as MI300X (FP32 vector 163.4, TF32 653.7, "
+               "BF16/FP16 1,307.4 TFLOP/s dense); HBM3e 256 GB, 6 TB/s; 7 Infinity Fabric links, "
+               "128 GB/s each"));
+  c.add(gpu_gb("mi355x", 157.3, 0, 2516.6, 8000, 288,
+               "AMD Instinct MI355X specifications: FP32 vector 157.3, BF16/FP16 matrix 2,516.6 "
+               "TFLOP/s dense (2.5 PFLOP/s); no TF32 matrix (CDNA 4 has none: 0 here, so --tf32 "
+               "times FP32); HBM3e 288 GB, 8 TB/s; 7 Infinity Fabric links, 153.6 GB/s each"));
+  c.add(gpu_gb("l40s", 91.6, 183, 362.05, 864, 48,
+               "NVIDIA L40S datasheet: FP32 91.6; TF32 183 and BF16 362.05 TFLOP/s dense (366 and "
+               "733 with sparsity); GDDR6 48 GB, 864 GB/s; PCIe Gen4 x16 (64 GB/s bidirectional), "
+               "no NVLink"));
+}
+
 }  // namespace
 
 // Peaks are dense (no 2:4 sparsity), SXM boards at boost clock. Capacity is what the driver
@@ -54,6 +99,8 @@ DeviceCatalog::DeviceCatalog() {
   add(gpu("v100", 15.7, 0, 125, 900, 32768,
           "NVIDIA V100 Tensor Core GPU datasheet (SXM2 32GB): FP32 15.7; no TF32; FP16 tensor 125 "
           "TFLOP/s (no BF16); HBM2 900 GB/s; 32 GB"));
+
+  add_current_devices(*this);
 
   DeviceSpec cpu;
   cpu.name = "cpu-host";
@@ -96,8 +143,8 @@ void DeviceCatalog::add(DeviceSpec d) {
   TESSERA_CHECK(!d.name.empty(), "sim: a device has an empty name; give it a catalog key");
   TESSERA_CHECK(d.kind == "gpu" || d.kind == "cpu", "sim: ", where, ": kind \"", d.kind,
                 "\" is neither \"gpu\" nor \"cpu\"");
-  TESSERA_CHECK(d.peak_fp32_flops > 0 && d.mem_bw_bytes_per_s > 0 && d.capacity_bytes > 0, "sim: ",
-                where, ": peak FP32, memory bandwidth and capacity must be positive");
+  TESSERA_CHECK(d.peak_fp32_flops > 0 && d.mem_bw_bytes_per_s > 0 && d.capacity_bytes > 0,
+                "sim: ", where, ": peak FP32, memory bandwidth and capacity must be positive");
   TESSERA_CHECK(d.peak_tf32_flops >= 0 && d.peak_bf16_flops >= 0 && d.launch_overhead_s >= 0 &&
                     d.shm_bw_bytes_per_s >= 0 && d.shm_latency_s >= 0,
                 "sim: ", where, ": peaks, launch overhead and shared-memory figures must be ≥ 0");
@@ -134,7 +181,8 @@ constexpr Field kFields[] = {
 
 void DeviceCatalog::add_from_json(const std::string& text, const std::string& origin) {
   const Json doc = parse(text, origin);
-  TESSERA_CHECK(doc.is_object(), "sim: ", origin, ": a device file is an object {\"devices\":[...]}");
+  TESSERA_CHECK(doc.is_object(), "sim: ", origin,
+                ": a device file is an object {\"devices\":[...]}");
   refuse_unknown(doc, {"devices"}, origin);
   const Json& list = required(doc, "devices", origin);
   TESSERA_CHECK(list.is_array(), "sim: ", origin, ": field \"devices\" must be an array");
@@ -143,10 +191,10 @@ void DeviceCatalog::add_from_json(const std::string& text, const std::string& or
     std::string where = detail::cat(origin, ": devices[", i, "]");
     const Json& e = list[i];
     TESSERA_CHECK(e.is_object(), "sim: ", where, " must be an object {\"name\", ...}");
-    refuse_unknown(e, {"name", "kind", "source", "peak_fp32_tflops", "peak_tf32_tflops",
-                       "peak_bf16_tflops", "mem_bw_GBps", "capacity_GB", "eff_gemm",
-                       "eff_depthwise", "eff_elementwise", "launch_overhead_us", "shm_bw_GBps",
-                       "shm_latency_us"},
+    refuse_unknown(e,
+                   {"name", "kind", "source", "peak_fp32_tflops", "peak_tf32_tflops",
+                    "peak_bf16_tflops", "mem_bw_GBps", "capacity_GB", "eff_gemm", "eff_depthwise",
+                    "eff_elementwise", "launch_overhead_us", "shm_bw_GBps", "shm_latency_us"},
                    where);
     const std::string name = string_field(required(e, "name", where), "name", where);
     where += " (\"" + name + "\")";
@@ -154,7 +202,8 @@ void DeviceCatalog::add_from_json(const std::string& text, const std::string& or
     DeviceSpec d = known ? updated.get(name) : DeviceSpec{};
     d.name = name;
     if (!known)
-      for (const char* key : {"peak_fp32_tflops", "mem_bw_GBps", "capacity_GB"}) required(e, key, where);
+      for (const char* key : {"peak_fp32_tflops", "mem_bw_GBps", "capacity_GB"})
+        required(e, key, where);
     if (e.contains("kind")) d.kind = string_field(e["kind"], "kind", where);
     if (e.contains("source")) d.source = string_field(e["source"], "source", where);
     for (const Field& f : kFields) {

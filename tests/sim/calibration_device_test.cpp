@@ -42,7 +42,8 @@ TEST_CASE("a GPU's model name comes from its memory description", "[sim][calibra
   REQUIRE(catalog_device_for("h200", catalog) == "h200");
   REQUIRE(catalog_device_for("h100", catalog) == "h100-sxm");
   REQUIRE(catalog_device_for("a100", catalog).empty());  // a100-40gb and a100-80gb: ambiguous
-  REQUIRE(catalog_device_for("b200", catalog).empty());
+  REQUIRE(catalog_device_for("b200", catalog) == "b200");
+  REQUIRE(catalog_device_for("gh200", catalog).empty());
 }
 
 TEST_CASE("a GPU calibration round-trips its device copies and replaces the catalog's h200",

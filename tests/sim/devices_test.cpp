@@ -9,8 +9,10 @@ using tessera::simtest::lacks;
 
 TEST_CASE("the built-in catalog carries the datasheet figures", "[sim]") {
   const DeviceCatalog c;
-  REQUIRE(c.names() == std::vector<std::string>{"a100-40gb", "a100-80gb", "cpu-host", "h100-sxm",
-                                                "h200", "rtx3090", "rtx4090", "v100"});
+  REQUIRE(c.names() == std::vector<std::string>{"a100-40gb", "a100-80gb", "b200", "cpu-host",
+                                                "gb200", "h100-sxm", "h20", "h200", "l40s",
+                                                "mi300x", "mi325x", "mi355x", "rtx3090", "rtx4090",
+                                                "v100"});
   const DeviceSpec& a40 = c.get("a100-40gb");
   REQUIRE(a40.peak_fp32_flops == 19.5e12);
   REQUIRE(a40.peak_tf32_flops == 156e12);
@@ -31,6 +33,35 @@ TEST_CASE("the built-in catalog carries the datasheet figures", "[sim]") {
     REQUIRE(d.peak_bf16_flops >= d.peak_tf32_flops);
   }
   REQUIRE(lacks(error_of([&] { c.get("tpu"); }), {"unknown device \"tpu\"", "h100-sxm"}) == "");
+}
+
+TEST_CASE("the devices people buy now carry their dense datasheet figures and sources", "[sim]") {
+  const DeviceCatalog c;
+  for (const char* name : {"b200", "gb200", "h20", "mi300x", "mi325x", "mi355x", "l40s"}) {
+    INFO(name);
+    const DeviceSpec& d = c.get(name);
+    REQUIRE(d.kind == "gpu");
+    REQUIRE(d.peak_fp32_flops > 0);
+    REQUIRE(d.peak_bf16_flops > d.peak_fp32_flops);
+    REQUIRE(d.mem_bw_bytes_per_s > 0);
+    REQUIRE(d.capacity_bytes > 0);
+    REQUIRE(d.source.size() > 40);
+    REQUIRE(d.eff_gemm == DeviceSpec{}.eff_gemm);  // defaults: no datasheet gives efficiencies
+    REQUIRE(d.launch_overhead_s == DeviceSpec{}.launch_overhead_s);
+  }
+  REQUIRE(c.get("b200").peak_bf16_flops == 2250e12);  // 4.5 PFLOP/s with sparsity, halved
+  REQUIRE(c.get("b200").capacity_bytes == 180e9);
+  REQUIRE(c.get("gb200").peak_tf32_flops == 1250e12);
+  REQUIRE(c.get("gb200").capacity_bytes == 186e9);
+  REQUIRE(c.get("h20").peak_bf16_flops == 148e12);
+  REQUIRE(c.get("h20").mem_bw_bytes_per_s == 4e12);
+  REQUIRE(c.get("mi300x").peak_bf16_flops == 1307.4e12);
+  REQUIRE(c.get("mi300x").peak_fp32_flops == 163.4e12);
+  REQUIRE(c.get("mi325x").capacity_bytes == 256e9);
+  REQUIRE(c.get("mi355x").peak_tf32_flops == 0);  // CDNA 4 has no TF32: --tf32 times FP32
+  REQUIRE(c.get("mi355x").mem_bw_bytes_per_s == 8e12);
+  REQUIRE(c.get("l40s").mem_bw_bytes_per_s == 864e9);
+  REQUIRE(c.get("l40s").capacity_bytes == 48e9);
 }
 
 TEST_CASE("the catalog round-trips through JSON", "[sim]") {
@@ -57,12 +88,12 @@ TEST_CASE("the catalog round-trips through JSON", "[sim]") {
 TEST_CASE("device files add entries and replace the fields they give", "[sim]") {
   DeviceCatalog c;
   c.add_from_json(R"({"devices": [
-    {"name": "mi300x", "peak_fp32_tflops": 163.4, "mem_bw_GBps": 5300, "capacity_GB": 192,
-     "source": "AMD datasheet"},
+    {"name": "lab-gpu", "peak_fp32_tflops": 163.4, "mem_bw_GBps": 5300, "capacity_GB": 192,
+     "source": "lab measurement"},
     {"name": "cpu-host", "eff_gemm": 0.5, "shm_bw_GBps": 11}]})");
-  REQUIRE(c.get("mi300x").mem_bw_bytes_per_s == 5.3e12);
-  REQUIRE(c.get("mi300x").capacity_bytes == 192e9);
-  REQUIRE(c.get("mi300x").kind == "gpu");
+  REQUIRE(c.get("lab-gpu").mem_bw_bytes_per_s == 5.3e12);
+  REQUIRE(c.get("lab-gpu").capacity_bytes == 192e9);
+  REQUIRE(c.get("lab-gpu").kind == "gpu");
   REQUIRE(c.get("cpu-host").eff_gemm == 0.5);
   REQUIRE(c.get("cpu-host").shm_bw_bytes_per_s == 11e9);
   REQUIRE(c.get("cpu-host").peak_fp32_flops == 432e9);  // kept

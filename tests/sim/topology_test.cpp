@@ -157,9 +157,11 @@ TEST_CASE("building a topology refuses bad nodes, links and presets", "[sim]") {
   REQUIRE(lacks(error_of([&] { t.add_link(g, g, 1e9, 0, "x"); }), {"itself"}) == "");
   REQUIRE(lacks(error_of([&] { t.add_link(g, 7, 1e9, 0, "x"); }), {"does not exist"}) == "");
   REQUIRE(lacks(error_of([&] { Topology::preset("dgx-b200"); }),
-                {"unknown topology preset \"dgx-b200\"", "dgx-a100:N:fat-tree", "rtx4090x4"}) == "");
+                {"unknown topology preset \"dgx-b200\"", "dgx-a100:N:fat-tree", "rtx4090x4",
+                 "hgx-b200:N", "gb200-nvl72:N", "mi355x:N"}) == "");
   REQUIRE(lacks(error_of([&] { Topology::preset("dgx-a100:0"); }), {"node count"}) == "");
   REQUIRE(lacks(error_of([&] { Topology::preset("dgx-a100:2:torus"); }), {"torus", "fat-tree"}) == "");
-  t.add_node({"z", NodeKind::Gpu, "b200", 0});
-  REQUIRE(lacks(error_of([&] { t.check_devices(DeviceCatalog{}); }), {"\"z\"", "\"b200\"", "a100-40gb"}) == "");
+  t.add_node({"z", NodeKind::Gpu, "tpu-v5e", 0});
+  REQUIRE(lacks(error_of([&] { t.check_devices(DeviceCatalog{}); }),
+                {"\"z\"", "\"tpu-v5e\"", "a100-40gb"}) == "");
 }

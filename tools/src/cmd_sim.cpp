@@ -73,6 +73,12 @@ int run_list() {
                   name.c_str());
     } else if (name.rfind("cpu-host", 0) == 0) {
       std::printf("  %-22s N ranks on this machine exchanging through shared memory\n", name.c_str());
+    } else if (name.find('+') != std::string::npos) {
+      std::printf("  %-22s two machine families in one job, one rail-optimised InfiniBand\n",
+                  name.c_str());
+    } else if (name.rfind("gb200-nvl72", 0) == 0) {
+      std::printf("  %-22s N racks of 72 GPUs (one NVLink domain each), rail InfiniBand across\n",
+                  name.c_str());
     } else {
       std::printf("  %-22s N nodes, rail-optimised InfiniBand (NIC i of every node on leaf i)\n",
                   name.c_str());

@@ -28,7 +28,8 @@ struct DeviceSpec {
   std::string source;                ///< where the figures come from
 };
 
-/// The built-in entries (A100 40/80 GB, H100 SXM, H200, RTX 3090, RTX 4090, V100, cpu-host) plus
+/// The built-in entries (A100 40/80 GB, H100 SXM, H200, RTX 3090, RTX 4090, V100, B200, GB200,
+/// H20, MI300X, MI325X, MI355X, L40S, cpu-host) plus
 /// any added from files. Not global: callers own a catalog.
 class DeviceCatalog {
  public:
