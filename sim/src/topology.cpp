@@ -40,6 +40,7 @@ Topology::Topology(const Topology& o) : name(o.name), impl_(std::make_unique<Imp
   impl_->links = o.impl_->links;
   impl_->by_name = o.impl_->by_name;
   impl_->out_edges = o.impl_->out_edges;
+  impl_->symmetric_routing = o.impl_->symmetric_routing;
 }
 
 Topology& Topology::operator=(const Topology& o) {

@@ -111,16 +111,12 @@ std::unique_ptr<SourceRoutes> Topology::Impl::shortest_paths(int src) const {
   return routes;
 }
 
-const std::vector<int>& Topology::route(int src, int dst) const {
-  const int n = static_cast<int>(impl_->nodes.size());
-  TESSERA_CHECK(src >= 0 && src < n && dst >= 0 && dst < n, "sim: topology '", name,
-                "': route from node ", src, " to node ", dst, " asked, but there are ", n,
-                " nodes (ids 0..", n - 1, ")");
-  if (src == dst) return impl_->empty_route;
-  std::lock_guard<std::mutex> lock(impl_->mutex);
-  if (impl_->cache.size() != static_cast<std::size_t>(n)) impl_->cache.resize(n);
-  auto& source = impl_->cache[src];
-  if (!source) source = impl_->shortest_paths(src);
+const std::vector<int>& Topology::Impl::dijkstra_route(int src, int dst,
+                                                       const std::string& topology_name) const {
+  const int n = static_cast<int>(nodes.size());
+  if (cache.size() != static_cast<std::size_t>(n)) cache.resize(n);
+  auto& source = cache[src];
+  if (!source) source = shortest_paths(src);
   if (source->built[dst] >= 0) return source->routes[source->built[dst]];
 
   std::vector<int> path;
@@ -128,17 +124,36 @@ const std::vector<int>& Topology::route(int src, int dst) const {
     const int e = source->pred_edge[v];
     if (e < 0) {
       throw InvalidArgument(detail::cat(
-          "sim: topology '", name, "': no route from \"", impl_->nodes[src].name, "\" to \"",
-          impl_->nodes[dst].name,
+          "sim: topology '", topology_name, "': no route from \"", nodes[src].name, "\" to \"",
+          nodes[dst].name,
           "\" (routes never pass through a gpu or cpu); add a link or a switch joining them"));
     }
     path.push_back(e);
-    const Link& l = impl_->links[e / 2];
+    const Link& l = links[e / 2];
     v = e % 2 == 0 ? l.a : l.b;
   }
   std::reverse(path.begin(), path.end());
   source->built[dst] = static_cast<int>(source->routes.size());
   return source->routes.emplace_back(std::move(path));
 }
+
+const std::vector<int>& Topology::route(int src, int dst) const {
+  const int n = static_cast<int>(impl_->nodes.size());
+  TESSERA_CHECK(src >= 0 && src < n && dst >= 0 && dst < n, "sim: topology '", name,
+                "': route from node ", src, " to node ", dst, " asked, but there are ", n,
+                " nodes (ids 0..", n - 1, ")");
+  if (src == dst) return impl_->empty_route;
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  if (impl_->symmetric_routing)
+    if (const std::vector<int>* r = impl_->symmetric_route(src, dst, name)) return *r;
+  return impl_->dijkstra_route(src, dst, name);
+}
+
+void Topology::set_symmetric_routing(bool on) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->symmetric_routing = on;
+}
+
+bool Topology::symmetric_routing() const noexcept { return impl_->symmetric_routing; }
 
 }  // namespace tessera::sim

@@ -80,6 +80,14 @@ class Topology {
   /// Directed edge ids from src to dst (empty for src == dst). Throws InvalidArgument when dst is
   /// unreachable (names both nodes).
   const std::vector<int>& route(int src, int dst) const;
+  /// Whether route() finds routes between hosts through their symmetry (the default): hosts with
+  /// the same nodes and links, attached to the same cluster switches in the same way, are
+  /// interchangeable, so routes are searched from the first two hosts of each such class only and
+  /// renamed for the others — the same routes (tested against the search from every source on the
+  /// presets), at a cost that grows with the classes, not the hosts. Off: one shortest-path search
+  /// per source (`--engine exact`). Routes already found are kept either way.
+  void set_symmetric_routing(bool on);
+  bool symmetric_routing() const noexcept;
   /// Sum of the latencies along route(src, dst).
   Picos route_latency(int src, int dst) const;
   /// The smallest bandwidth along route(src, dst).
@@ -92,9 +100,11 @@ class Topology {
   std::string describe() const;
   std::string name;  ///< the preset or file name ("dgx-a100:4")
 
-  /// Presets: dgx-a100, dgx-h100, hgx-h200, rtx4090x4, cpu-host, and multi-node clusters
-  /// "dgx-a100:N", "dgx-h100:N", "hgx-h200:N" (rail-optimised InfiniBand) and
-  /// "dgx-a100:N:fat-tree" (two-level fat tree). Throws InvalidArgument listing the presets.
+  /// Presets: dgx-a100, dgx-h100, hgx-h200, hgx-b200, gb200-nvl72 (one 72-GPU rack), mi300x,
+  /// rtx4090x4, cpu-host, and clusters "FAMILY:N" of those machine families and of h20, mi325x,
+  /// mi355x, l40s (rail-optimised InfiniBand; gb200-nvl72:N counts racks), "FAMILY:N:fat-tree"
+  /// (two-level fat tree) and "FAMILY:N+FAMILY:M" (families in one job on one rail network).
+  /// Throws InvalidArgument listing the presets.
   /// `cpu-host` and `cpu-host:N` (N ranks sharing this machine) take their link figures from the
   /// built-in cpu-host entry (shared-memory copy, REFERENCES.md) — or, through the overload below,
   /// from a catalog that `tessera calibrate` has updated.
