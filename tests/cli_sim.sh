@@ -17,7 +17,7 @@ run=(sim run --model "$src/examples/convnext-mini.json" --input 3x64x512 --batch
 "$bin" sim collective --op all_reduce --bytes 64MiB --topology dgx-a100 --algorithm ring --json >"$tmp/coll.json"
 "$bin" sim memory --model convnext-t --batch 2 --inputs 3x256x512 --sp 4 >"$tmp/memory.txt"
 "$bin" plan --model "$src/examples/convnext-mini.json" --input 3x64x512 --batch 4 --classes 6 \
-  --topology dgx-a100 --devices 4 --json >"$tmp/plan.json"
+  --topology dgx-a100 --devices 4 --exhaustive --json >"$tmp/plan.json"
 "$bin" plan --model "$src/examples/convnext-mini.json" --input 3x64x512 --batch 4 --classes 6 \
   --topology dgx-a100 --devices 4 --top 3 >"$tmp/plan.txt"
 
@@ -66,6 +66,7 @@ print(f"cli_sim: sim run folded == every rank ({run['iteration_time_s']*1e3:.3f}
 PY
 
 # A memory cap between the checkpointed and the plain peak leaves only checkpointed rows fitting.
+# These plans are --exhaustive: the checks read every row's simulated figures and exact memory.
 python3 - "$tmp" "$bin" "$src" <<'PY'
 import json, subprocess, sys
 tmp, bin, src = sys.argv[1:]
@@ -76,7 +77,7 @@ assert ckpt < plain, (ckpt, plain)
 cap = (ckpt + plain) // 2
 out = subprocess.run([bin, "plan", "--model", f"{src}/examples/convnext-mini.json", "--input", "3x64x512",
                       "--batch", "4", "--classes", "6", "--topology", "dgx-a100", "--devices", "4",
-                      "--memory-cap", str(cap), "--json"], check=True, capture_output=True, text=True).stdout
+                      "--memory-cap", str(cap), "--exhaustive", "--json"], check=True, capture_output=True, text=True).stdout
 capped = json.loads(out)["configurations"]
 fitting = [r for r in capped if r["fits"]]
 assert fitting and all(r["checkpointing"] != "none" for r in fitting), fitting
@@ -86,7 +87,7 @@ print(f"cli_sim: a {cap/1e9:.3f} GB cap leaves {len(fitting)} checkpointed rows 
 # activation memory than its fp32 twin, and the fp32 rows are those of the fp32-only plan.
 out = subprocess.run([bin, "plan", "--model", f"{src}/examples/convnext-mini.json", "--input", "3x64x512",
                       "--batch", "4", "--classes", "6", "--topology", "dgx-a100", "--devices", "4",
-                      "--precisions", "fp32,bf16", "--json"], check=True, capture_output=True, text=True).stdout
+                      "--precisions", "fp32,bf16", "--exhaustive", "--json"], check=True, capture_output=True, text=True).stdout
 both = json.loads(out)["configurations"]
 assert {r["precision"] for r in rows} == {"fp32"}, rows
 assert len(both) == 2 * len(rows), (len(both), len(rows))
@@ -102,7 +103,7 @@ print(f"cli_sim: --precisions fp32,bf16 plans {len(both)} rows, bf16 activations
 # more than the bytes it saves), and the table says so; on a GPU top-k is skipped once.
 out = subprocess.run([bin, "plan", "--model", f"{src}/examples/convnext-mini.json", "--input", "3x64x512",
                       "--batch", "4", "--classes", "6", "--topology", "cpu-host:4", "--checkpointing", "none",
-                      "--compressions", "none,topk", "--json"], check=True, capture_output=True, text=True).stdout
+                      "--compressions", "none,topk", "--exhaustive", "--json"], check=True, capture_output=True, text=True).stdout
 plan = json.loads(out)
 rows, v = plan["configurations"], plan["compression_verdict"]
 dense = {key(r): r for r in rows if r["compression"] == "none"}
@@ -114,7 +115,7 @@ assert all(topk[k]["compute_busy_s"] > dense[k]["compute_busy_s"] for k in dense
 assert rows[v["best_dense"]]["compression"] == "none" and rows[v["best_topk"]]["compression"] == "topk", v
 text = subprocess.run([bin, "plan", "--model", f"{src}/examples/convnext-mini.json", "--input", "3x64x512",
                        "--batch", "4", "--classes", "6", "--topology", "cpu-host:4", "--checkpointing", "none",
-                       "--compressions", "none,topk"], check=True, capture_output=True, text=True).stdout
+                       "--compressions", "none,topk", "--exhaustive"], check=True, capture_output=True, text=True).stdout
 assert f"faster in 0 of {len(dense)} configurations" in text and "verdict: top-k does not pay here" in text, text
 gpu = subprocess.run([bin, "plan", "--model", f"{src}/examples/convnext-mini.json", "--input", "3x64x512",
                       "--batch", "4", "--classes", "6", "--topology", "dgx-a100", "--devices", "4",

@@ -38,6 +38,10 @@ sim::PlanOptions plan_options(const RunSpec& spec, const SimSetup& setup, const 
   o.train = setup.train;
   o.engine = setup.engine;
   o.devices = c.devices;
+  o.exhaustive = c.exhaustive;
+  o.threads = c.threads;
+  o.progress = c.progress;
+  o.cancel = c.cancel;
   for (const std::string& s : c.shards)
     TESSERA_CHECK(s == "W" || s == "H" || s == "HW", "plan: shards '", joined(c.shards),
                   "': list W, H and/or HW");
@@ -79,6 +83,9 @@ Json entry_json(const sim::PlanEntry& e) {
   x["compute_busy_s"] = e.compute_busy_s;
   x["comm_busy_s"] = e.comm_busy_s;
   x["replayed_ranks"] = e.classes;
+  x["simulated"] = e.simulated;
+  x["lower_bound_s"] = e.lower_bound_s;
+  x["memory_exact"] = e.memory_exact;
   return x;
 }
 
@@ -107,6 +114,10 @@ std::string PlanRun::to_json() const {
   o["devices"] = result.devices;
   o["memory_cap_bytes"] = whole_bytes(options.memory_cap_bytes);
   o["best_fit"] = result.best_fit();
+  o["exhaustive"] = options.exhaustive;
+  o["simulated"] = result.progress.simulated;
+  o["pruned"] = result.progress.pruned;
+  o["cancelled"] = result.cancelled;
   Json entries = Json::array(), skipped = Json::array();
   for (const sim::PlanEntry& e : result.entries) entries.push_back(entry_json(e));
   for (const sim::PlanSkip& k : result.skipped) {

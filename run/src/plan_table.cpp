@@ -41,11 +41,25 @@ void append_rows(std::string& out, const PlanRun& p, int top) {
     if (top > 0 && static_cast<int>(i) >= top && static_cast<int>(i) != best) continue;
     const sim::PlanEntry& e = p.result.entries[i];
     const char* g = grads ? (e.config.compression == "topk" ? "topk  " : "dense ") : "";
-    appendf(out, "%4zu  %-22s %-5s %-6s %-5s %s%11s %9.3f %9.2f %9.2f  %-4s %10s %10s%s\n", i + 1,
-            e.config.mesh.c_str(), e.config.shard.c_str(), e.config.checkpointing.c_str(),
-            e.config.precision.c_str(), g, duration(e.iteration_s).c_str(), e.images_per_s,
-            e.peak_bytes / 1e9, e.activation_peak_bytes / 1e9, e.fits ? "ok" : "OOM",
-            duration(e.compute_busy_s).c_str(), duration(e.comm_busy_s).c_str(),
+    // A pruned row's time is its lower bound; its images/s and busy times are unknown.
+    const std::string time = (e.simulated ? "" : "≥ ") + duration(e.iteration_s);
+    appendf(out, "%4zu  %-22s %-5s %-6s %-5s %s%*s ", i + 1, e.config.mesh.c_str(),
+            e.config.shard.c_str(), e.config.checkpointing.c_str(), e.config.precision.c_str(), g,
+            e.simulated ? 11 : 13, time.c_str());  // "≥" is 3 bytes, 1 column
+    if (e.simulated)
+      appendf(out, "%9.3f", e.images_per_s);
+    else
+      appendf(out, "%9s", "-");
+    // Pruned on rank 0's replay alone: its peaks, lower bounds on the candidate's.
+    const char* at_least = e.memory_exact ? "" : "≥";
+    const int width = e.memory_exact ? 9 : 11;  // "≥" is 3 bytes, 1 column
+    char peak[32], activ[32];
+    std::snprintf(peak, sizeof peak, "%s%.2f", at_least, e.peak_bytes / 1e9);
+    std::snprintf(activ, sizeof activ, "%s%.2f", at_least, e.activation_peak_bytes / 1e9);
+    appendf(out, " %*s %*s  %-4s %10s %10s%s\n", width, peak, width, activ,
+            e.fits ? (e.memory_exact ? "ok" : "ok?") : "OOM",
+            e.simulated ? duration(e.compute_busy_s).c_str() : "(pruned)",
+            e.simulated ? duration(e.comm_busy_s).c_str() : "-",
             static_cast<int>(i) == best ? "  <- fastest that fits" : "");
   }
   if (best < 0) out += "no configuration fits: try more devices, a smaller batch or a larger cap\n";
@@ -56,7 +70,11 @@ void append_verdict(std::string& out, const PlanRun& p) {
   const std::vector<std::string>& c = p.options.compressions;
   if (v.compared == 0) {
     if (c.size() > 1 && std::find(c.begin(), c.end(), "topk") != c.end())
-      out += "top-k gradient compression: no configuration was simulated both ways (see skipped)\n";
+      out += p.options.exhaustive
+                 ? "top-k gradient compression: no configuration was simulated both ways (see "
+                   "skipped)\n"
+                 : "top-k gradient compression: no configuration was simulated both ways (the "
+                   "search simulates only those that can win; --exhaustive compares them all)\n";
     return;
   }
   appendf(out,
@@ -92,10 +110,13 @@ std::string PlanRun::to_table(int top) const {
           o.train.overlap ? "overlap" : "no overlap", result.devices, topology.c_str());
   if (o.memory_cap_bytes > 0)
     appendf(out, "memory cap %.2f GB per device\n", o.memory_cap_bytes / 1e9);
+  const sim::PlanProgress& n = result.progress;
   appendf(out,
-          "%d configurations simulated, %zu skipped, in %.1f s; sorted by predicted iteration time "
-          "(GB = 1e9 bytes; peak = the largest rank's replayed peak)\n",
-          static_cast<int>(result.entries.size()), result.skipped.size(), wall_s);
+          "%d configurations: %d simulated, %d pruned (≥: a lower bound above the best, or OOM), "
+          "%d skipped, in %.1f s%s; sorted by predicted iteration time (GB = 1e9 bytes; peak = "
+          "the largest rank's replayed peak)\n",
+          n.total, n.simulated, n.pruned, n.done - n.simulated - n.pruned, wall_s,
+          result.cancelled ? " (cancelled)" : "");
   append_rows(out, *this, top);
   append_verdict(out, *this);
   if (!result.skipped.empty()) {

@@ -1,37 +1,41 @@
-// The planner: candidate meshes × shard dimensions × checkpointing × precision, each replayed
-// (folded) and simulated on the topology, ranked by iteration time with memory checked against the
-// limit.
+// The planner: candidate meshes × shard dimensions × checkpointing × precision × compression,
+// enumerated and checked against core's layout here (once per mesh), then replayed, bounded and
+// simulated or pruned by plan_search.cpp; ranked by iteration time with memory checked against
+// the limit.
 #include "tessera/sim/planner.hpp"
 
 #include <algorithm>
 #include <optional>
 
+#include "plan_search.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/nn/grad_compression.hpp"
 #include "tessera/nn/precision.hpp"
-#include "tessera/sim/fold.hpp"
 
 namespace tessera::sim {
 
 int PlanResult::best_fit() const {
   for (std::size_t i = 0; i < entries.size(); ++i)
-    if (entries[i].fits) return static_cast<int>(i);
+    if (entries[i].fits && entries[i].simulated) return static_cast<int>(i);
   return -1;
 }
 
 CompressionVerdict PlanResult::compression_verdict() const {
   CompressionVerdict v;
   auto same_run = [](const PlanConfig& a, const PlanConfig& b) {
-    return a.mesh == b.mesh && a.shard == b.shard && a.checkpointing == b.checkpointing && a.precision == b.precision;
+    return a.mesh == b.mesh && a.shard == b.shard && a.checkpointing == b.checkpointing &&
+           a.precision == b.precision;
   };
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const PlanEntry& e = entries[i];
+    if (!e.simulated) continue;  // a bound, not a time
     const bool topk = e.config.compression == "topk";
     int& best = topk ? v.best_topk : v.best_dense;
     if (e.fits && best < 0) best = static_cast<int>(i);  // entries are fastest first
     if (!topk) continue;
     for (const PlanEntry& d : entries)
-      if (d.config.compression == "none" && same_run(d.config, e.config) && d.iteration_s > 0) {
+      if (d.simulated && d.config.compression == "none" && same_run(d.config, e.config) &&
+          d.iteration_s > 0) {
         const double saving = (d.iteration_s - e.iteration_s) / d.iteration_s;
         v.best_saving = v.compared ? std::max(v.best_saving, saving) : saving;
         v.worst_saving = v.compared ? std::min(v.worst_saving, saving) : saving;
@@ -86,9 +90,12 @@ std::vector<PlanConfig> enumerate_plan_configs(int devices, const std::vector<st
   return out;
 }
 
-namespace {
+std::string describe(const PlanConfig& c) {
+  return c.mesh + " " + c.shard + " " + c.checkpointing + " " + c.precision +
+         (c.compression == "none" ? "" : ", " + c.compression);
+}
 
-nn::TrainOptions options_for(const nn::TrainOptions& base, const PlanConfig& c) {
+nn::TrainOptions detail_plan::options_for(const nn::TrainOptions& base, const PlanConfig& c) {
   nn::TrainOptions t = base;
   t.shard = c.shard == "H" ? "H" : "W";  // "HW" tiles are named by the mesh dims sp_h, sp_w
   t.checkpointing = c.checkpointing;
@@ -97,19 +104,25 @@ nn::TrainOptions options_for(const nn::TrainOptions& base, const PlanConfig& c) 
   return t;
 }
 
+namespace {
+
+using detail_plan::options_for;
+
 // The compressions to try, checked.
 std::vector<std::string> checked_compressions(const PlanOptions& o) {
-  TESSERA_CHECK(!o.compressions.empty(), "plan: no gradient compression to try; list none and/or topk");
+  TESSERA_CHECK(!o.compressions.empty(),
+                "plan: no gradient compression to try; list none and/or topk");
   std::vector<std::string> out;
   for (const std::string& name : o.compressions) {
     const std::optional<nn::GradCompression> g = nn::parse_grad_compression(name);
     TESSERA_CHECK(g.has_value(), "plan: gradient compression '", name, "': list none and/or topk");
     TESSERA_CHECK(*g != nn::GradCompression::TopK || o.train.grad_reduce == nn::Precision::FP32,
                   "plan: topk sends f32 values, but the gradients are reduced in ",
-                  nn::precision_name(o.train.grad_reduce), "; plan topk with grad_reduce_dtype fp32");
+                  nn::precision_name(o.train.grad_reduce),
+                  "; plan topk with grad_reduce_dtype fp32");
     const std::string n(nn::grad_compression_name(*g));
-    TESSERA_CHECK(std::find(out.begin(), out.end(), n) == out.end(), "plan: gradient compression ", n,
-                  " listed twice; list each once");
+    TESSERA_CHECK(std::find(out.begin(), out.end(), n) == out.end(), "plan: gradient compression ",
+                  n, " listed twice; list each once");
     out.push_back(n);
   }
   return out;
@@ -134,33 +147,35 @@ std::vector<std::string> checked_precisions(const PlanOptions& o) {
   return out;
 }
 
-PlanEntry simulate(const PlanOptions& o, const PlanConfig& c, const core::DeviceMesh& mesh,
-                   const Topology& topo, const DeviceCatalog& catalog) {
-  const nn::TrainOptions t = options_for(o.train, c);
-  const FoldedReplay f = replay_folded(t, mesh);
-  EngineOptions eo = o.engine;
-  eo.trace = false;
-  const SimResult r = simulate_iteration(f, topo, catalog, eo);
-  PlanEntry e;
-  e.config = c;
-  e.classes = static_cast<int>(f.classes.size());
-  e.iteration_s = static_cast<double>(r.iteration_ps) / kPicosPerSecond;
-  e.images_per_s = e.iteration_s > 0 ? t.batch / e.iteration_s : 0;
-  e.limit_bytes = o.memory_cap_bytes;
-  for (const DeviceResult& d : r.devices) {
-    e.peak_bytes = std::max(e.peak_bytes, d.memory.peak_total);
-    e.activation_peak_bytes =
-        std::max(e.activation_peak_bytes, d.memory.peak_of(core::MemCategory::Activation));
-    e.compute_busy_s =
-        std::max(e.compute_busy_s, static_cast<double>(d.compute_busy_ps) / kPicosPerSecond);
-    e.comm_busy_s = std::max(e.comm_busy_s, static_cast<double>(d.comm_busy_ps) / kPicosPerSecond);
-    if (o.memory_cap_bytes <= 0) {
-      const double cap = catalog.get(d.device).capacity_bytes;
-      e.limit_bytes = e.limit_bytes > 0 ? std::min(e.limit_bytes, cap) : cap;
-    }
+// Adds `c` to the search when core accepts its mesh and layout, else to `skips` (once per mesh:
+// layout problems are the mesh's, whatever the checkpointing and precision). The mesh is checked
+// once for the configurations that share it. Returns whether `c` was added.
+bool add_candidate(const nn::TrainOptions& train, const PlanConfig& c, int index,
+                   detail_plan::SearchInput& in, std::vector<detail_plan::IndexedSkip>& skips) {
+  auto same_mesh = [&](const PlanConfig& x) { return x.mesh == c.mesh && x.shard == c.shard; };
+  if (!skips.empty() && skips.back().skip.config.checkpointing == "*" &&
+      same_mesh(skips.back().skip.config))
+    return false;
+  detail_plan::Candidate cand{c, {}, index};
+  if (!in.candidates.empty() && same_mesh(in.candidates.back().config)) {
+    cand.mesh = in.candidates.back().mesh;
+    in.candidates.push_back(std::move(cand));
+    return true;
   }
-  e.fits = static_cast<double>(e.peak_bytes) <= e.limit_bytes;
-  return e;
+  const nn::TrainOptions t = options_for(train, c);
+  try {
+    cand.mesh = core::DeviceMesh::parse(c.mesh);
+    nn::input_layout(cand.mesh, t.shard, t.batch, t.input, t.model.total_stride());
+  } catch (const InvalidArgument& e) {
+    PlanConfig any = c;
+    any.checkpointing = "*";
+    any.precision = "*";
+    any.compression = "*";
+    skips.push_back({index, {any, e.what()}});
+    return false;
+  }
+  in.candidates.push_back(std::move(cand));
+  return true;
 }
 
 }  // namespace
@@ -177,50 +192,36 @@ PlanResult plan(const PlanOptions& o, const Topology& topology, const DeviceCata
   std::vector<std::string> compressions = checked_compressions(o);
   // The trainer refuses top-k on device buckets (it selects on the host). The replay runs on meta
   // tensors in host memory, so that refusal is the planner's to make, once for every candidate.
-  if (const auto topk = std::find(compressions.begin(), compressions.end(), "topk"); topk != compressions.end()) {
+  if (const auto topk = std::find(compressions.begin(), compressions.end(), "topk");
+      topk != compressions.end()) {
     const std::vector<int> ranks = topology.devices();
     for (int i = 0; i < res.devices; ++i) {
-      const std::string& dev = topology.nodes()[static_cast<std::size_t>(ranks[static_cast<std::size_t>(i)])].device;
+      const std::string& dev =
+          topology.nodes()[static_cast<std::size_t>(ranks[static_cast<std::size_t>(i)])].device;
       if (catalog.get(dev).kind != "gpu") continue;
-      res.skipped.push_back({{"*", 1, 1, 1, "*", "*", "*", "topk"},
-                             "top-k gradient compression selects on the host, and on " + dev +
-                                 " (a GPU) the trainer keeps the gradients in device memory and refuses it"});
+      res.skipped.push_back(
+          {{"*", 1, 1, 1, "*", "*", "*", "topk"},
+           "top-k gradient compression selects on the host, and on " + dev +
+               " (a GPU) the trainer keeps the gradients in device memory and refuses it"});
       compressions.erase(topk);
       break;
     }
-    TESSERA_CHECK(!compressions.empty(), "plan: ", res.skipped.back().reason, "; plan with --compressions none");
+    TESSERA_CHECK(!compressions.empty(), "plan: ", res.skipped.back().reason,
+                  "; plan with --compressions none");
   }
-  for (const PlanConfig& c :
-       enumerate_plan_configs(res.devices, o.shards, o.checkpointing, precisions, compressions)) {
-    // Layout problems are the mesh's, whatever the checkpointing and precision: report them once.
-    if (!res.skipped.empty() && res.skipped.back().config.mesh == c.mesh &&
-        res.skipped.back().config.shard == c.shard &&
-        res.skipped.back().config.checkpointing == "*")
-      continue;
-    const nn::TrainOptions t = options_for(o.train, c);
-    core::DeviceMesh mesh;
-    try {
-      mesh = core::DeviceMesh::parse(c.mesh);
-      nn::input_layout(mesh, t.shard, t.batch, t.input, t.model.total_stride());
-    } catch (const InvalidArgument& e) {
-      PlanConfig any = c;
-      any.checkpointing = "*";
-      any.precision = "*";
-      any.compression = "*";
-      res.skipped.push_back({any, e.what()});
-      continue;
-    }
-    try {
-      res.entries.push_back(simulate(o, c, mesh, topology, catalog));
-    } catch (const InvalidArgument& e) {
-      res.skipped.push_back({c, e.what()});
-    } catch (const Unsupported& e) {
-      res.skipped.push_back({c, e.what()});
-    }
-  }
-  std::stable_sort(
-      res.entries.begin(), res.entries.end(),
-      [](const PlanEntry& a, const PlanEntry& b) { return a.iteration_s < b.iteration_s; });
+  detail_plan::SearchInput in{o, topology, catalog, {}, 0, 0};
+  std::vector<detail_plan::IndexedSkip> skips;
+  for (auto& k : res.skipped) skips.push_back({-1, std::move(k)});
+  res.skipped.clear();
+  const std::vector<PlanConfig> configs =
+      enumerate_plan_configs(res.devices, o.shards, o.checkpointing, precisions, compressions);
+  in.total = static_cast<int>(configs.size());
+  for (std::size_t i = 0; i < configs.size(); ++i)
+    if (!add_candidate(o.train, configs[i], static_cast<int>(i), in, skips)) ++in.skipped;
+  detail_plan::search(in, res, skips);
+  std::stable_sort(skips.begin(), skips.end(),
+                   [](const auto& a, const auto& b) { return a.index < b.index; });
+  for (auto& k : skips) res.skipped.push_back(std::move(k.skip));
   return res;
 }
 

@@ -76,10 +76,11 @@ def test_plan_equals_cli():
 def test_plan_compressions_equal_cli():
     args = dict(model="convnext-atto", input="3x128x512", batch=2, topology="cpu-host:4", shards="W",
                 checkpointing="none")
-    p = tessera.sim.plan(**args, compressions=("none", "topk"), topk_ratio=0.05)
+    # Exhaustive: the verdict's counts compare configurations simulated both ways.
+    p = tessera.sim.plan(**args, compressions=("none", "topk"), topk_ratio=0.05, exhaustive=True, threads=2)
     c = run_cli("plan", "--model", "convnext-atto", "--input", "3x128x512", "--batch", "2", "--topology",
                 "cpu-host:4", "--shards", "W", "--checkpointing", "none", "--compressions", "none,topk",
-                "--topk-ratio", "0.05")
+                "--topk-ratio", "0.05", "--exhaustive")
     assert p == c
     assert {r["compression"] for r in p["configurations"]} == {"none", "topk"}
     assert p["compression_verdict"]["compared"] > 0 and p["compression_verdict"]["topk_ratio"] == 0.05

@@ -184,6 +184,7 @@ TEST_CASE("plan: the record has exactly the fields and types of docs/records.md'
     run::PlanChoices c = small_choices();
     c.checkpointing = {"none"};
     c.compressions = {"none", "topk"};
+    c.exhaustive = true;  // the verdict compares configurations simulated both ways
     const Json r = Json::parse(run::plan(small_spec("cpu-host:4"), c).to_json());
     REQUIRE(!r["configurations"].empty());
     REQUIRE(!r["skipped"].empty());

@@ -19,6 +19,7 @@ namespace {
 sim::PlanOptions small_plan() {
   sim::PlanOptions o;
   o.train = simtest::small_run("convnext");
+  o.exhaustive = true;  // these tests read every configuration's simulated figures
   return o;
 }
 

@@ -2,9 +2,13 @@
 // dimension, checkpointing, precision, gradient compression — by simulated iteration time, with
 // each one's replayed peak memory against the device capacity or --memory-cap (run::plan does the
 // work and writes the JSON record and the table).
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <sstream>
+#include <string>
 
 #include "commands.hpp"
 #include "spec_options.hpp"
@@ -32,8 +36,25 @@ struct PlanArgs {
   std::string compressions;  ///< empty: the run description's one (--grad-compression, none)
   int devices = 0;
   int top = 0;
+  int threads = 0;
   bool json = false;
+  bool exhaustive = false;
 };
+
+/// "\r[ 37/120] simulated 5, pruned 30, best 1.234 s dp=16,sp=4 W none fp32" on stderr, padded
+/// over the previous line; a newline after the last.
+void show_progress(const sim::PlanProgress& p) {
+  char line[256];
+  const int n = std::snprintf(line, sizeof line, "[%3d/%d] simulated %d, pruned %d", p.done,
+                              p.total, p.simulated, p.pruned);
+  std::string s(line, static_cast<std::size_t>(std::max(n, 0)));
+  if (!p.best.empty()) {
+    std::snprintf(line, sizeof line, ", best %.3f s %s", p.best_s, p.best.c_str());
+    s += line;
+  }
+  std::fprintf(stderr, "\r%-100s%s", s.c_str(), p.done == p.total ? "\n" : "");
+  std::fflush(stderr);
+}
 
 std::vector<std::string> split_list(const std::string& s) {
   std::vector<std::string> out;
@@ -51,6 +72,9 @@ int run_plan(const PlanArgs& a) {
   c.checkpointing = split_list(a.checkpointing);
   c.precisions = split_list(a.precisions);      // empty: --precision's one
   c.compressions = split_list(a.compressions);  // empty: --grad-compression's one
+  c.exhaustive = a.exhaustive;
+  c.threads = a.threads;
+  if (isatty(fileno(stderr))) c.progress = show_progress;  // a log file gets no \r lines
   const run::PlanRun p = run::plan(a.spec.spec(), c);
   std::fputs((a.json ? p.to_json() + "\n" : p.to_table(a.top)).c_str(), stdout);
   return 0;
@@ -82,6 +106,10 @@ void add_plan_command(CLI::App& app, Action& action) {
       "Gradient compressions to compare: none, topk (at --topk-ratio), e.g. none,topk; prints "
       "whether top-k pays (default: --grad-compression's one)");
   c->add_option("--top", a->top, "Print only the N fastest rows (and the fastest that fits)");
+  c->add_flag("--exhaustive", a->exhaustive,
+              "Simulate every candidate (default: skip those whose lower bound is above the best "
+              "time found, or that do not fit; the best plan is the same)");
+  c->add_option("--threads", a->threads, "Candidates evaluated at once (default 0: every core)");
   c->add_flag("--json", a->json, "Print one JSON object (configurations[], skipped[])");
   c->callback([&action, a] { action = [a] { return run_plan(*a); }; });
 }

@@ -102,7 +102,8 @@ void bind_sim(py::module_& m) {
       "plan",
       [](const std::string& spec_json, int devices, const py::object& shards,
          const py::object& checkpointing, const std::string& memory_cap,
-         const py::object& precisions, const py::object& compressions) {
+         const py::object& precisions, const py::object& compressions, bool exhaustive,
+         int threads) {
         const run::RunSpec spec =
             run::RunSpec::from_json(spec_json, run::RunSpec::for_simulation(), "tessera.sim.plan");
         run::PlanChoices c;
@@ -112,6 +113,8 @@ void bind_sim(py::module_& m) {
         c.checkpointing = strings_of(checkpointing);
         c.precisions = strings_of(precisions);
         c.compressions = strings_of(compressions);
+        c.exhaustive = exhaustive;
+        c.threads = threads;
         std::string record;
         {
           py::gil_scoped_release nogil;
@@ -121,6 +124,7 @@ void bind_sim(py::module_& m) {
       },
       py::arg("spec_json"), py::arg("devices"), py::arg("shards"), py::arg("checkpointing"),
       py::arg("memory_cap"), py::arg("precisions"), py::arg("compressions"),
+      py::arg("exhaustive") = false, py::arg("threads") = 0,
       "run::plan's record (run::PlanRun::to_json, docs/records.md \"Plan\") as a dict: `tessera "
       "plan --json`.");
   s.def(

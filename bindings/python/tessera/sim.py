@@ -91,6 +91,8 @@ def plan(
     precisions: Union[str, Sequence[str]] = ("fp32",),
     compressions: Union[str, Sequence[str]] = ("none",),
     topk_ratio: float = 0.01,
+    exhaustive: bool = False,
+    threads: int = 0,
 ) -> dict:
     """Ranks meshes, shard dimensions, checkpointing and precisions by simulated iteration time
     with memory fit, as ``tessera plan --json``: a dict with ``configurations`` (fastest first,
@@ -100,7 +102,10 @@ def plan(
     ``"none"`` (the dense all-reduce) and/or ``"topk"`` (at ``topk_ratio``), as ``--compressions
     none,topk``; with both, each configuration has its ``compression`` and the dict a
     ``compression_verdict`` (``compared``, ``topk_faster``, ``best_saving``, ``worst_saving``,
-    ``best_dense``, ``best_topk``)."""
+    ``best_dense``, ``best_topk``). Unless ``exhaustive``, candidates that cannot beat the best
+    time found (a lower bound above it) or cannot fit are pruned, not simulated (``simulated``
+    false, ``iteration_time_s`` their ``lower_bound_s``); the best plan is the same.
+    ``threads``: candidates evaluated at once (0: every core), as ``--threads``."""
     spec = _spec_json(model=model, input=_text(input), batch=batch, topology=topology, optimizer=optimizer,
                       task=task, classes=classes, device=device, tf32=tf32, bucket_mib=bucket_mib,
                       overlap=overlap, dtype=dtype, calibration=calibration, topk_ratio=topk_ratio)
@@ -108,7 +113,7 @@ def plan(
         return v if isinstance(v, str) else list(v)
 
     return _s.plan(spec, devices, names(shards), names(checkpointing), memory_cap, names(precisions),
-                   names(compressions))
+                   names(compressions), exhaustive, threads)
 
 
 def compare(measured: str, simulated: str = "", **spec) -> dict:

@@ -4,6 +4,8 @@
 // that `tessera plan --json`, tessera.sim.plan and the studio use, with the CLI's text table.
 #pragma once
 
+#include <atomic>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,13 @@ struct PlanChoices {
   /// Gradient compressions to compare (none, topk); empty: the RunSpec's grad_compression, with
   /// the same rule as precisions.
   std::vector<std::string> compressions;
+  /// Simulate every candidate (sim::PlanOptions::exhaustive); otherwise branch and bound.
+  bool exhaustive = false;
+  int threads = 0;  ///< candidates evaluated at once; 0: every core
+  /// How far the plan has got (sim::PlanOptions::progress: serialised, ~10 per second).
+  std::function<void(const sim::PlanProgress&)> progress;
+  /// When it becomes true, plan() returns soon with the candidates decided so far.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 /// A finished plan and what it was planned for.
@@ -37,7 +46,8 @@ struct PlanRun {
   double wall_s = 0;  ///< how long sim::plan took (the CLI's table says it)
 
   /// The plan record (docs/records.md, "Plan"): {"model", "input", "batch", "topology",
-  /// "devices", "memory_cap_bytes", "best_fit", "configurations": [...], "skipped": [...],
+  /// "devices", "memory_cap_bytes", "best_fit", "exhaustive", "simulated", "pruned",
+  /// "cancelled", "configurations": [...], "skipped": [...],
   /// "compression_verdict" (only when configurations were planned both dense and with top-k)}.
   std::string to_json() const;
   /// The table `tessera plan` prints: a header, one row per configuration fastest first (with

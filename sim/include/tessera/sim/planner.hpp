@@ -5,6 +5,8 @@
 // predicted iteration time, flagging those that do not fit in device memory.
 #pragma once
 
+#include <atomic>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,16 @@
 #include "tessera/sim/topology.hpp"
 
 namespace tessera::sim {
+
+/// How far a plan has got (PlanOptions::progress).
+struct PlanProgress {
+  int total = 0;      ///< candidate configurations
+  int done = 0;       ///< decided so far: simulated, pruned by a bound, or skipped
+  int simulated = 0;  ///< run through the event engine
+  int pruned = 0;     ///< not simulated: lower bound above the best so far, or memory cannot fit
+  double best_s = 0;  ///< the best fitting iteration time so far; 0 while none
+  std::string best;   ///< that configuration, e.g. "dp=2,sp=4 W none fp32"; empty while none
+};
 
 /// What to plan for. The batch in `train` is the global batch of one iteration (every candidate
 /// trains the same images per iteration, so iteration times compare directly); its mesh-related
@@ -34,6 +46,17 @@ struct PlanOptions {
   /// Memory limit per device in bytes; 0 = each device's capacity from the catalog.
   double memory_cap_bytes = 0;
   EngineOptions engine;
+  /// Simulate every candidate (the old behaviour). Otherwise branch and bound: candidates whose
+  /// replayed memory does not fit, or whose lower bound (plan_bounds.hpp) is above the best
+  /// fitting time simulated so far, are not simulated (PlanEntry::simulated false). The best
+  /// plan is the same either way.
+  bool exhaustive = false;
+  int threads = 0;  ///< candidates evaluated at once; 0: std::thread::hardware_concurrency
+  /// Serialised (never two calls at once), from the planner's threads, at most ~10 per second
+  /// plus once at the end.
+  std::function<void(const PlanProgress&)> progress;
+  /// When it becomes true, plan() returns soon with what it has and PlanResult::cancelled = true.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 /// One way to run the configuration: a mesh, a shard dimension, a checkpointing policy, a
@@ -41,16 +64,28 @@ struct PlanOptions {
 struct PlanConfig {
   std::string mesh;  ///< "dp=2,sp=8", "sp_h=2,sp_w=4", "dp=16"
   int dp = 1, sp_h = 1, sp_w = 1;
-  std::string shard;          ///< "W", "H", "HW", or "-" for no spatial sharding
-  std::string checkpointing;  ///< "none", "block", "stage"
-  std::string precision = "fp32";  ///< "fp32", "bf16", "fp16" (nn::precision_name)
+  std::string shard;                 ///< "W", "H", "HW", or "-" for no spatial sharding
+  std::string checkpointing;         ///< "none", "block", "stage"
+  std::string precision = "fp32";    ///< "fp32", "bf16", "fp16" (nn::precision_name)
   std::string compression = "none";  ///< "none" or "topk" (nn::grad_compression_name)
 };
 
-/// A simulated configuration.
+/// "dp=2,sp=4 W none fp32" (", topk" appended for top-k compression): progress lines.
+std::string describe(const PlanConfig& c);
+
+/// A candidate configuration: simulated, or pruned with its lower bound and replayed memory.
 struct PlanEntry {
   PlanConfig config;
+  /// The simulated iteration time; for an entry that was not simulated, its lower bound.
   double iteration_s = 0;
+  /// false: pruned without the engine (memory does not fit, or the bound is above the best
+  /// fitting time); iteration_s, images_per_s are then bounds and the busy times 0.
+  bool simulated = true;
+  double lower_bound_s = 0;  ///< the bound (plan_bounds.cpp): ≤ the simulated time
+  /// Every class of ranks replayed: the memory figures are exact. false for an entry pruned on
+  /// rank 0's replay alone (its bound, or its memory already over the limit): peak_bytes and
+  /// activation_peak_bytes are rank 0's, lower bounds on the peaks, and classes is 1.
+  bool memory_exact = true;
   double images_per_s = 0;
   std::size_t peak_bytes = 0;             ///< the largest rank's peak (replayed memory)
   std::size_t activation_peak_bytes = 0;  ///< the largest rank's activation peak
@@ -64,9 +99,9 @@ struct PlanEntry {
 /// Whether top-k gradient compression pays, from the plan's own figures: every configuration
 /// simulated both dense and with top-k, compared.
 struct CompressionVerdict {
-  int compared = 0;         ///< configurations simulated both ways
-  int faster = 0;           ///< of them, those whose top-k iteration is shorter
-  double best_saving = 0;   ///< the largest (dense − top-k) / dense among them (< 0: never faster)
+  int compared = 0;        ///< configurations simulated both ways
+  int faster = 0;          ///< of them, those whose top-k iteration is shorter
+  double best_saving = 0;  ///< the largest (dense − top-k) / dense among them (< 0: never faster)
   double worst_saving = 0;  ///< the smallest (most negative: top-k's selection outweighs its bytes)
   int best_dense = -1;      ///< the fastest entry that fits without compression, or -1
   int best_topk = -1;       ///< the fastest entry that fits with top-k, or -1
@@ -79,11 +114,13 @@ struct PlanSkip {
 };
 
 struct PlanResult {
-  std::vector<PlanEntry>
-      entries;  ///< by predicted iteration time, fastest first (ties: order found)
+  /// By iteration time (a pruned entry's: its bound), fastest first (ties: enumeration order).
+  std::vector<PlanEntry> entries;
   std::vector<PlanSkip> skipped;
   int devices = 0;
-  /// The fastest entry that fits, or -1 when none does.
+  bool cancelled = false;  ///< PlanOptions::cancel stopped it: the entries decided so far
+  PlanProgress progress;   ///< the final counts
+  /// The fastest simulated entry that fits, or -1 when none does.
   int best_fit() const;
   /// The comparison of dense and top-k entries (compared = 0 unless both were planned).
   CompressionVerdict compression_verdict() const;
@@ -94,12 +131,15 @@ struct PlanResult {
 /// — each with every checkpointing policy, each of those in every precision and each of those with
 /// every gradient compression (in the order given; the names are checked by plan(), not here). A
 /// mesh with one spatial rank is listed once, shard "-".
-std::vector<PlanConfig> enumerate_plan_configs(int devices, const std::vector<std::string>& shards,
-                                               const std::vector<std::string>& checkpointing,
-                                               const std::vector<std::string>& precisions = {"fp32"},
-                                               const std::vector<std::string>& compressions = {"none"});
+std::vector<PlanConfig> enumerate_plan_configs(
+    int devices, const std::vector<std::string>& shards,
+    const std::vector<std::string>& checkpointing,
+    const std::vector<std::string>& precisions = {"fp32"},
+    const std::vector<std::string>& compressions = {"none"});
 
-/// Simulates every candidate on `topology` (rank i on its i-th device). Candidates the input or
+/// Replays every candidate on `topology` (rank i on its i-th device) and simulates those that can
+/// still win (every one with `exhaustive`), `threads` at once, deterministically (the result does
+/// not depend on the thread count). Candidates the input or
 /// batch cannot support (a dp larger than the batch, more spatial shards than blocks of the model's
 /// stride, a halo the shards cannot serve) are skipped with the error core gives; other errors
 /// propagate. Throws InvalidArgument for more devices than the topology has, for a precision that
