@@ -95,10 +95,15 @@ int DeviceMesh::dim_index(std::string_view name) const {
 }
 
 bool DeviceMesh::contains(int rank) const noexcept {
+  // Ranks are unique: the usual mesh (ranks 0..n-1 in order) answers without a scan, which at
+  // thousands of ranks made every per-rank query O(ranks).
+  if (rank >= 0 && rank < static_cast<int>(ranks_.size()) && ranks_[rank] == rank) return true;
   return std::find(ranks_.begin(), ranks_.end(), rank) != ranks_.end();
 }
 
 int DeviceMesh::position_of(int rank) const {
+  // The usual mesh without a scan (see contains()).
+  if (rank >= 0 && rank < static_cast<int>(ranks_.size()) && ranks_[rank] == rank) return rank;
   auto it = std::find(ranks_.begin(), ranks_.end(), rank);
   TESSERA_CHECK(it != ranks_.end(), "rank ", rank, " is not in device mesh ", to_string());
   return static_cast<int>(it - ranks_.begin());

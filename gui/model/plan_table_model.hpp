@@ -1,5 +1,6 @@
 // The `tessera plan` table as a Qt item model: one row per simulated configuration (sim::plan),
-// fastest first, with its fit against device memory; skipped candidates are listed after.
+// fastest first, with its fit against device memory; a pruned one (not simulated) shows its lower
+// bound, "≥ 18.57 ms (pruned)"; skipped candidates are listed after.
 #pragma once
 
 #include <QAbstractTableModel>
@@ -12,7 +13,19 @@ namespace tessera::studio {
 class PlanTableModel : public QAbstractTableModel {
   Q_OBJECT
  public:
-  enum Column { Mesh, Shard, Checkpointing, Iteration, ImagesPerS, PeakGB, ActivGB, Fit, Compute, Comm, NumColumns };
+  enum Column {
+    Mesh,
+    Shard,
+    Checkpointing,
+    Iteration,
+    ImagesPerS,
+    PeakGB,
+    ActivGB,
+    Fit,
+    Compute,
+    Comm,
+    NumColumns
+  };
   using QAbstractTableModel::QAbstractTableModel;
 
   void setResult(const sim::PlanResult& r);
@@ -26,6 +39,8 @@ class PlanTableModel : public QAbstractTableModel {
   StudioConfig applyRow(int row, StudioConfig base) const;
 
  private:
+  /// One cell's text; a pruned (not simulated) entry's time reads "≥ 18.57 ms (pruned)".
+  static QVariant cell(const sim::PlanEntry& e, int column);
   sim::PlanResult result_;
 };
 

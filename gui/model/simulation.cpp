@@ -19,7 +19,8 @@ std::shared_ptr<const Snapshot> simulate(const StudioConfig& config) {
   const auto t0 = std::chrono::steady_clock::now();
   try {
     // Every rank simulated, with the trace: the timeline needs a lane per device.
-    run::SimRun run = run::simulate(resolveConfig(config), /*every_rank=*/true, /*keep_trace=*/true);
+    run::SimRun run =
+        run::simulate(resolveConfig(config), /*every_rank=*/true, /*keep_trace=*/true);
     const ResolvedConfig& rc = run.setup;
     const sim::DeviceCatalog& catalog = rc.catalog;
     s->modelName = QString::fromStdString(rc.train.model.name);
@@ -38,8 +39,10 @@ std::shared_ptr<const Snapshot> simulate(const StudioConfig& config) {
   return s;
 }
 
-sim::PlanResult planFor(const StudioConfig& config) {
+sim::PlanResult planFor(const StudioConfig& config, const PlanControl& control) {
   run::PlanChoices c;
+  c.progress = control.progress;
+  c.cancel = control.cancel;
   // As many devices as the configuration's mesh (resolved first: a bad mesh is reported as such);
   // the configuration's own precision (run::plan's default).
   c.devices = resolveConfig(config).mesh.size();
@@ -91,7 +94,8 @@ void LatestWinsWorker::loop() {
       gen = pendingGeneration_;
       running_ = true;
     }
-    QMetaObject::invokeMethod(this, [this, gen] { emit startedJob(gen); }, Qt::QueuedConnection);
+    QMetaObject::invokeMethod(
+        this, [this, gen] { emit startedJob(gen); }, Qt::QueuedConnection);
     std::function<void()> deliver = job();
     {
       std::lock_guard<std::mutex> lock(mu_);

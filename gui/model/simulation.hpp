@@ -3,6 +3,7 @@
 #pragma once
 
 #include <QObject>
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -24,7 +25,8 @@ struct Snapshot {
   QString modelName, meshText;
   int numRanks = 0;
   sim::SimResult result;  ///< simulate_iteration on the folded replay, every rank simulated
-  std::string json;       ///< the result's one JSON form (run::SimRun::to_json), as `tessera sim run --json`
+  std::string
+      json;  ///< the result's one JSON form (run::SimRun::to_json), as `tessera sim run --json`
   ShardMap shards;
   TimelineData timeline;
   std::vector<MemoryBar> memory;
@@ -37,9 +39,18 @@ struct Snapshot {
 /// data. Never throws: a bad configuration gives a Snapshot whose `error` says why.
 std::shared_ptr<const Snapshot> simulate(const StudioConfig& config);
 
+/// How a background plan reports and is stopped (run::PlanChoices::progress and ::cancel).
+struct PlanControl {
+  /// Called from the planner's threads (serialised, ~10 per second and once at the end): a view
+  /// marshals it to the GUI thread.
+  std::function<void(const sim::PlanProgress&)> progress;
+  const std::atomic<bool>* cancel =
+      nullptr;  ///< true: the plan returns soon, PlanResult::cancelled
+};
+
 /// Ranks meshes for `config`'s model, input, batch and topology with run::plan (as `tessera plan`),
 /// over as many devices as `config`'s mesh has. Throws tessera::Error for a bad configuration.
-sim::PlanResult planFor(const StudioConfig& config);
+sim::PlanResult planFor(const StudioConfig& config, const PlanControl& control = {});
 
 /// Runs jobs on one worker thread; a job submitted while another waits replaces it, and a result
 /// is delivered (on the receiver's thread, through `deliver`) only when no newer job was

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <unordered_map>
 
 #include "tessera/core/allocator.hpp"
 #include "tessera/nn/layers.hpp"
@@ -36,7 +37,8 @@ std::size_t ShardLayer::haloRegions() const {
 }
 
 ShardMap buildShardMap(const nn::TrainOptions& train, const core::DeviceMesh& mesh) {
-  const core::Layout in = nn::input_layout(mesh, train.shard, train.batch, train.input, train.model.total_stride());
+  const core::Layout in =
+      nn::input_layout(mesh, train.shard, train.batch, train.input, train.model.total_stride());
   std::unique_ptr<nn::Sequential> model = nn::build_model(train.model, train.checkpointing);
   nn::SetupContext ctx;
   ctx.rank = 0;
@@ -53,8 +55,10 @@ ShardMap buildShardMap(const nn::TrainOptions& train, const core::DeviceMesh& me
   };
   walk(*model);
   // Halos travel in the activations' dtype: the 16-bit one in mixed precision.
-  const std::int64_t esize =
-      static_cast<std::int64_t>(core::dtype_size(nn::precision_dtype(train.precision, train.dtype)));
+  const std::int64_t esize = static_cast<std::int64_t>(
+      core::dtype_size(nn::precision_dtype(train.precision, train.dtype)));
+  std::vector<std::vector<int>> coords(mesh.size());  // once, not once per convolution
+  for (int r = 0; r < mesh.size(); ++r) coords[r] = mesh.coords_of(r);
   ShardMap map;
   for (nn::Conv2d* c : convs) {
     ShardLayer layer;
@@ -63,14 +67,17 @@ ShardMap buildShardMap(const nn::TrainOptions& train, const core::DeviceMesh& me
     layer.shape = c->input_layout().global_shape();
     layer.layout = QString::fromStdString(c->input_layout().to_string());
     for (int r = 0; r < mesh.size(); ++r) {
-      const nn::HaloPlan p = nn::make_halo_plan(c->spec(), c->input_layout(), c->output_layout(), r, ctx.halo);
+      const nn::HaloPlan p =
+          nn::make_halo_plan(c->spec(), c->input_layout(), c->output_layout(), r, ctx.halo);
       ShardInfo s;
       s.rank = r;
-      s.coords = mesh.coords_of(r);
+      s.coords = coords[r];
       s.own = p.own;
       s.need = p.need;
-      for (const nn::HaloPiece& h : p.recvs) s.recvs.push_back({h.peer, h.box, h.box.numel() * esize});
-      for (const nn::HaloPiece& h : p.sends) s.sends.push_back({h.peer, h.box, h.box.numel() * esize});
+      for (const nn::HaloPiece& h : p.recvs)
+        s.recvs.push_back({h.peer, h.box, h.box.numel() * esize});
+      for (const nn::HaloPiece& h : p.sends)
+        s.sends.push_back({h.peer, h.box, h.box.numel() * esize});
       layer.shards.push_back(std::move(s));
     }
     map.layers.push_back(std::move(layer));
@@ -107,16 +114,24 @@ TimelineData buildTimeline(const std::vector<core::TraceEvent>& trace, int numRa
   }
   std::map<std::string, int> sends;
   std::vector<std::pair<std::string, int>> recvs;
+  // Names, categories, ops and layers repeat on every rank: one shared QString each (implicitly
+  // shared copies) instead of a conversion and an allocation per event, millions at 1,000 GPUs.
+  std::unordered_map<std::string, QString> interned;
+  const auto intern = [&](const std::string& text) {
+    auto it = interned.find(text);
+    if (it == interned.end()) it = interned.emplace(text, QString::fromStdString(text)).first;
+    return it->second;
+  };
   for (const core::TraceEvent& e : trace) {
     if (e.ph != 'X' || e.pid < 0 || e.pid >= numRanks) continue;
     TimelineEvent t;
     t.lane = 2 * e.pid + (e.tid == core::kLaneCompute ? 0 : 1);
     t.startPs = std::llround(e.ts_us * 1e6);
     t.durPs = std::llround(e.dur_us * 1e6);
-    t.name = QString::fromStdString(e.name);
-    t.cat = QString::fromStdString(e.cat);
-    t.op = QString::fromStdString(e.op);
-    t.layer = QString::fromStdString(e.layer);
+    t.name = intern(e.name);
+    t.cat = intern(e.cat);
+    t.op = intern(e.op);
+    t.layer = intern(e.layer);
     t.bytes = e.bytes;
     t.flops = e.flops;
     t.peer = e.peer;
@@ -147,7 +162,8 @@ sim::Picos TimeAxis::timeAt(double px) const {
 
 TimeAxis TimeAxis::fit(sim::Picos endPs, double pixels) {
   const double px = std::max(1.0, pixels);
-  return TimeAxis(0, static_cast<sim::Picos>(std::ceil(static_cast<double>(std::max<sim::Picos>(endPs, 1)) / px)));
+  return TimeAxis(0, static_cast<sim::Picos>(
+                         std::ceil(static_cast<double>(std::max<sim::Picos>(endPs, 1)) / px)));
 }
 
 void TimeAxis::zoom(double factor, double anchorX) {
@@ -167,7 +183,8 @@ std::vector<MemoryBar> buildMemoryBars(const sim::SimResult& r, const sim::Devic
     MemoryBar b;
     b.rank = d.rank;
     b.device = QString::fromStdString(d.device);
-    for (int c = 0; c < core::kNumMemCategories; ++c) b.peakBytes[c] = static_cast<std::int64_t>(d.memory.peak[c]);
+    for (int c = 0; c < core::kNumMemCategories; ++c)
+      b.peakBytes[c] = static_cast<std::int64_t>(d.memory.peak[c]);
     b.peakTotalBytes = static_cast<std::int64_t>(d.memory.peak_total);
     b.capacityBytes = catalog.get(d.device).capacity_bytes;
     bars.push_back(b);
@@ -176,9 +193,10 @@ std::vector<MemoryBar> buildMemoryBars(const sim::SimResult& r, const sim::Devic
 }
 
 QString memCategoryLabel(int c) {
-  static const char* labels[] = {"parameters", "gradients", "optimizer state", "activations", "halo buffers",
-                                 "workspace"};
-  return c >= 0 && c < core::kNumMemCategories ? QString::fromLatin1(labels[c]) : QStringLiteral("?");
+  static const char* labels[] = {"parameters",  "gradients",    "optimizer state",
+                                 "activations", "halo buffers", "workspace"};
+  return c >= 0 && c < core::kNumMemCategories ? QString::fromLatin1(labels[c])
+                                               : QStringLiteral("?");
 }
 
 // ---- topology ----------------------------------------------------------------------------------
@@ -188,12 +206,17 @@ namespace {
 int rowOf(sim::NodeKind k) {
   switch (k) {
     case sim::NodeKind::Gpu:
-    case sim::NodeKind::Cpu: return 4;
-    case sim::NodeKind::NvSwitch: return 3;
+    case sim::NodeKind::Cpu:
+      return 4;
+    case sim::NodeKind::NvSwitch:
+      return 3;
     case sim::NodeKind::PcieSwitch:
-    case sim::NodeKind::HostBridge: return 2;
-    case sim::NodeKind::Nic: return 1;
-    case sim::NodeKind::NetSwitch: return 0;
+    case sim::NodeKind::HostBridge:
+      return 2;
+    case sim::NodeKind::Nic:
+      return 1;
+    case sim::NodeKind::NetSwitch:
+      return 0;
   }
   return 0;
 }
@@ -211,13 +234,15 @@ TopologyGraph buildTopologyGraph(const sim::Topology& topo, const sim::SimResult
   g.nodes.resize(nodes.size());
   for (int row = 0; row < 5; ++row) {
     auto& ids = rows[row];
-    std::stable_sort(ids.begin(), ids.end(), [&](int a, int b) { return nodes[a].host < nodes[b].host; });
+    std::stable_sort(ids.begin(), ids.end(),
+                     [&](int a, int b) { return nodes[a].host < nodes[b].host; });
     for (std::size_t k = 0; k < ids.size(); ++k) {
       const sim::Node& n = nodes[ids[k]];
       GraphNode& gn = g.nodes[ids[k]];
       gn.name = QString::fromStdString(n.name);
       gn.kind = QString::fromStdString(sim::node_kind_name(n.kind));
       gn.device = QString::fromStdString(n.device);
+      gn.host = n.host;
       gn.pos = QPointF((k + 0.5) / static_cast<double>(ids.size()), 0.05 + 0.9 * row / 4.0);
     }
   }
@@ -231,43 +256,56 @@ TopologyGraph buildTopologyGraph(const sim::Topology& topo, const sim::SimResult
     gl.bwBytesPerS = l.bw_bytes_per_s;
     g.links.push_back(gl);
   }
+  // (from, to) → the first link joining them and the direction: one hash lookup per link use
+  // and collective step instead of a scan of every link (O(links²) at thousands of GPUs).
+  std::unordered_map<std::uint64_t, std::pair<int, int>> linkOf;
+  const auto key = [](int from, int to) {
+    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(from)) << 32) |
+           static_cast<std::uint32_t>(to);
+  };
+  for (int i = 0; i < static_cast<int>(g.links.size()); ++i) {
+    linkOf.emplace(key(g.links[i].a, g.links[i].b), std::pair(i, 0));
+    linkOf.emplace(key(g.links[i].b, g.links[i].a), std::pair(i, 1));
+  }
+  const auto find = [&](const std::string& from, const std::string& to) -> std::pair<int, int> {
+    const auto it = linkOf.find(key(topo.find_node(from), topo.find_node(to)));
+    return it == linkOf.end() ? std::pair(-1, -1) : it->second;
+  };
   for (const sim::LinkUse& u : r.links) {
-    const int from = topo.find_node(u.from), to = topo.find_node(u.to);
-    for (GraphLink& gl : g.links) {
-      const int dir = (gl.a == from && gl.b == to) ? 0 : (gl.a == to && gl.b == from) ? 1 : -1;
-      if (dir < 0) continue;
-      gl.utilisation[dir] = u.utilisation;
-      gl.bytes[dir] = u.bytes;
-      break;
-    }
+    const auto [link, dir] = find(u.from, u.to);
+    if (link < 0) continue;
+    g.links[link].utilisation[dir] = u.utilisation;
+    g.links[link].bytes[dir] = u.bytes;
   }
   // Halo transfers: each send of the trace along the topology's own route between the two ranks.
+  std::unordered_map<std::string, QString> layers;  // one shared QString per layer name
   for (const core::TraceEvent& e : r.trace) {
     if (e.ph != 'X' || e.cat != "halo" || !e.flow_out || e.peer < 0) continue;
-    if (e.pid >= static_cast<int>(devices.size()) || e.peer >= static_cast<int>(devices.size())) continue;
+    if (e.pid >= static_cast<int>(devices.size()) || e.peer >= static_cast<int>(devices.size()))
+      continue;
+    auto layer = layers.find(e.layer);
+    if (layer == layers.end())
+      layer = layers.emplace(e.layer, QString::fromStdString(e.layer)).first;
     for (int edge : topo.route(devices[e.pid], devices[e.peer])) {
       const sim::DirectedEdge de = topo.edge(edge);
       g.links[de.link].transfers.push_back(
-          {e.pid, e.peer, QString::fromStdString(e.layer), e.bytes, de.from == g.links[de.link].a});
+          {e.pid, e.peer, layer->second, e.bytes, de.from == g.links[de.link].a});
     }
   }
   // Collectives: the bytes sim's collective model put on each direction, one entry per collective.
+  std::unordered_map<int, int> entry;  // link → its entry for the current collective
   for (const sim::CollectiveUse& c : r.collectives) {
-    std::vector<int> entry(g.links.size(), -1);
+    entry.clear();
     for (const sim::CollectiveLinkBytes& lb : c.links) {
-      const int from = topo.find_node(lb.from), to = topo.find_node(lb.to);
-      for (std::size_t i = 0; i < g.links.size(); ++i) {
-        GraphLink& gl = g.links[i];
-        const int dir = (gl.a == from && gl.b == to) ? 0 : (gl.a == to && gl.b == from) ? 1 : -1;
-        if (dir < 0) continue;
-        if (entry[i] < 0) {
-          entry[i] = static_cast<int>(gl.collectives.size());
-          gl.collectives.push_back({QString::fromStdString(c.name), QString::fromStdString(c.layer),
-                                    QString::fromStdString(c.algorithm), static_cast<int>(c.ranks.size()), c.bytes});
-        }
-        gl.collectives[entry[i]].bytes[dir] += lb.bytes;
-        break;
-      }
+      const auto [link, dir] = find(lb.from, lb.to);
+      if (link < 0) continue;
+      GraphLink& gl = g.links[link];
+      auto [it, added] = entry.emplace(link, static_cast<int>(gl.collectives.size()));
+      if (added)
+        gl.collectives.push_back({QString::fromStdString(c.name), QString::fromStdString(c.layer),
+                                  QString::fromStdString(c.algorithm),
+                                  static_cast<int>(c.ranks.size()), c.bytes});
+      gl.collectives[it->second].bytes[dir] += lb.bytes;
     }
   }
   return g;
@@ -282,7 +320,13 @@ QString formatBytes(double bytes) {
     v /= 1000;
     ++u;
   }
-  return u == 0 ? QStringLiteral("%1 B").arg(std::llround(v)) : QStringLiteral("%1 %2").arg(v, 0, 'f', v < 10 ? 2 : v < 100 ? 1 : 0).arg(units[u]);
+  return u == 0 ? QStringLiteral("%1 B").arg(std::llround(v))
+                : QStringLiteral("%1 %2")
+                      .arg(v, 0, 'f',
+                           v < 10    ? 2
+                           : v < 100 ? 1
+                                     : 0)
+                      .arg(units[u]);
 }
 
 QString formatPs(sim::Picos ps) { return QString::fromStdString(sim::format_duration(ps)); }

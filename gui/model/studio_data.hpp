@@ -29,8 +29,8 @@ struct HaloRegion {
 struct ShardInfo {
   int rank = 0;
   std::vector<int> coords;
-  nn::Box own;    ///< what the rank holds
-  nn::Box need;   ///< what the convolution reads (own + halos, clipped to the tensor)
+  nn::Box own;   ///< what the rank holds
+  nn::Box need;  ///< what the convolution reads (own + halos, clipped to the tensor)
   std::vector<HaloRegion> recvs, sends;
   std::int64_t recvBytes() const;
   std::int64_t sendBytes() const;
@@ -39,16 +39,17 @@ struct ShardInfo {
 /// The input activation of one convolution of the model, with the per-rank halo plans
 /// (nn::make_halo_plan on the layouts core's setup gives the layer).
 struct ShardLayer {
-  QString name;      ///< module path ("stem.conv", "stages.0.blocks.0.dwconv")
-  QString conv;      ///< ConvSpec::describe()
-  core::Shape shape; ///< global input shape (N,C,H,W)
-  QString layout;    ///< core::Layout::to_string()
-  std::vector<ShardInfo> shards;  ///< by rank
+  QString name;                     ///< module path ("stem.conv", "stages.0.blocks.0.dwconv")
+  QString conv;                     ///< ConvSpec::describe()
+  core::Shape shape;                ///< global input shape (N,C,H,W)
+  QString layout;                   ///< core::Layout::to_string()
+  std::vector<ShardInfo> shards;    ///< by rank
   std::size_t haloRegions() const;  ///< received pieces over all ranks
 };
 
 struct ShardMap {
-  std::vector<ShardLayer> layers;  ///< every convolution in forward order; [0] reads the model input
+  std::vector<ShardLayer>
+      layers;  ///< every convolution in forward order; [0] reads the model input
 };
 
 /// Builds the model (core's build_model), runs setup on a meta allocator and asks core for every
@@ -141,6 +142,7 @@ QString memCategoryLabel(int category);
 struct GraphNode {
   QString name, kind, device;
   int rank = -1;  ///< the rank it runs, or -1
+  int host = -1;  ///< sim::Node::host: the machine it belongs to; -1 for a cluster switch
   QPointF pos;    ///< in [0,1]²: compute nodes at the bottom, switches above
 };
 
@@ -169,7 +171,9 @@ struct GraphLink {
   double bytes[2] = {0, 0};
   std::vector<LinkTransfer> transfers;
   std::vector<LinkCollective> collectives;  ///< in the order they started
-  double maxUtilisation() const { return utilisation[0] > utilisation[1] ? utilisation[0] : utilisation[1]; }
+  double maxUtilisation() const {
+    return utilisation[0] > utilisation[1] ? utilisation[0] : utilisation[1];
+  }
 };
 
 struct TopologyGraph {
