@@ -37,13 +37,17 @@ GroupRoutes::Route GroupRoutes::get(int from, int to) {
   return r;
 }
 
+std::vector<int>& GroupRoutes::edge_slot() {
+  if (edge_slot_.empty()) edge_slot_.assign(t_.num_edges(), -1);
+  return edge_slot_;
+}
+
 bool constant_rate_step(const Topology& t, const CollectiveStep& step, GroupRoutes& routes,
                         Picos& time_ps, std::vector<double>& edge_bytes) {
   const std::vector<Link>& links = t.links();  // directed edge e runs along link e / 2
-  const int ne = t.num_edges(), nf = static_cast<int>(step.transfers.size());
+  const int nf = static_cast<int>(step.transfers.size());
   std::vector<const std::vector<int>*> route(nf);
   std::vector<Picos> latency(nf, 0);
-  std::vector<int> count(ne, 0);
   for (int i = 0; i < nf; ++i) {
     const Transfer& tr = step.transfers[i];
     if (tr.bytes <= 0) return false;  // the network finishes these at once, taking no share
@@ -51,51 +55,119 @@ bool constant_rate_step(const Topology& t, const CollectiveStep& step, GroupRout
     if (r.edges->empty()) return false;
     route[i] = r.edges;
     latency[i] = r.latency_ps;
-    for (int e : *route[i]) ++count[e];
   }
-  // The transfers on each edge, in start order (compressed rows); all must start moving together.
-  std::vector<int> begin(ne + 1, 0), on(begin.size(), 0), used;
-  for (int e = 0; e < ne; ++e) {
-    begin[e + 1] = begin[e] + count[e];
-    if (count[e] > 0) used.push_back(e);
-  }
-  std::vector<int> flows_on(begin[ne]);
+  // The edges the step uses, numbered 0..m−1 in order of first use (slot[e]); reset on return.
+  std::vector<int>& slot = routes.edge_slot();
+  std::vector<int> used, count;
   for (int i = 0; i < nf; ++i)
     for (int e : *route[i]) {
-      const int first = on[e] == 0 ? i : flows_on[begin[e]];
-      if (latency[first] != latency[i]) return false;
-      flows_on[begin[e] + on[e]++] = i;
+      if (slot[e] < 0) {
+        slot[e] = static_cast<int>(used.size());
+        used.push_back(e);
+        count.push_back(0);
+      }
+      ++count[slot[e]];
     }
-  // Progressive filling exactly as FlowNetwork::recompute_rates does it, so the rates are its own.
-  std::vector<double> cap(ne, 0.0), rate(nf, 0.0);
+  struct Reset {  // every exit leaves the slots as it found them
+    std::vector<int>& slot;
+    const std::vector<int>& used;
+    ~Reset() {
+      for (int e : used) slot[e] = -1;
+    }
+  } reset{slot, used};
+  const int m = static_cast<int>(used.size());
+  // The transfers on each edge, in start order (compressed rows); all must start moving together.
+  std::vector<int> begin(m + 1, 0), on(m, 0);
+  for (int k = 0; k < m; ++k) begin[k + 1] = begin[k] + count[k];
+  std::vector<int> flows_on(begin[m]);
+  for (int i = 0; i < nf; ++i)
+    for (int e : *route[i]) {
+      const int k = slot[e];
+      const int first = on[k] == 0 ? i : flows_on[begin[k]];
+      if (latency[first] != latency[i]) return false;
+      flows_on[begin[k] + on[k]++] = i;
+    }
+  // Progressive filling exactly as FlowNetwork::recompute_rates does it, so the rates are its own
+  // (ties between equal shares go to the smaller edge id, as there). A transfer alone on every
+  // edge of its route shares nothing: its rate is its slowest edge's, no heap needed (most of a
+  // large tree's or ring's transfers); the heap holds the edges of the others only, which form
+  // components of their own, so the rates come out as the heap over every edge gives them.
+  std::vector<double> cap(m, 0.0), rate(nf, 0.0);
   std::vector<int> unfrozen(count), bottleneck(nf, -1);
-  using Entry = std::pair<double, int>;  // (share when pushed, edge)
-  std::vector<Entry> heap;
-  for (int e : used) {
-    cap[e] = links[e / 2].bw_bytes_per_s;
-    heap.emplace_back(cap[e] / unfrozen[e], e);
-  }
-  std::make_heap(heap.begin(), heap.end(), std::greater<Entry>());
-  while (!heap.empty()) {
-    std::pop_heap(heap.begin(), heap.end(), std::greater<Entry>());
-    const auto [key, e] = heap.back();
-    heap.pop_back();
-    if (unfrozen[e] == 0) continue;
-    const double share = cap[e] / unfrozen[e];
-    if (share > key) {
-      heap.emplace_back(share, e);
-      std::push_heap(heap.begin(), heap.end(), std::greater<Entry>());
+  std::vector<char> in_heap(m, 0);
+  for (int k = 0; k < m; ++k) cap[k] = links[used[k] / 2].bw_bytes_per_s;
+  for (int i = 0; i < nf; ++i) {
+    bool alone = true;
+    for (int e : *route[i]) alone = alone && count[slot[e]] == 1;
+    if (!alone) {
+      for (int e : *route[i]) in_heap[slot[e]] = 1;
       continue;
     }
-    if (share <= 0) return false;
-    for (int k = begin[e]; k < begin[e + 1]; ++k) {
-      const int i = flows_on[k];
-      if (bottleneck[i] >= 0) continue;
-      bottleneck[i] = e;
-      rate[i] = share;
-      for (int e2 : *route[i]) {
-        cap[e2] = std::max(0.0, cap[e2] - share);
-        --unfrozen[e2];
+    int best = -1;
+    for (int e : *route[i]) {
+      const int k = slot[e];
+      if (best < 0 || cap[k] < cap[best] || (cap[k] == cap[best] && e < used[best])) best = k;
+    }
+    if (cap[best] <= 0) return false;
+    bottleneck[i] = best;
+    rate[i] = cap[best];
+  }
+  // The others, component by component (transfers joined by a shared edge): each component's
+  // filling is independent of the others', and a small heap is cheaper than one over every edge.
+  std::vector<int> parent(nf);
+  for (int i = 0; i < nf; ++i) parent[i] = i;
+  const auto root = [&](int i) {
+    while (parent[i] != i) i = parent[i] = parent[parent[i]];
+    return i;
+  };
+  for (int k = 0; k < m; ++k)
+    for (int j = begin[k] + 1; j < begin[k + 1]; ++j) {
+      const int a = root(flows_on[begin[k]]), b = root(flows_on[j]);
+      if (a != b) parent[std::max(a, b)] = std::min(a, b);
+    }
+  std::vector<int> first(nf, -1), next(nf, -1);  // per root: its transfers as a linked list
+  for (int i = nf - 1; i >= 0; --i)
+    if (bottleneck[i] < 0) {
+      const int r = root(i);
+      next[i] = first[r];
+      first[r] = i;
+    }
+  using Entry = std::pair<double, int>;  // (share when pushed, edge)
+  std::vector<Entry> heap;
+  for (int r = 0; r < nf; ++r) {
+    if (first[r] < 0) continue;
+    heap.clear();
+    for (int i = first[r]; i >= 0; i = next[i])
+      for (int e : *route[i]) {
+        const int k = slot[e];
+        if (in_heap[k] != 1) continue;
+        in_heap[k] = 2;  // pushed once
+        heap.emplace_back(cap[k] / unfrozen[k], e);
+      }
+    std::make_heap(heap.begin(), heap.end(), std::greater<Entry>());
+    while (!heap.empty()) {
+      std::pop_heap(heap.begin(), heap.end(), std::greater<Entry>());
+      const auto [key, e] = heap.back();
+      heap.pop_back();
+      const int k = slot[e];
+      if (unfrozen[k] == 0) continue;
+      const double share = cap[k] / unfrozen[k];
+      if (share > key) {
+        heap.emplace_back(share, e);
+        std::push_heap(heap.begin(), heap.end(), std::greater<Entry>());
+        continue;
+      }
+      if (share <= 0) return false;
+      for (int j = begin[k]; j < begin[k + 1]; ++j) {
+        const int i = flows_on[j];
+        if (bottleneck[i] >= 0) continue;
+        bottleneck[i] = k;
+        rate[i] = share;
+        for (int e2 : *route[i]) {
+          const int k2 = slot[e2];
+          cap[k2] = std::max(0.0, cap[k2] - share);
+          --unfrozen[k2];
+        }
       }
     }
   }
@@ -106,9 +178,9 @@ bool constant_rate_step(const Topology& t, const CollectiveStep& step, GroupRout
     lasts[i] = transfer_time_ps(static_cast<double>(step.transfers[i].bytes), rate[i]);
   Picos longest = 0;
   for (int i = 0; i < nf; ++i) {
-    const int e = bottleneck[i];
-    for (int k = begin[e]; k < begin[e + 1]; ++k)
-      if (lasts[flows_on[k]] < lasts[i]) return false;
+    const int k = bottleneck[i];
+    for (int j = begin[k]; j < begin[k + 1]; ++j)
+      if (lasts[flows_on[j]] < lasts[i]) return false;
     longest = std::max(longest, latency[i] + lasts[i]);
   }
   time_ps = longest;

@@ -25,12 +25,17 @@ class GroupRoutes {
   GroupRoutes(const Topology& t, const std::vector<int>& group);
   /// The route from group rank `from` to `to` (throws what Topology::route throws).
   Route get(int from, int to);
+  /// Per directed edge of the topology, a slot for the steps' compact edge numbering: -1 except
+  /// while a step runs (constant_rate_step resets what it sets), so a step costs what its
+  /// transfers touch, not the size of the topology.
+  std::vector<int>& edge_slot();
 
  private:
   const Topology& t_;
   const std::vector<int>& group_;
   std::vector<std::vector<std::pair<int, Route>>> by_from_;  ///< a short list per sender
   std::unordered_map<std::int64_t, Route> more_;             ///< senders with many peers
+  std::vector<int> edge_slot_;                               ///< see edge_slot()
 };
 
 /// Times `step` without a flow simulation when that is exact. Its transfers are given their max-min

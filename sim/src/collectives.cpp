@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <utility>
 
 #include "collective_steps.hpp"
@@ -52,7 +53,7 @@ CollectiveResult run_plan(const Topology& t, const CollectivePlan& plan, const s
   CollectiveResult res;
   res.algorithm = plan.algorithm;
   res.edge_bytes.assign(t.num_edges(), 0.0);
-  FlowNetwork net(t);
+  std::optional<FlowNetwork> net;  // built for the first step that needs a flow simulation
   for (const CollectiveStep& step : plan.steps) {
     TESSERA_CHECK(step.repeat >= 1, "sim: a collective step repeats ", step.repeat,
                   " times; give a count ≥ 1");
@@ -67,14 +68,15 @@ CollectiveResult run_plan(const Topology& t, const CollectivePlan& plan, const s
       res.time_ps += step_ps * step.repeat;
       continue;
     }
-    const Picos begin = net.now();
-    const std::vector<double> carried = net.edge_bytes();  // before the step
-    for (const Transfer& tr : step.transfers) net.start(group[tr.from], group[tr.to], tr.bytes);
-    res.time_ps += (net.run_to_completion() - begin) * step.repeat;
+    if (!net) net.emplace(t);
+    const Picos begin = net->now();
+    const std::vector<double> carried = net->edge_bytes();  // before the step
+    for (const Transfer& tr : step.transfers) net->start(group[tr.from], group[tr.to], tr.bytes);
+    res.time_ps += (net->run_to_completion() - begin) * step.repeat;
     // The step's bytes per edge, from the network (each completed flow adds its bytes to every
     // edge of its route: whole numbers, so the difference is exact).
     for (std::size_t e = 0; e < carried.size(); ++e)
-      res.edge_bytes[e] += (net.edge_bytes()[e] - carried[e]) * step.repeat;
+      res.edge_bytes[e] += (net->edge_bytes()[e] - carried[e]) * step.repeat;
   }
   if (res.time_ps > 0) {
     const double seconds = static_cast<double>(res.time_ps) / kPicosPerSecond;

@@ -219,16 +219,51 @@ void Engine::arrive_collective(int r, int i) {
   }
 }
 
+const std::pair<std::vector<int>, std::vector<int>>* Engine::model_of(
+    const std::vector<int>& nodes) {
+  if (auto it = models_.find(nodes); it != models_.end())
+    return it->second ? &*it->second : nullptr;
+  if (!symmetry_) symmetry_.emplace(topo_);
+  // Try the models of the same size, a few at most: groups that no symmetry relates are timed
+  // themselves at the cost of a failed propagation each.
+  int tried = 0;
+  for (const auto& [model, of] : models_) {
+    if (of || model.size() != nodes.size() || ++tried > 4) continue;
+    if (std::optional<std::vector<int>> edges = symmetry_->edge_map(model, nodes)) {
+      auto& entry = models_[nodes];
+      entry.emplace(model, std::move(*edges));
+      return &*entry;
+    }
+  }
+  models_.emplace(nodes, std::nullopt);
+  return nullptr;
+}
+
 const CollectiveResult& Engine::collective(const std::string& name, const std::vector<int>& group,
                                            std::int64_t bytes) {
   std::vector<int> nodes;
   for (int m : group) nodes.push_back(ranks_.at(m).node);
   const auto key = std::make_tuple(name, nodes, bytes);
   auto it = coll_cache_.find(key);
-  if (it == coll_cache_.end())
-    it = coll_cache_.emplace(key, simulate_collective(topo_, parse_collective_op(name), opt_.collective_algorithm,
-                                                      nodes, bytes)).first;
-  return it->second;
+  if (it != coll_cache_.end()) return it->second;
+  const auto* model = opt_.engine == EngineKind::Fast ? model_of(nodes) : nullptr;
+  CollectiveResult r;
+  if (model) {  // the model's result, its link bytes renamed onto this group's links
+    const auto mk = std::make_tuple(name, model->first, bytes);
+    auto m = coll_cache_.find(mk);
+    if (m == coll_cache_.end())
+      m = coll_cache_
+              .emplace(mk, simulate_collective(topo_, parse_collective_op(name),
+                                               opt_.collective_algorithm, model->first, bytes))
+              .first;
+    r = m->second;
+    for (std::size_t e = 0; e < r.edge_bytes.size(); ++e)
+      r.edge_bytes[model->second[e]] = m->second.edge_bytes[e];
+  } else {
+    r = simulate_collective(topo_, parse_collective_op(name), opt_.collective_algorithm, nodes,
+                            bytes);
+  }
+  return coll_cache_.emplace(key, std::move(r)).first->second;
 }
 
 void Engine::finish(int r, int i, Picos t) {
@@ -281,8 +316,26 @@ void Engine::run() {
 
 }  // namespace detail_engine
 
+std::string_view engine_kind_name(EngineKind k) noexcept {
+  return k == EngineKind::Exact ? "exact" : "fast";
+}
+
+EngineKind parse_engine_kind(std::string_view name) {
+  if (name == "fast") return EngineKind::Fast;
+  if (name == "exact") return EngineKind::Exact;
+  throw InvalidArgument(detail::cat("sim: engine '", name,
+                                    "' is not one of fast (symmetric ranks, routes and collective "
+                                    "groups timed once per class: the default), exact (every rank, "
+                                    "route and group on its own: the reference)"));
+}
+
 SimResult simulate_iteration(const std::vector<RankReplay>& ranks, const Topology& topology,
                              const DeviceCatalog& catalog, const EngineOptions& options) {
+  if (options.engine == EngineKind::Exact && topology.symmetric_routing()) {
+    Topology own = topology;  // every route from its own search
+    own.set_symmetric_routing(false);
+    return simulate_iteration(ranks, own, catalog, options);
+  }
   detail_engine::Engine e(ranks, topology, catalog, options);
   e.run();
   return e.result();

@@ -5,11 +5,13 @@
 #include <array>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <queue>
 #include <tuple>
 #include <utility>
 #include <vector>
 
+#include "group_symmetry.hpp"
 #include "tessera/sim/engine.hpp"
 #include "tessera/sim/network.hpp"
 
@@ -84,9 +86,13 @@ class Engine {
   /// renames it, routed between the renamed ranks' own devices), and appends those collectives to
   /// coll_uses_ (engine_mirror.cpp). Nothing when every rank is simulated.
   void add_mirrored_traffic(std::vector<double>& edge_bytes);
-  /// Runs (cached) the collective `name` of `bytes` per rank over `group`'s devices.
+  /// Runs (cached) the collective `name` of `bytes` per rank over `group`'s devices. The fast
+  /// engine renames the result of a group that a symmetry of the topology maps onto this one.
   const CollectiveResult& collective(const std::string& name, const std::vector<int>& group,
                                      std::int64_t bytes);
+  /// Fast engine: a group timed before that a symmetry maps onto `nodes`, with its edge renaming;
+  /// nullptr when there is none (`nodes` then becomes a model for later groups).
+  const std::pair<std::vector<int>, std::vector<int>>* model_of(const std::vector<int>& nodes);
 
   const Topology& topo_;
   EngineOptions opt_;
@@ -104,6 +110,9 @@ class Engine {
   std::map<std::pair<int, std::vector<int>>, std::int64_t> coll_seq_;  // (rank, group) → next seq
   std::map<std::pair<std::vector<int>, std::int64_t>, Gathering> colls_;
   std::map<std::tuple<std::string, std::vector<int>, std::int64_t>, CollectiveResult> coll_cache_;
+  std::optional<GroupSymmetry> symmetry_;  ///< fast engine: built for the first collective
+  /// Fast engine, per group of nodes: its model group and edge renaming (none: it is a model).
+  std::map<std::vector<int>, std::optional<std::pair<std::vector<int>, std::vector<int>>>> models_;
   std::vector<double> coll_edge_bytes_;
   std::vector<CollectiveUse> coll_uses_;  ///< SimResult::collectives
   std::map<std::pair<int, int>, std::int64_t> halo_pair_bytes_;  ///< (src, dst) rank → bytes sent

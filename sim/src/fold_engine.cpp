@@ -13,7 +13,7 @@ SimResult simulate_iteration(const FoldedReplay& f, const Topology& topology,
                              const DeviceCatalog& catalog, const EngineOptions& options,
                              bool fold_engine) {
   const int n = f.num_ranks();
-  if (!fold_engine) {
+  if (!fold_engine || options.engine == EngineKind::Exact) {
     const std::vector<RankReplay> all = f.expand();
     return simulate_iteration(all, topology, catalog, options);
   }

@@ -63,8 +63,27 @@ std::string_view comm_progress_name(CommProgress p) noexcept;
 /// Parses comm_progress_name's names; throws InvalidArgument naming them.
 CommProgress parse_comm_progress(std::string_view name);
 
+/// How much of the cluster the engine simulates one by one.
+enum class EngineKind : std::uint8_t {
+  /// Symmetric ranks simulated once per slab kind (with a FoldedReplay), routes found through the
+  /// hosts' symmetry (Topology::set_symmetric_routing), and a collective timed once per class of
+  /// groups that a symmetry of the topology maps onto each other, its link bytes renamed for the
+  /// others. Its cost grows with what differs, not with the GPU count (docs/simulator.md, "The
+  /// fast engine"); tests hold it to Exact on random clusters and meshes.
+  Fast,
+  /// The reference: every rank's program, every route by its own search, every group timed.
+  Exact,
+};
+
+/// "fast", "exact".
+std::string_view engine_kind_name(EngineKind k) noexcept;
+/// Parses engine_kind_name's names; throws InvalidArgument naming them.
+EngineKind parse_engine_kind(std::string_view name);
+
 /// How kernels and transfers are timed.
 struct EngineOptions {
+  /// Fast (the default) or the exact reference engine.
+  EngineKind engine = EngineKind::Fast;
   /// Device model of every rank (catalog key); empty = the device each topology node names.
   std::string device;
   /// Use the TF32 tensor-core peak for convolutions and GEMMs (when the device has one).
