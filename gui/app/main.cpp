@@ -36,9 +36,11 @@ int main(int argc, char** argv) {
   QCommandLineOption measured(QStringList{"measured"},
                               QStringLiteral("A measured trace (tessera train --trace) for the Compare view"),
                               QStringLiteral("FILE"));
-  QCommandLineOption json(QStringList{"json"},
-                          QStringLiteral("Simulate the configuration as the studio does (every rank) and print the "
-                                         "result's JSON (the keys of tessera sim run --json), without a window"));
+  QCommandLineOption json(
+      QStringList{"json"},
+      QStringLiteral("Simulate the configuration as the studio does (every rank up to 64, folded "
+                     "above) and print the "
+                     "result's JSON (the keys of tessera sim run --json), without a window"));
   parser.addOption(json);
   parser.addOption(screenshot);
   parser.addOption(measured);
@@ -50,7 +52,7 @@ int main(int argc, char** argv) {
     if (parser.isSet(json)) {
       const std::shared_ptr<const Snapshot> snap = simulate(cfg);
       if (!snap->ok()) throw tessera::InvalidArgument(snap->error.toStdString());
-      std::printf("%s\n", snap->json.c_str());
+      std::printf("%s\n", snap->json().c_str());
       return 0;
     }
     if (parser.isSet(screenshot)) {

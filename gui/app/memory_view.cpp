@@ -2,6 +2,7 @@
 #include "memory_view.hpp"
 
 #include <QHelpEvent>
+#include <QStringList>
 #include <QToolTip>
 
 namespace tessera::studio {
@@ -19,7 +20,7 @@ void MemoryView::paintEvent(QPaintEvent*) {
   QPainter p(this);
   if (paintMessage(p, rect())) return;
   p.fillRect(rect(), Qt::white);
-  const std::vector<MemoryBar>& bars = snap_->memory;
+  const std::vector<MemoryBar>& bars = shownBars();
   double maxStack = 1, maxCap = 0;
   bool anyOom = false;
   for (const MemoryBar& b : bars) {
@@ -68,9 +69,13 @@ void MemoryView::paintEvent(QPaintEvent*) {
     QFont f = p.font();
     f.setBold(b.oom());
     p.setFont(f);
-    const QString label = QStringLiteral("rank %1\n%2\n%3 of %4%5")
-                              .arg(b.rank).arg(b.device, formatBytes(b.peakTotalBytes), formatBytes(b.capacityBytes),
-                                   b.oom() ? QStringLiteral("\nOOM") : QString());
+    const QString rank = b.alike.empty()
+                             ? QStringLiteral("rank %1").arg(b.rank)
+                             : QStringLiteral("rank %1 +%2").arg(b.rank).arg(b.alike.size());
+    const QString label =
+        QStringLiteral("%1\n%2\n%3 of %4%5")
+            .arg(rank, b.device, formatBytes(b.peakTotalBytes), formatBytes(b.capacityBytes),
+                 b.oom() ? QStringLiteral("\nOOM") : QString());
     p.drawText(QRectF(slot.left() - 20, height() - kBottom + 4, slot.width() + 40, kBottom), Qt::AlignHCenter | Qt::AlignTop,
                label);
     f.setBold(false);
@@ -97,18 +102,32 @@ void MemoryView::paintEvent(QPaintEvent*) {
   }
 }
 
+const std::vector<MemoryBar>& MemoryView::shownBars() const {
+  return snap_->memoryGroups.empty() ? snap_->memory : snap_->memoryGroups;
+}
+
 bool MemoryView::event(QEvent* ev) {
   if (ev->type() != QEvent::ToolTip || !hasData()) return SnapshotView::event(ev);
   auto* he = static_cast<QHelpEvent*>(ev);
-  const int n = static_cast<int>(snap_->memory.size());
+  const std::vector<MemoryBar>& bars = shownBars();
+  const int n = static_cast<int>(bars.size());
   for (int i = 0; i < n; ++i) {
     if (!barRect(i, n).adjusted(-4, 0, 4, 0).contains(he->pos())) continue;
-    const MemoryBar& b = snap_->memory[i];
+    const MemoryBar& b = bars[i];
     QString t = QStringLiteral("<b>rank %1</b> (%2)").arg(b.rank).arg(b.device);
     for (int c = 0; c < core::kNumMemCategories; ++c)
       t += QStringLiteral("<br>%1: %2").arg(memCategoryLabel(c), formatBytes(static_cast<double>(b.peakBytes[c])));
     t += QStringLiteral("<br>peak of total: %1 of %2%3")
              .arg(formatBytes(b.peakTotalBytes), formatBytes(b.capacityBytes), b.oom() ? QStringLiteral(" — OOM") : QString());
+    if (!b.alike.empty()) {
+      QStringList ranks;
+      for (std::size_t k = 0; k < b.alike.size() && k < 16; ++k)
+        ranks << QString::number(b.alike[k]);
+      if (b.alike.size() > 16) ranks << QStringLiteral("…");
+      t += QStringLiteral("<br>and %1 other ranks with these figures: %2")
+               .arg(b.alike.size())
+               .arg(ranks.join(", "));
+    }
     QToolTip::showText(he->globalPos(), t, this);
     return true;
   }

@@ -4,7 +4,9 @@
 
 #include <QHelpEvent>
 #include <QLabel>
+#include <QSignalBlocker>
 #include <QSlider>
+#include <QSpinBox>
 #include <QToolTip>
 #include <QVBoxLayout>
 #include <map>
@@ -39,11 +41,7 @@ QString haloSize(const nn::Box& b, const nn::Box& own) {
 class ShardCanvas : public QWidget {
  public:
   explicit ShardCanvas(ShardMapView* view) : QWidget(view), view_(view) { setMouseTracking(true); }
-  const ShardLayer* layer() const {
-    const Snapshot* s = view_->snapshot();
-    if (!s || !s->ok() || s->shards.layers.empty()) return nullptr;
-    return &s->shards.layers[std::min<std::size_t>(view_->layer(), s->shards.layers.size() - 1)];
-  }
+  const ShardLayer* layer() const { return view_->shownLayer(); }
   /// One panel per data-parallel slice (distinct batch range), stacked vertically.
   std::vector<std::pair<std::int64_t, PlaneGeometry>> panels() const {
     std::vector<std::pair<std::int64_t, PlaneGeometry>> out;
@@ -162,17 +160,48 @@ ShardMapView::ShardMapView(QWidget* parent) : SnapshotView(parent) {
   slider_->setRange(0, 0);
   label_ = new QLabel;
   label_->setWordWrap(true);
+  replicaBox_ = new QSpinBox;
+  replicaBox_->setObjectName("replica");
+  replicaBox_->setPrefix(QStringLiteral("data-parallel replica "));
+  replicaBox_->setVisible(false);
   canvas_ = new ShardCanvas(this);
   auto* v = new QVBoxLayout(this);
   v->addWidget(label_);
-  v->addWidget(slider_);
+  auto* row = new QHBoxLayout;
+  row->addWidget(slider_, 1);
+  row->addWidget(replicaBox_);
+  v->addLayout(row);
   v->addWidget(canvas_, 1);
   connect(slider_, &QSlider::valueChanged, this, [this](int v) { setLayer(v); });
+  connect(replicaBox_, &QSpinBox::valueChanged, this, [this](int v) { setReplica(v); });
+}
+
+const ShardLayer* ShardMapView::shownLayer() const {
+  if (!hasData() || snap_->shards.layers.empty()) return nullptr;
+  if (!snap_->shards.complete()) return &built_;
+  return &snap_->shards.layers[std::min<std::size_t>(layer_, snap_->shards.layers.size() - 1)];
+}
+
+void ShardMapView::buildShown() {
+  built_ = {};
+  if (!hasData() || snap_->shards.layers.empty() || snap_->shards.complete()) return;
+  // A few halo plans (one replica's ranks): cheap enough for the GUI thread.
+  built_ = snap_->shards.layer(layer_, replica_);
 }
 
 void ShardMapView::setLayer(int layer) {
   layer_ = std::max(0, layer);
   if (slider_->value() != layer_) slider_->setValue(layer_);
+  buildShown();
+  updateLabel();
+  canvas_->update();
+}
+
+void ShardMapView::setReplica(int replica) {
+  const int n = hasData() ? snap_->shards.replicas : 1;
+  replica_ = std::clamp(replica, 0, std::max(0, n - 1));
+  if (replicaBox_->value() != replica_) replicaBox_->setValue(replica_);
+  buildShown();
   updateLabel();
   canvas_->update();
 }
@@ -184,19 +213,40 @@ void ShardMapView::snapshotChanged() {
   layer_ = std::min(layer_, n - 1);
   slider_->setEnabled(ok);
   canvas_->setVisible(ok);
+  const bool perReplica = ok && !snap_->shards.complete();
+  const int replicas = perReplica ? snap_->shards.replicas : 1;
+  replica_ = std::min(replica_, replicas - 1);
+  const QSignalBlocker block(replicaBox_);
+  replicaBox_->setRange(0, replicas - 1);
+  replicaBox_->setSuffix(QStringLiteral(" of %1").arg(replicas));
+  replicaBox_->setValue(replica_);
+  replicaBox_->setVisible(perReplica);
+  buildShown();
   updateLabel();
   canvas_->update();
 }
 
 void ShardMapView::updateLabel() {
-  if (!hasData() || snap_->shards.layers.empty()) {
+  const ShardLayer* shown = shownLayer();
+  if (!shown) {
     label_->clear();
     return;
   }
-  const ShardLayer& l = snap_->shards.layers[layer_];
-  label_->setText(QStringLiteral("<b>%1</b> (%2 of %3): input %4 of <i>%5</i>, halo regions %6<br>%7")
-                      .arg(l.name).arg(layer_ + 1).arg(snap_->shards.layers.size())
-                      .arg(shapeText(l.shape), l.conv).arg(l.haloRegions()).arg(l.layout.toHtmlEscaped()));
+  const ShardLayer& l = *shown;
+  QString text = QStringLiteral("<b>%1</b> (%2 of %3): input %4 of <i>%5</i>, halo regions %6")
+                     .arg(l.name)
+                     .arg(layer_ + 1)
+                     .arg(snap_->shards.layers.size())
+                     .arg(shapeText(l.shape), l.conv)
+                     .arg(l.haloRegions());
+  if (!snap_->shards.complete())
+    text += QStringLiteral(
+                " in replica %1 of %2 (%3 ranks each; the other replicas hold the other "
+                "batch slices)")
+                .arg(replica_)
+                .arg(snap_->shards.replicas)
+                .arg(snap_->shards.ranksPerReplica);
+  label_->setText(text + QStringLiteral("<br>") + l.layout.toHtmlEscaped());
 }
 
 void ShardMapView::paintEvent(QPaintEvent*) {

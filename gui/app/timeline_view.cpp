@@ -30,22 +30,29 @@ TimelineView::TimelineView(QWidget* parent) : SnapshotView(parent) {
 
 void TimelineView::fit() {
   if (!hasData()) return;
-  axis_ = TimeAxis::fit(snap_->timeline.endPs, std::max(50, width() - kLabelWidth - 10));
+  axis_ = TimeAxis::fit(snap_->timeline.endPs, std::max(50, width() - labelWidth() - 10));
 }
 
-void TimelineView::snapshotChanged() { fitted_ = false; }
+void TimelineView::snapshotChanged() {
+  fitted_ = false;
+  labelWidth_ = kLabelWidth;
+  if (hasData())
+    for (const TimelineLane& l : snap_->timeline.lanes)
+      if (l.mirrors > 0) labelWidth_ = kLabelWidth + kMirrorsWidth;
+}
 
 void TimelineView::resizeEvent(QResizeEvent*) {
   if (!fitted_) fit();
 }
 
 int TimelineView::eventAt(QPoint p) const {
-  if (!hasData() || p.x() < kLabelWidth || p.y() < kRulerHeight) return -1;
+  if (!hasData() || p.x() < labelWidth() || p.y() < kRulerHeight) return -1;
   const int lane = (p.y() - kRulerHeight) / kLaneHeight;
   const TimelineData& d = snap_->timeline;
   if (lane >= static_cast<int>(d.lanes.size())) return -1;
   // A pixel covers [t0, t1): pick the event that overlaps it, preferring the longest.
-  const sim::Picos t0 = axis_.timeAt(p.x() - kLabelWidth), t1 = axis_.timeAt(p.x() - kLabelWidth + 1);
+  const sim::Picos t0 = axis_.timeAt(p.x() - labelWidth()),
+                   t1 = axis_.timeAt(p.x() - labelWidth() + 1);
   int best = -1;
   for (int i = 0; i < static_cast<int>(d.events.size()); ++i) {
     const TimelineEvent& e = d.events[i];
@@ -61,7 +68,7 @@ void TimelineView::paintEvent(QPaintEvent*) {
   if (!fitted_) fit();  // until the user zooms or pans, the whole iteration fills the width
   p.fillRect(rect(), Qt::white);
   const TimelineData& d = snap_->timeline;
-  const int plotW = width() - kLabelWidth;
+  const int plotW = width() - labelWidth();
   // Ruler: about one tick per 120 pixels, at round times.
   p.setPen(Qt::black);
   const double span = static_cast<double>(axis_.psPerPixel()) * 120;
@@ -69,8 +76,8 @@ void TimelineView::paintEvent(QPaintEvent*) {
   const double step = span / mag < 2 ? mag * 2 : span / mag < 5 ? mag * 5 : mag * 10;
   const sim::Picos first = static_cast<sim::Picos>(std::floor(axis_.timeAt(0) / step) * step);
   for (double t = static_cast<double>(first); axis_.x(static_cast<sim::Picos>(t)) < plotW; t += step) {
-    const double x = kLabelWidth + axis_.x(static_cast<sim::Picos>(t));
-    if (x < kLabelWidth) continue;
+    const double x = labelWidth() + axis_.x(static_cast<sim::Picos>(t));
+    if (x < labelWidth()) continue;
     p.setPen(QColor(225, 225, 225));
     p.drawLine(QPointF(x, kRulerHeight), QPointF(x, height()));
     p.setPen(Qt::black);
@@ -81,14 +88,20 @@ void TimelineView::paintEvent(QPaintEvent*) {
     const int y = kRulerHeight + i * kLaneHeight;
     if (i % 4 >= 2) p.fillRect(QRect(0, y, width(), kLaneHeight), QColor(246, 246, 250));
     p.setPen(Qt::black);
-    p.drawText(QRect(4, y, kLabelWidth - 8, kLaneHeight), Qt::AlignVCenter | Qt::AlignLeft, d.lanes[i].label);
+    p.drawText(QRect(4, y, labelWidth() - 8, kLaneHeight), Qt::AlignVCenter | Qt::AlignLeft,
+               d.lanes[i].label);
+    if (d.lanes[i].mirrors > 0) {  // folded: this lane also stands for the ranks the same as it
+      p.setPen(Qt::darkGray);
+      p.drawText(QRect(4, y, labelWidth() - 8, kLaneHeight), Qt::AlignVCenter | Qt::AlignRight,
+                 QStringLiteral("+%1").arg(d.lanes[i].mirrors));
+    }
   }
-  p.setClipRect(QRect(kLabelWidth, kRulerHeight, plotW, height() - kRulerHeight));
+  p.setClipRect(QRect(labelWidth(), kRulerHeight, plotW, height() - kRulerHeight));
   auto laneY = [&](int lane) { return kRulerHeight + lane * kLaneHeight; };
   for (const TimelineEvent& e : d.events) {
     const double x0 = axis_.x(e.startPs), x1 = axis_.x(e.endPs());
     if (x1 < 0 || x0 > plotW) continue;
-    const QRectF r(kLabelWidth + x0, laneY(e.lane) + 3, std::max(1.0, x1 - x0), kLaneHeight - 6);
+    const QRectF r(labelWidth() + x0, laneY(e.lane) + 3, std::max(1.0, x1 - x0), kLaneHeight - 6);
     if (e.cat == QLatin1String("wait")) {
       // Time blocked in wait() (core/tracing.hpp): hatched, so it never reads as data moving.
       p.fillRect(r, QBrush(QColor(120, 120, 120), Qt::BDiagPattern));
@@ -118,7 +131,7 @@ void TimelineView::paintEvent(QPaintEvent*) {
     p.setPen(Qt::black);
     p.drawText(QPointF(width() - tw - 6, 16), text);
   }
-  p.setClipRect(QRect(kLabelWidth, kRulerHeight, plotW, height() - kRulerHeight));
+  p.setClipRect(QRect(labelWidth(), kRulerHeight, plotW, height() - kRulerHeight));
   // Halo arrows: from the start of a send to the end of its receive.
   p.setRenderHint(QPainter::Antialiasing, true);
   p.setPen(QPen(QColor(200, 60, 20, 160), 1));
@@ -129,8 +142,8 @@ void TimelineView::paintEvent(QPaintEvent*) {
     const double xs = axis_.x(s.startPs), xr = axis_.x(r.endPs());
     if ((xs < 0 && xr < 0) || (xs > plotW && xr > plotW)) continue;
     if (++drawn > 2000) break;
-    const QPointF from(kLabelWidth + xs, laneY(s.lane) + kLaneHeight / 2.0);
-    const QPointF to(kLabelWidth + xr, laneY(r.lane) + kLaneHeight / 2.0);
+    const QPointF from(labelWidth() + xs, laneY(s.lane) + kLaneHeight / 2.0);
+    const QPointF to(labelWidth() + xr, laneY(r.lane) + kLaneHeight / 2.0);
     p.drawLine(from, to);
     const QPointF dir = from - to;
     const double len = std::hypot(dir.x(), dir.y());
@@ -145,7 +158,7 @@ void TimelineView::paintEvent(QPaintEvent*) {
 void TimelineView::wheelEvent(QWheelEvent* e) {
   if (!hasData()) return;
   const double steps = e->angleDelta().y() / 120.0;
-  axis_.zoom(std::pow(1.25, steps), e->position().x() - kLabelWidth);
+  axis_.zoom(std::pow(1.25, steps), e->position().x() - labelWidth());
   fitted_ = true;
   update();
 }
@@ -171,6 +184,18 @@ void TimelineView::mouseDoubleClickEvent(QMouseEvent*) {
 bool TimelineView::event(QEvent* ev) {
   if (ev->type() != QEvent::ToolTip) return SnapshotView::event(ev);
   auto* he = static_cast<QHelpEvent*>(ev);
+  const int lane = (he->pos().y() - kRulerHeight) / kLaneHeight;
+  if (hasData() && he->pos().x() < labelWidth() && he->pos().y() >= kRulerHeight &&
+      lane < static_cast<int>(snap_->timeline.lanes.size())) {
+    const TimelineLane& l = snap_->timeline.lanes[lane];
+    QString t = l.label;
+    if (l.mirrors > 0)
+      t += QStringLiteral("<br>also %1 other ranks: the same as rank %2 (simulated once)")
+               .arg(l.mirrors)
+               .arg(l.rank);
+    QToolTip::showText(he->globalPos(), t, this);
+    return true;
+  }
   const int i = eventAt(he->pos());
   if (i < 0) {
     QToolTip::hideText();

@@ -1,5 +1,6 @@
 // Timeline: one compute lane and one communication lane per device, the simulator's events on a
-// zoomable, pannable time axis (TimeAxis), halo sends joined to their receives by arrows.
+// zoomable, pannable time axis (TimeAxis), halo sends joined to their receives by arrows. Folded
+// (large meshes): lanes for the simulated ranks, each labelled with how many ranks it stands for.
 #pragma once
 
 #include "views_common.hpp"
@@ -11,6 +12,9 @@ class TimelineView : public SnapshotView {
  public:
   explicit TimelineView(QWidget* parent = nullptr);
   static constexpr int kLabelWidth = 120;
+  static constexpr int kMirrorsWidth = 50;  ///< added to the labels for the "+1023" of folded lanes
+  /// The lane labels' width: kLabelWidth, plus kMirrorsWidth when lanes stand for other ranks.
+  int labelWidth() const { return labelWidth_; }
   static constexpr int kRulerHeight = 26;
   static constexpr int kLaneHeight = 22;
   const TimeAxis& axis() const { return axis_; }
@@ -31,6 +35,7 @@ class TimelineView : public SnapshotView {
   void fit();
   TimeAxis axis_;
   bool fitted_ = false;
+  int labelWidth_ = kLabelWidth;
   QPoint dragFrom_;
   bool dragging_ = false;
 };

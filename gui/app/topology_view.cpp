@@ -300,7 +300,7 @@ const TopologyGraph* TopologyView::shownGraph() const {
 }
 
 void TopologyView::showHostPicker() {
-  bar_->setVisible(agg_.has_value());
+  bar_->setVisible(agg_ != nullptr);
   whole_->setEnabled(zoomHost_ >= 0);
   const int at = hosts_->findData(zoomHost_);
   if (at >= 0) hosts_->setCurrentIndex(at);
@@ -309,13 +309,18 @@ void TopologyView::showHostPicker() {
 void TopologyView::snapshotChanged() {
   canvas_->setVisible(hasData());
   details_->setVisible(hasData());
-  agg_.reset();
+  agg_ = nullptr;
+  ownAgg_.reset();
   zoomHost_ = -1;
   zoom_ = {};
   selectedLine_ = -1;
   hosts_->clear();
   if (hasData() && needsAggregation(snap_->topology)) {
-    agg_ = aggregateTopology(snap_->topology);
+    // Built on the worker with the snapshot (simulate()); here only for one built without it.
+    if (snap_->topologyAggregate)
+      agg_ = &*snap_->topologyAggregate;
+    else
+      agg_ = &ownAgg_.emplace(aggregateTopology(snap_->topology));
     hosts_->addItem(QStringLiteral("whole cluster"), -1);
     for (int h : graphHosts(snap_->topology)) hosts_->addItem(QStringLiteral("host %1").arg(h), h);
   }
@@ -386,9 +391,10 @@ void TopologyView::selectLink(int link) {
            .arg(100 * l.utilisation[0], 0, 'f', 2)
            .arg(formatBytes(l.bytes[1]))
            .arg(100 * l.utilisation[1], 0, 'f', 2);
+  const std::vector<LinkCollective> collectives = g.collectivesOf(link);
   t += QStringLiteral("<br><b>%1 collectives</b> (their algorithm's steps routed here):<br>")
-           .arg(l.collectives.size());
-  for (const LinkCollective& c : l.collectives)
+           .arg(collectives.size());
+  for (const LinkCollective& c : collectives)
     t += QStringLiteral("%1 %2 (%3, %4 ranks, %5): → %6, ← %7<br>")
              .arg(c.name, c.layer, c.algorithm)
              .arg(c.ranks)

@@ -32,7 +32,7 @@ class TopologyView : public SnapshotView {
   void zoomToHost(int host);
   int zoomedHost() const { return zoomHost_; }
   /// The aggregation of the current snapshot, or null when the topology is drawn whole.
-  const AggregatedTopology* aggregate() const { return agg_ ? &*agg_ : nullptr; }
+  const AggregatedTopology* aggregate() const { return agg_; }
   /// The graph drawn node by node: the whole topology, or the zoomed host; null while the
   /// aggregated cluster is shown.
   const TopologyGraph* shownGraph() const;
@@ -50,7 +50,8 @@ class TopologyView : public SnapshotView {
   QWidget* bar_;
   QComboBox* hosts_;
   QPushButton* whole_;
-  std::optional<AggregatedTopology> agg_;
+  const AggregatedTopology* agg_ = nullptr;   ///< the snapshot's, or ownAgg_
+  std::optional<AggregatedTopology> ownAgg_;  ///< for a snapshot built without one
   int zoomHost_ = -1;
   HostView zoom_;
   int selected_ = -1;

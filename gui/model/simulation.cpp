@@ -1,6 +1,6 @@
-// simulate(): run::simulate as `tessera sim run --trace` (folded replay, every rank simulated),
-// then the views' data; planFor(): run::plan as `tessera plan`; LatestWinsWorker and
-// SimulationRunner: background runs where the latest wins.
+// simulate(): run::simulate as `tessera sim run --trace` (folded replay; every rank simulated on
+// small meshes, the folded engine above), then the views' data; planFor(): run::plan as `tessera
+// plan`; LatestWinsWorker and SimulationRunner: background runs where the latest wins.
 #include "simulation.hpp"
 
 #include <QMetaObject>
@@ -13,30 +13,68 @@
 
 namespace tessera::studio {
 
-std::shared_ptr<const Snapshot> simulate(const StudioConfig& config) {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point& t) {
+  const Clock::time_point now = Clock::now();
+  const double s = std::chrono::duration<double>(now - t).count();
+  t = now;
+  return s;
+}
+
+/// The views' data from a simulated run, each step timed into s.timings.
+void buildViewsData(Snapshot& s, const run::SimRun& run, TopologyCache* cache) {
+  const ResolvedConfig& rc = run.setup;
+  SnapshotTimings& t = s.timings;
+  Clock::time_point at = Clock::now();
+  s.shards = buildShardMap(rc.train, rc.mesh);
+  t.shardMapS = since(at);
+  s.timeline = buildTimeline(s.result.trace, s.result.devices);
+  t.timelineS = since(at);
+  s.memory = buildMemoryBars(s.result, rc.catalog);
+  if (static_cast<int>(s.memory.size()) > kMemoryBarsMax)
+    s.memoryGroups = groupMemoryBars(s.memory);
+  t.memoryS = since(at);
+  TopologyCache local;
+  const auto base = (cache ? cache : &local)->get(rc.topology, s.numRanks);
+  s.topology = applyResult(*base, rc.topology, s.result);
+  t.topologyS = since(at);
+  if (needsAggregation(s.topology)) s.topologyAggregate = aggregateTopology(s.topology);
+  t.aggregateS = since(at);
+}
+
+}  // namespace
+
+std::shared_ptr<const Snapshot> simulate(const StudioConfig& config, TopologyCache* cache) {
   auto s = std::make_shared<Snapshot>();
   s->config = config;
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = Clock::now();
   try {
-    // Every rank simulated, with the trace: the timeline needs a lane per device.
-    run::SimRun run =
-        run::simulate(resolveConfig(config), /*every_rank=*/true, /*keep_trace=*/true);
-    const ResolvedConfig& rc = run.setup;
-    const sim::DeviceCatalog& catalog = rc.catalog;
-    s->modelName = QString::fromStdString(rc.train.model.name);
-    s->meshText = QString::fromStdString(rc.mesh.to_string());
-    s->numRanks = rc.mesh.size();
-    s->json = run.to_json();
+    Clock::time_point at = t0;
+    ResolvedConfig setup = resolveConfig(config);
+    s->timings.resolveS = since(at);
+    // Every rank simulated on small meshes (a lane per device); folded above, where the trace
+    // holds the simulated ranks only and the others show as the one they are the same as.
+    const bool everyRank = setup.mesh.size() <= kEveryRankMaxRanks;
+    run::SimRun run = run::simulate(std::move(setup), everyRank, /*keep_trace=*/true);
+    s->timings.simulateS = since(at);
+    s->modelName = QString::fromStdString(run.setup.train.model.name);
+    s->meshText = QString::fromStdString(run.setup.mesh.to_string());
+    s->numRanks = run.setup.mesh.size();
     s->result = std::move(run.result);
-    s->shards = buildShardMap(rc.train, rc.mesh);
-    s->timeline = buildTimeline(s->result.trace, s->numRanks);
-    s->memory = buildMemoryBars(s->result, catalog);
-    s->topology = buildTopologyGraph(rc.topology, s->result, s->numRanks);
+    buildViewsData(*s, run, cache);
+    s->setup = std::make_shared<const run::SimSetup>(std::move(run.setup));
   } catch (const std::exception& e) {
     s->error = QString::fromStdString(e.what());
   }
-  s->wallS = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  s->wallS = std::chrono::duration<double>(Clock::now() - t0).count();
   return s;
+}
+
+std::string Snapshot::json() const {
+  return setup ? run::result_json(*setup, result) : std::string();
 }
 
 sim::PlanResult planFor(const StudioConfig& config, const PlanControl& control) {
@@ -121,7 +159,7 @@ SimulationRunner::SimulationRunner(QObject* parent) : QObject(parent) {
 quint64 SimulationRunner::request(const StudioConfig& config) {
   const quint64 next = worker_.latest() + 1;
   return worker_.submit([this, config, next]() -> std::function<void()> {
-    auto s = std::const_pointer_cast<Snapshot>(simulate(config));
+    auto s = std::const_pointer_cast<Snapshot>(simulate(config, &topologies_));
     s->generation = next;
     std::shared_ptr<const Snapshot> done = s;
     return [this, done] { emit finished(done); };

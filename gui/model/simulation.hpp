@@ -14,8 +14,26 @@
 #include "studio_config.hpp"
 #include "studio_data.hpp"
 #include "tessera/sim/planner.hpp"
+#include "topology_aggregate.hpp"
+#include "topology_graph.hpp"
 
 namespace tessera::studio {
+
+/// Up to this many ranks the studio simulates every rank (a timeline lane per device); above, the
+/// folded engine (the same figures; lanes for the simulated ranks, the others "same as rank r").
+inline constexpr int kEveryRankMaxRanks = 64;
+
+/// Where one snapshot's time went, in seconds (the [.scale] cases print them).
+struct SnapshotTimings {
+  double resolveS = 0;    ///< resolveConfig: model, mesh, topology, catalog
+  double simulateS = 0;   ///< run::simulate: the replay and the engine
+  double shardMapS = 0;   ///< buildShardMap (layouts; halo plans only on small meshes)
+  double timelineS = 0;   ///< buildTimeline
+  double memoryS = 0;     ///< buildMemoryBars and groupMemoryBars
+  double topologyS = 0;   ///< the topology graph (its base from the cache, figures applied)
+  double aggregateS = 0;  ///< aggregateTopology, above AggregateOptions::fullMaxDevices
+  double studioS() const { return shardMapS + timelineS + memoryS + topologyS + aggregateS; }
+};
 
 /// Everything the views show for one configuration. `error` non-empty: nothing else is valid.
 struct Snapshot {
@@ -24,20 +42,33 @@ struct Snapshot {
   QString error;
   QString modelName, meshText;
   int numRanks = 0;
-  sim::SimResult result;  ///< simulate_iteration on the folded replay, every rank simulated
-  std::string
-      json;  ///< the result's one JSON form (run::SimRun::to_json), as `tessera sim run --json`
+  /// simulate_iteration on the folded replay: every rank simulated up to kEveryRankMaxRanks,
+  /// the folded engine above (result.simulated_ranks of them, the trace theirs only).
+  sim::SimResult result;
+  /// What it was simulated on (model, mesh, topology, catalog).
+  std::shared_ptr<const run::SimSetup> setup;
+  /// The result's one JSON form (run::result_json), as `tessera sim run --json`: built when asked
+  /// (a fifth of a second at 8,192 GPUs that no view needs).
+  std::string json() const;
   ShardMap shards;
   TimelineData timeline;
-  std::vector<MemoryBar> memory;
+  std::vector<MemoryBar> memory;  ///< one bar per rank
+  /// groupMemoryBars(memory) above kMemoryBarsMax devices (what the view draws); empty below.
+  std::vector<MemoryBar> memoryGroups;
   TopologyGraph topology;
+  /// The topology drawn aggregated (needsAggregation), built here rather than on the GUI thread.
+  std::optional<AggregatedTopology> topologyAggregate;
   double wallS = 0;  ///< how long building this snapshot took
+  SnapshotTimings timings;
   bool ok() const { return error.isEmpty(); }
 };
 
-/// Replays and simulates `config` exactly as `tessera sim run --trace` does and builds the views'
-/// data. Never throws: a bad configuration gives a Snapshot whose `error` says why.
-std::shared_ptr<const Snapshot> simulate(const StudioConfig& config);
+/// Replays and simulates `config` as `tessera sim run --trace` does (folded above
+/// kEveryRankMaxRanks) and builds the views' data; the topology graph's base comes from `cache`
+/// when given (the same topology is not rebuilt). Never throws: a bad configuration gives a
+/// Snapshot whose `error` says why.
+std::shared_ptr<const Snapshot> simulate(const StudioConfig& config,
+                                         TopologyCache* cache = nullptr);
 
 /// How a background plan reports and is stopped (run::PlanChoices::progress and ::cancel).
 struct PlanControl {
@@ -93,6 +124,7 @@ class SimulationRunner : public QObject {
   void finished(std::shared_ptr<const tessera::studio::Snapshot> snapshot);
 
  private:
+  TopologyCache topologies_;  ///< used on the worker thread only
   LatestWinsWorker worker_;
 };
 

@@ -9,52 +9,14 @@
 #include <cstdint>
 #include <vector>
 
+#include "shard_map.hpp"
 #include "tessera/core/trace.hpp"
-#include "tessera/nn/halo_plan.hpp"
 #include "tessera/sim/engine.hpp"
 #include "tessera/sim/topology.hpp"
 
 namespace tessera::studio {
 
-// ---- shard map ---------------------------------------------------------------------------------
-
-/// One halo message of one rank for one convolution: `box` (global input indices).
-struct HaloRegion {
-  int peer = -1;
-  nn::Box box;
-  std::int64_t bytes = 0;
-};
-
-/// One rank's part of an activation and the halos the next convolution exchanges.
-struct ShardInfo {
-  int rank = 0;
-  std::vector<int> coords;
-  nn::Box own;   ///< what the rank holds
-  nn::Box need;  ///< what the convolution reads (own + halos, clipped to the tensor)
-  std::vector<HaloRegion> recvs, sends;
-  std::int64_t recvBytes() const;
-  std::int64_t sendBytes() const;
-};
-
-/// The input activation of one convolution of the model, with the per-rank halo plans
-/// (nn::make_halo_plan on the layouts core's setup gives the layer).
-struct ShardLayer {
-  QString name;                     ///< module path ("stem.conv", "stages.0.blocks.0.dwconv")
-  QString conv;                     ///< ConvSpec::describe()
-  core::Shape shape;                ///< global input shape (N,C,H,W)
-  QString layout;                   ///< core::Layout::to_string()
-  std::vector<ShardInfo> shards;    ///< by rank
-  std::size_t haloRegions() const;  ///< received pieces over all ranks
-};
-
-struct ShardMap {
-  std::vector<ShardLayer>
-      layers;  ///< every convolution in forward order; [0] reads the model input
-};
-
-/// Builds the model (core's build_model), runs setup on a meta allocator and asks core for every
-/// convolution's halo plan on every rank. Throws what core throws for an impossible layout.
-ShardMap buildShardMap(const nn::TrainOptions& train, const core::DeviceMesh& mesh);
+// ---- shard map (shard_map.hpp) ---------------------------------------------------------------
 
 /// Where a box of an (H,W) plane goes when the plane (shape[2] × shape[3]) is scaled uniformly
 /// into `area` (top-left aligned): pixel rectangle of global rows/columns [h0,h1) × [w0,w1).
@@ -73,6 +35,7 @@ struct TimelineLane {
   int rank = 0;
   bool comm = false;  ///< false: compute kernels; true: collectives and halo transfers
   QString label;
+  int mirrors = 0;  ///< other ranks the same as this one (folded: simulated once, as `rank`)
 };
 
 struct TimelineEvent {
@@ -96,10 +59,23 @@ struct TimelineData {
   std::vector<TimelineEvent> events;  ///< the simulator's complete events, in trace order
   std::vector<TimelineArrow> arrows;
   sim::Picos endPs = 0;
+  /// Per rank: the rank whose lanes show it (itself, or with folding the simulated rank it is
+  /// the same as).
+  std::vector<int> sameAs;
+  /// Lanes (compute, comm) of `rank` or of the rank it is the same as; -1 when none.
+  int laneOf(int rank) const;
+  /// "rank 4711: same as rank 7" (folded), "rank 7" (simulated), "" for an unknown rank.
+  QString rankText(int rank) const;
 };
 
-/// Lanes and events from a trace in core's schema (the simulator's, or a measured one).
+/// Lanes for every rank below numRanks and their events from a trace in core's schema (the
+/// simulator's with every rank simulated, or a measured one).
 TimelineData buildTimeline(const std::vector<core::TraceEvent>& trace, int numRanks);
+/// Lanes for the simulated ranks only (DeviceResult::simulated_as == rank: with folding the few
+/// whose programs ran, and whose events the trace holds); every other rank shows as the one it is
+/// simulated as. O(events + ranks).
+TimelineData buildTimeline(const std::vector<core::TraceEvent>& trace,
+                           const std::vector<sim::DeviceResult>& devices);
 
 /// Time ↔ pixel mapping of the timeline: integer picoseconds per pixel, so that
 /// timeAt(x(t)) == t for every t and x(timeAt(px)) == px for every whole pixel.
@@ -130,10 +106,16 @@ struct MemoryBar {
   std::array<std::int64_t, core::kNumMemCategories> peakBytes{};  ///< per category
   std::int64_t peakTotalBytes = 0;  ///< peak of the sum (the simulator's figure)
   double capacityBytes = 0;
+  std::vector<int> alike;  ///< grouped (groupMemoryBars): the other ranks with these figures
   bool oom() const { return static_cast<double>(peakTotalBytes) > capacityBytes; }
 };
 
 std::vector<MemoryBar> buildMemoryBars(const sim::SimResult& r, const sim::DeviceCatalog& catalog);
+/// Above this many devices the memory view draws one bar per group of equal bars.
+inline constexpr int kMemoryBarsMax = 64;
+/// Bars with equal figures (device, every category's peak, the total, the capacity) as one: the
+/// first rank's, the others in `alike`; in the order of their first rank. O(bars log bars).
+std::vector<MemoryBar> groupMemoryBars(const std::vector<MemoryBar>& bars);
 /// "parameters", "gradients", "optimizer state", "activations", "halo buffers", "workspace".
 QString memCategoryLabel(int category);
 
@@ -170,18 +152,40 @@ struct GraphLink {
   double utilisation[2] = {0, 0};  ///< a→b, b→a (SimResult::links)
   double bytes[2] = {0, 0};
   std::vector<LinkTransfer> transfers;
-  std::vector<LinkCollective> collectives;  ///< in the order they started
+  /// In the order they started; filled on graphs of at most kListedCollectivesMaxDevices compute
+  /// nodes (TopologyGraph::collectivesOf gives them on any graph).
+  std::vector<LinkCollective> collectives;
   double maxUtilisation() const {
     return utilisation[0] > utilisation[1] ? utilisation[0] : utilisation[1];
   }
 };
 
+/// One collective's bytes on one link: an index into TopologyGraph::collectiveInfo.
+struct CollectiveOnLink {
+  int collective = -1;
+  double bytes[2] = {0, 0};  ///< a→b, b→a
+};
+
+/// Up to this many compute nodes every GraphLink::collectives is filled; above (hundreds of
+/// thousands of entries at 8,192 GPUs) the compact index alone, read per link when shown.
+inline constexpr int kListedCollectivesMaxDevices = 64;
+
 struct TopologyGraph {
   QString name, description;
   std::vector<GraphNode> nodes;
   std::vector<GraphLink> links;
+  /// Per SimResult::collectives entry: its name, layer, algorithm, group size and buffer (bytes 0).
+  std::vector<LinkCollective> collectiveInfo;
+  /// Link i's collectives: collectiveUses[collectiveStart[i] .. collectiveStart[i + 1]), in the
+  /// order they started (empty without a result).
+  std::vector<int> collectiveStart;
+  std::vector<CollectiveOnLink> collectiveUses;
+  /// Link `link`'s collectives with their bytes, as GraphLink::collectives lists them.
+  std::vector<LinkCollective> collectivesOf(int link) const;
 };
 
+/// The topology's nodes and links with `r`'s figures (topology_graph.hpp: built as
+/// applyResult(*buildTopologyBase(topo, numRanks), topo, r)).
 TopologyGraph buildTopologyGraph(const sim::Topology& topo, const sim::SimResult& r, int numRanks);
 
 /// "1.50 GB", "147 kB" (powers of 1000, as the CLI's tables).

@@ -255,3 +255,135 @@ TEST_CASE("the background runner re-simulates and only the latest request is del
   REQUIRE(got[0]->numRanks == 4);
   REQUIRE(got[0]->wallS < 10);
 }
+
+namespace {
+
+/// Everything of two shards that the views draw.
+void requireSameShard(const ShardInfo& a, const ShardInfo& b) {
+  REQUIRE(a.rank == b.rank);
+  REQUIRE(a.coords == b.coords);
+  REQUIRE(a.own == b.own);
+  REQUIRE(a.need == b.need);
+  REQUIRE(a.recvs.size() == b.recvs.size());
+  REQUIRE(a.sends.size() == b.sends.size());
+  for (std::size_t k = 0; k < a.recvs.size(); ++k) {
+    REQUIRE(a.recvs[k].peer == b.recvs[k].peer);
+    REQUIRE(a.recvs[k].box == b.recvs[k].box);
+    REQUIRE(a.recvs[k].bytes == b.recvs[k].bytes);
+  }
+  for (std::size_t k = 0; k < a.sends.size(); ++k) {
+    REQUIRE(a.sends[k].peer == b.sends[k].peer);
+    REQUIRE(a.sends[k].bytes == b.sends[k].bytes);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a shard map built per replica equals the complete one and loses no rank", "[gui]") {
+  const auto [mesh, replicas] = GENERATE(std::pair("dp=2,sp=4", 2), std::pair("sp=4,dp=2", 2),
+                                         std::pair("sp=8", 1), std::pair("dp=8", 8));
+  StudioConfig c = docsConfig();
+  c.model = "convnext-atto";
+  c.input = "3x256x1024";
+  c.batch = 8;
+  c.mesh = mesh;
+  const ResolvedConfig rc = resolveConfig(c);
+  const ShardMap full = buildShardMap(rc.train, rc.mesh);
+  const ShardMap lazy = buildShardMap(rc.train, rc.mesh, /*fullMaxRanks=*/0);
+  INFO(mesh);
+  REQUIRE(full.complete());
+  REQUIRE_FALSE(lazy.complete());
+  REQUIRE(lazy.layers.size() == full.layers.size());
+  REQUIRE(lazy.replicas == replicas);
+  REQUIRE(lazy.replicas * lazy.ranksPerReplica == 8);
+  for (std::size_t i = 0; i < full.layers.size(); ++i) {
+    REQUIRE(lazy.layers[i].shards.empty());  // nothing built up front
+    REQUIRE(lazy.layers[i].name == full.layers[i].name);
+    std::vector<int> seen(8, 0);
+    std::size_t halos = 0;
+    for (int k = 0; k < lazy.replicas; ++k) {
+      const ShardLayer l = lazy.layer(static_cast<int>(i), k);
+      REQUIRE(static_cast<int>(l.shards.size()) == lazy.ranksPerReplica);
+      for (const ShardInfo& s : l.shards) {
+        ++seen[s.rank];
+        requireSameShard(s, full.layers[i].shards[s.rank]);
+        // One replica: one batch slice.
+        REQUIRE(s.own.r[0] == l.shards[0].own.r[0]);
+      }
+      halos += l.haloRegions();
+    }
+    REQUIRE(seen == std::vector<int>(8, 1));  // every rank in exactly one replica
+    REQUIRE(halos == full.layers[i].haloRegions());
+  }
+  REQUIRE(lazy.layer(0, lazy.replicas).shards.empty());  // past the last replica: none
+}
+
+TEST_CASE("a folded timeline has lanes for the simulated ranks and counts the others", "[gui]") {
+  // Four ranks, ranks 2 and 3 the same as 0 and 1: their events are not in the trace.
+  std::vector<sim::DeviceResult> devices(4);
+  for (int r = 0; r < 4; ++r) devices[r].rank = r, devices[r].simulated_as = r % 2;
+  std::vector<core::TraceEvent> trace;
+  for (int r = 0; r < 2; ++r) {
+    core::TraceEvent e;
+    e.ph = 'X';
+    e.pid = r;
+    e.tid = core::kLaneCompute;
+    e.name = "conv2d";
+    e.ts_us = r;
+    e.dur_us = 1;
+    trace.push_back(e);
+  }
+  const TimelineData t = buildTimeline(trace, devices);
+  REQUIRE(t.lanes.size() == 4);
+  REQUIRE(t.lanes[2].rank == 1);
+  REQUIRE(t.lanes[2].mirrors == 1);
+  REQUIRE(t.events.size() == 2);
+  REQUIRE(t.events[1].lane == 2);
+  REQUIRE(t.laneOf(3) == 2);
+  REQUIRE(t.rankText(3) == "rank 3: same as rank 1");
+  REQUIRE(t.rankText(1) == "rank 1");
+  REQUIRE(t.rankText(4).isEmpty());
+  int ranks = 0;  // nothing lost: every rank is a lane's own or one of its mirrors
+  for (const TimelineLane& l : t.lanes) ranks += l.comm ? 0 : 1 + l.mirrors;
+  REQUIRE(ranks == 4);
+  // Every rank simulated: the same lanes and events as one lane pair per rank.
+  const auto s = simulate(docsConfig());
+  REQUIRE(s->result.simulated_ranks == 4);
+  const TimelineData all = buildTimeline(s->result.trace, s->numRanks);
+  REQUIRE(s->timeline.lanes.size() == all.lanes.size());
+  for (std::size_t i = 0; i < all.lanes.size(); ++i) {
+    REQUIRE(s->timeline.lanes[i].label == all.lanes[i].label);
+    REQUIRE(s->timeline.lanes[i].mirrors == 0);
+  }
+  REQUIRE(s->timeline.events.size() == all.events.size());
+  REQUIRE(s->timeline.arrows.size() == all.arrows.size());
+}
+
+TEST_CASE("memory bars grouped by equal figures keep every rank and figure", "[gui]") {
+  std::vector<MemoryBar> bars(10);
+  for (int r = 0; r < 10; ++r) {
+    bars[r].rank = r;
+    bars[r].device = r < 8 ? "a100" : "h100";
+    bars[r].peakBytes[0] = 100 * (r % 3);
+    bars[r].peakTotalBytes = 100 * (r % 3);
+    bars[r].capacityBytes = 1000;
+  }
+  const std::vector<MemoryBar> groups = groupMemoryBars(bars);
+  // a100 with 0, 100, 200 bytes; h100 with 200 (rank 8) and 0 (rank 9).
+  REQUIRE(groups.size() == 5);
+  REQUIRE(groups[0].rank == 0);
+  REQUIRE(groups[0].alike == std::vector<int>{3, 6});
+  REQUIRE(groups[3].rank == 8);
+  REQUIRE(groups[3].alike.empty());
+  std::vector<int> seen(10, 0);
+  for (const MemoryBar& g : groups) {
+    ++seen[g.rank];
+    for (int r : g.alike) {
+      ++seen[r];
+      REQUIRE(bars[r].device == g.device);
+      REQUIRE(bars[r].peakBytes == g.peakBytes);
+      REQUIRE(bars[r].peakTotalBytes == g.peakTotalBytes);
+    }
+  }
+  REQUIRE(seen == std::vector<int>(10, 1));  // every rank in exactly one group
+}
