@@ -1,5 +1,6 @@
 // Collective plans: rings (with rail-aligned channels across hosts), pipelined trees and chains,
-// the hierarchical all-reduce and the pairwise all-to-all, as steps of transfers.
+// the hierarchical all-reduce, the pairwise all-to-all and direct steps over a mesh of links, as
+// steps of transfers.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -35,13 +36,74 @@ int even_ranks_per_host(const std::vector<std::vector<int>>& hosts) {
 }
 
 /// One step in which every ring passes `bytes` from each member to the next.
-CollectiveStep ring_step(const std::vector<std::vector<int>>& rings, std::int64_t bytes, int repeat) {
+CollectiveStep ring_step(const std::vector<std::vector<int>>& rings, std::int64_t bytes,
+                         int repeat) {
   CollectiveStep step;
   step.repeat = repeat;
   for (const auto& ring : rings)
     for (std::size_t i = 0; i < ring.size(); ++i)
       step.transfers.push_back({ring[i], ring[(i + 1) % ring.size()], bytes});
   return step;
+}
+
+/// Rail j: the j-th rank of every host, hosts in order (the same count on each).
+std::vector<std::vector<int>> build_rails(const std::vector<std::vector<int>>& hosts) {
+  std::vector<std::vector<int>> rails(hosts[0].size());
+  for (const auto& h : hosts)
+    for (std::size_t j = 0; j < rails.size(); ++j) rails[j].push_back(h[j]);
+  return rails;
+}
+
+/// One step in which each rank of each clique sends `bytes` to every other rank of its clique at
+/// once: on a mesh, one transfer per directed link.
+CollectiveStep direct_step(const std::vector<std::vector<int>>& cliques, std::int64_t bytes,
+                           int repeat) {
+  CollectiveStep step;
+  step.repeat = repeat;
+  for (const auto& c : cliques)
+    for (int from : c)
+      for (int to : c)
+        if (from != to) step.transfers.push_back({from, to, bytes});
+  return step;
+}
+
+/// Whether Algorithm::Direct applies: one host, or hosts with the same count each; at least 3
+/// ranks per host (with 2, a direct step is a ring step); every two ranks on a host joined by a
+/// link that routing takes (a one-hop route both ways; routes are cached, and the first pair
+/// fails fast off a mesh). A pair routing cannot join is no mesh either.
+bool hosts_are_meshes(const Topology& t, const std::vector<int>& group,
+                      const std::vector<std::vector<int>>& hosts) {
+  if (hosts.size() > 1 && even_ranks_per_host(hosts) == 0) return false;
+  if (hosts[0].size() < 3) return false;
+  try {
+    for (const auto& h : hosts)
+      for (std::size_t i = 0; i < h.size(); ++i)
+        for (std::size_t j = i + 1; j < h.size(); ++j) {
+          const int a = group[h[i]], b = group[h[j]];
+          if (t.route(a, b).size() != 1 || t.route(b, a).size() != 1) return false;
+        }
+  } catch (const InvalidArgument&) {
+    return false;
+  }
+  return true;
+}
+
+/// Algorithm::Direct's steps. One host: all_reduce as a direct reduce-scatter then a direct
+/// all-gather (the same transfers, so one step repeated twice), the other ops one direct step.
+/// Several hosts (all_reduce): direct reduce-scatter of n/L shards within each host, ring
+/// all-reduce of each shard over its rail, direct all-gather within each host.
+void direct_steps(CollectivePlan& plan, const std::vector<std::vector<int>>& hosts, int p) {
+  const std::int64_t n = plan.bytes;
+  if (hosts.size() == 1) {
+    const int repeat = plan.op == CollectiveOp::AllReduce ? 2 : 1;
+    plan.steps.push_back(direct_step(hosts, ceil_div(n, p), repeat));
+    return;
+  }
+  const std::int64_t local = static_cast<std::int64_t>(hosts[0].size());
+  const int nh = static_cast<int>(hosts.size());
+  plan.steps.push_back(direct_step(hosts, ceil_div(n, local), 1));
+  plan.steps.push_back(ring_step(build_rails(hosts), ceil_div(n, local * nh), 2 * (nh - 1)));
+  plan.steps.push_back(direct_step(hosts, ceil_div(n, local), 1));
 }
 
 /// The rings of Algorithm::Ring: one in rank order, or L rail-aligned ones across hosts (ring c
@@ -136,8 +198,8 @@ void pipeline_steps(CollectivePlan& plan, const std::vector<Tree>& trees, std::i
 
 /// Chunk count minimising (S + c)·(α + m/(c·B)) for a pipeline of S + 1 stages: c = √(S·m/(α·B)),
 /// between 1 and 256, chunks of at least 4 KiB; α and B from the first hop of each tree.
-int pipeline_chunks(const Topology& t, const std::vector<int>& group, const std::vector<Tree>& trees,
-                    std::int64_t bytes, int stages) {
+int pipeline_chunks(const Topology& t, const std::vector<int>& group,
+                    const std::vector<Tree>& trees, std::int64_t bytes, int stages) {
   double alpha_ps = 1, bw = 1e18;
   for (const Tree& tree : trees)
     for (int v = 0; v < static_cast<int>(tree.parent.size()); ++v)
@@ -167,35 +229,52 @@ void check_group(const Topology& t, const std::vector<int>& group, std::int64_t 
   }
 }
 
+/// Why an algorithm may be missing from a group's candidates.
+const char* unsupported_hint(Algorithm algo) {
+  if (algo == Algorithm::Hierarchical)
+    return " (hier needs ranks on ≥ 2 hosts, the same number on each)";
+  if (algo == Algorithm::Direct)
+    return " (direct needs ≥ 3 ranks on each host joined pairwise by direct links, as on an AMD "
+           "Infinity Fabric mesh; across hosts, all_reduce only, the same number on each host)";
+  return "";
+}
+
 }  // namespace
 
 std::vector<Algorithm> candidate_algorithms(const Topology& t, CollectiveOp op,
                                             const std::vector<int>& group) {
-  switch (op) {
-    case CollectiveOp::AllReduce:
-      if (even_ranks_per_host(ranks_by_host(t, group)) > 0)
-        return {Algorithm::Ring, Algorithm::Tree, Algorithm::Hierarchical};
-      return {Algorithm::Ring, Algorithm::Tree};
-    case CollectiveOp::Broadcast: return {Algorithm::Ring, Algorithm::Tree};
-    case CollectiveOp::AllToAll: return {Algorithm::Pairwise};
-    default: return {Algorithm::Ring};
+  if (op == CollectiveOp::Broadcast) return {Algorithm::Ring, Algorithm::Tree};
+  std::vector<Algorithm> algos;
+  if (op == CollectiveOp::AllToAll) {
+    algos = {Algorithm::Pairwise};
+  } else {
+    algos = {Algorithm::Ring};
+    if (op == CollectiveOp::AllReduce) algos.push_back(Algorithm::Tree);
   }
+  if (group.empty()) return algos;
+  const auto hosts = ranks_by_host(t, group);
+  if (op == CollectiveOp::AllReduce && even_ranks_per_host(hosts) > 0)
+    algos.push_back(Algorithm::Hierarchical);
+  // Direct comes last, so that Auto keeps an older algorithm that ties with it. Across hosts only
+  // all_reduce has a direct plan (a direct phase within each host around the rail all-reduce).
+  if ((hosts.size() == 1 || op == CollectiveOp::AllReduce) && hosts_are_meshes(t, group, hosts))
+    algos.push_back(Algorithm::Direct);
+  return algos;
 }
 
 CollectivePlan plan_collective(const Topology& t, CollectiveOp op, Algorithm algo,
                                const std::vector<int>& group, std::int64_t bytes) {
   check_group(t, group, bytes);
-  TESSERA_CHECK(algo != Algorithm::Auto, "sim: plan_collective needs a concrete algorithm; "
+  TESSERA_CHECK(algo != Algorithm::Auto,
+                "sim: plan_collective needs a concrete algorithm; "
                 "simulate_collective resolves auto");
   const auto allowed = candidate_algorithms(t, op, group);
   if (std::find(allowed.begin(), allowed.end(), algo) == allowed.end()) {
     std::string list;
     for (Algorithm a : allowed) list += (list.empty() ? "" : ", ") + algorithm_name(a);
-    throw Unsupported(detail::cat(
-        "sim: ", collective_op_name(op), " has no ", algorithm_name(algo), " algorithm on this ",
-        group.size(), "-rank group", algo == Algorithm::Hierarchical
-            ? " (hier needs ranks on ≥ 2 hosts, the same number on each)" : "",
-        "; use one of: ", list, ", or auto"));
+    throw Unsupported(detail::cat("sim: ", collective_op_name(op), " has no ", algorithm_name(algo),
+                                  " algorithm on this ", group.size(), "-rank group",
+                                  unsupported_hint(algo), "; use one of: ", list, ", or auto"));
   }
   CollectivePlan plan;
   plan.op = op;
@@ -205,7 +284,9 @@ CollectivePlan plan_collective(const Topology& t, CollectiveOp op, Algorithm alg
   if (p == 1) return plan;
   const auto hosts = ranks_by_host(t, group);
 
-  if (op == CollectiveOp::AllToAll) {
+  if (algo == Algorithm::Direct) {
+    direct_steps(plan, hosts, p);
+  } else if (op == CollectiveOp::AllToAll) {
     for (int s = 1; s < p; ++s) {
       CollectiveStep step;
       for (int r = 0; r < p; ++r) step.transfers.push_back({r, (r + s) % p, ceil_div(bytes, p)});
@@ -213,9 +294,7 @@ CollectivePlan plan_collective(const Topology& t, CollectiveOp op, Algorithm alg
     }
   } else if (algo == Algorithm::Hierarchical) {
     const int local = even_ranks_per_host(hosts), nh = static_cast<int>(hosts.size());
-    std::vector<std::vector<int>> rails(local);
-    for (const auto& h : hosts)
-      for (int j = 0; j < local; ++j) rails[j].push_back(h[j]);
+    const auto rails = build_rails(hosts);
     if (local > 1) plan.steps.push_back(ring_step(hosts, ceil_div(bytes, local), local - 1));
     plan.steps.push_back(ring_step(rails, ceil_div(bytes, std::int64_t{local} * nh), 2 * (nh - 1)));
     if (local > 1) plan.steps.push_back(ring_step(hosts, ceil_div(bytes, local), local - 1));
@@ -250,7 +329,8 @@ CollectivePlan plan_collective(const Topology& t, CollectiveOp op, Algorithm alg
   } else {  // rings: all_reduce, all_gather, reduce_scatter
     const auto rings = build_rings(hosts, p);
     const std::int64_t chunk = ceil_div(bytes, std::int64_t{p} * static_cast<int>(rings.size()));
-    plan.steps.push_back(ring_step(rings, chunk, op == CollectiveOp::AllReduce ? 2 * (p - 1) : p - 1));
+    plan.steps.push_back(
+        ring_step(rings, chunk, op == CollectiveOp::AllReduce ? 2 * (p - 1) : p - 1));
   }
   return plan;
 }

@@ -111,7 +111,8 @@ void add_sim_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   c->add_option("--topology", args->topology, "A preset (tessera sim --list) or a topology JSON file")
       ->capture_default_str();
-  c->add_option("--algorithm", args->algorithm, "ring, tree, hier, pairwise or auto (fastest)")
+  c->add_option("--algorithm", args->algorithm,
+                "ring, tree, hier, pairwise, direct or auto (fastest)")
       ->capture_default_str();
   c->add_option("--ranks", args->ranks, "Use the first N devices (default: all)");
   c->add_flag("--json", args->json, "Print one JSON object (time_s, algbw_GBps, busbw_GBps, ...)");

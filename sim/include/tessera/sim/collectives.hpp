@@ -22,11 +22,20 @@ enum class CollectiveOp { AllReduce, AllGather, ReduceScatter, Broadcast, AllToA
 /// - Hierarchical: all_reduce as intra-host reduce-scatter, inter-host all-reduce of each rank's
 ///   1/L shard over its rail, intra-host all-gather (the group must span hosts evenly).
 /// - Pairwise: all_to_all in p−1 steps, rank r sending n/p to rank r+s in step s.
-enum class Algorithm { Auto, Ring, Tree, Hierarchical, Pairwise };
+/// - Direct: for a direct-link mesh (AMD Infinity Fabric: a link per GPU pair), offered when the
+///   ranks on each host, at least 3, are pairwise joined by one-hop routes. reduce_scatter,
+///   all_gather and all_to_all in one step, every rank sending n/p to each of the p−1 others at
+///   once (every link busy, where a ring uses one per rank); all_reduce as that reduce-scatter
+///   then that all-gather (RCCL's direct "two-shot" all-reduce). Across hosts (the same count on
+///   each, ≥ 3), all_reduce only: direct reduce-scatter within each host, ring all-reduce of each
+///   rank's 1/L shard over its rail, direct all-gather within each host (Hierarchical with direct
+///   phases).
+enum class Algorithm { Auto, Ring, Tree, Hierarchical, Pairwise, Direct };
 std::string collective_op_name(CollectiveOp op);
 std::string algorithm_name(Algorithm a);
 CollectiveOp parse_collective_op(const std::string& s);  ///< "all_reduce", ... (InvalidArgument)
-/// "auto", "ring", "tree", "hier" (or "hierarchical"), "pairwise" (InvalidArgument otherwise).
+/// "auto", "ring", "tree", "hier" (or "hierarchical"), "pairwise", "direct" (InvalidArgument
+/// otherwise).
 Algorithm parse_algorithm(const std::string& s);
 
 /// One transfer between two members of the group (indices into the group).
@@ -67,7 +76,8 @@ struct CollectiveResult {
   Algorithm algorithm = Algorithm::Ring;
   Picos time_ps = 0;
   double algbw_GBps = 0;  ///< bytes / time, GB = 1e9 bytes
-  double busbw_GBps = 0;  ///< nccl-tests: algbw · 2(p−1)/p (all_reduce), · (p−1)/p (gather/scatter/all-to-all)
+  double busbw_GBps =
+      0;  ///< nccl-tests: algbw · 2(p−1)/p (all_reduce), · (p−1)/p (gather/scatter/all-to-all)
   std::vector<double> edge_bytes;  ///< per directed edge
 };
 
@@ -87,7 +97,8 @@ CollectiveResult simulate_plan(const Topology& t, const CollectivePlan& plan,
 /// count, less a margin for the simulation's rounding. Auto skips an algorithm whose bound
 /// exceeds the best time simulated so far (the choice is unchanged, its cost falls: a tree
 /// all-reduce over a thousand ranks is tens of thousands of flows).
-Picos plan_lower_bound(const Topology& t, const CollectivePlan& plan, const std::vector<int>& group);
+Picos plan_lower_bound(const Topology& t, const CollectivePlan& plan,
+                       const std::vector<int>& group);
 
 /// The nccl-tests bus-bandwidth factor of an op for p ranks.
 double busbw_factor(CollectiveOp op, int p);
