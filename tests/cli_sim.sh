@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End to end through the command line: `tessera sim run` (text, --json, --trace; the folded
-# simulation equals the every-rank one that a trace forces), `sim collective` against its closed
+# simulation equals the every-rank one that a trace forces; --engine fast equals --engine exact),
+# `sim collective` against its closed
 # form, `sim memory`, `tessera plan` (sorted, a memory cap that leaves only checkpointed rows,
 # precision and gradient compression as dimensions),
 # and bad options refused with a message and a non-zero exit, never a crash.
@@ -154,6 +155,23 @@ assert "halo exchange" in open(f"{tmp}/cmp.txt").read()
 print("cli_sim: sim compare gives the same rows from a simulation and from its trace file")
 PY
 
+# --engine: the fast engine (the default: one slab per kind, symmetric routes and collective
+# groups) and the exact reference (every rank, route and group) give the same iteration time on a
+# folded two-host run; the fast one simulates fewer ranks.
+two=(sim run --model "$src/examples/convnext-mini.json" --input 3x64x512 --batch 4 --classes 6 \
+  --topology dgx-a100:2 --mesh dp=4,sp=4 --json)
+"$bin" "${two[@]}" --engine fast >"$tmp/engine_fast.json"
+"$bin" "${two[@]}" --engine exact >"$tmp/engine_exact.json"
+python3 - "$tmp" <<'PY'
+import json, sys
+tmp = sys.argv[1]
+fast, exact = json.load(open(f"{tmp}/engine_fast.json")), json.load(open(f"{tmp}/engine_exact.json"))
+assert fast["iteration_ps"] == exact["iteration_ps"], (fast["iteration_ps"], exact["iteration_ps"])
+assert exact["simulated_ranks"] == 16 and fast["simulated_ranks"] < 16, (fast["simulated_ranks"], exact["simulated_ranks"])
+print(f"cli_sim: --engine fast == exact ({fast['iteration_time_s']*1e3:.3f} ms), "
+      f"{fast['simulated_ranks']} of 16 ranks simulated by fast")
+PY
+
 # Bad input: a clear message, exit status 1 or 2, no core dump (expect_fail: cli_common.sh).
 expect_fail "dgx-a100" sim run --topology dgx-a10 --mesh sp=2
 expect_fail "ranks" sim run --topology dgx-a100 --mesh sp=16
@@ -170,4 +188,5 @@ expect_fail "no-such.json" sim compare --measured "$tmp/no-such.json"
 printf '{"mesh": 4}' >"$tmp/bad_spec.json"
 expect_fail 'field "mesh" must be a string' sim run --config "$tmp/bad_spec.json"
 expect_fail "input '3x5': expected three positive sizes CxHxW" sim run --input 3x5
+expect_fail "engine 'bogus': expected one of: fast, exact" sim run --engine bogus --mesh sp=2
 echo "cli_sim: bad options refused with clear messages"

@@ -169,6 +169,7 @@ SimSetup resolve_sim(const RunSpec& spec) {
   s.engine.device = spec.device;
   s.engine.tf32 = spec.tf32;
   s.engine.comm_progress = sim::parse_comm_progress(spec.comm_progress);
+  s.engine.engine = sim::parse_engine_kind(spec.engine);
   // The replay's tensors are meta, which MeshComm takes for host buffers; on GPUs the runtime's
   // gradient buckets are device memory, where Auto stays flat (comm::choose_all_reduce_algorithm:
   // NCCL picks its own topology-aware algorithm). Resolve Auto as the runtime will.

@@ -53,9 +53,12 @@ std::string one_of(const std::string& v, std::initializer_list<const char*> allo
 
 const std::vector<Field>& fields() {
   static const std::vector<Field> table = {
-      {"model", &RunSpec::model, "Model preset (convnext-atto ... convnext-xl, regnetx-200mf, regnety-400mf, ...), "
+      {"model", &RunSpec::model,
+       "Model preset (convnext-atto ... convnext-xl, regnetx-200mf, regnety-400mf, ...), "
        "a JSON model file, or the model's JSON itself",
-       [](RunSpec& s) { return ok_or(!s.model.empty(), "expected a preset name or a JSON model file"); }},
+       [](RunSpec& s) {
+         return ok_or(!s.model.empty(), "expected a preset name or a JSON model file");
+       }},
       {"input", &RunSpec::input, "Image size CxHxW (H and W multiples of the model's stride, 32)",
        [](RunSpec& s) {
          try {
@@ -65,7 +68,8 @@ const std::vector<Field>& fields() {
            return std::string("expected three positive sizes CxHxW, e.g. 3x512x2048");
          }
        }},
-      {"batch", &RunSpec::batch, "Global batch size", [](RunSpec& s) { return ok_or(s.batch >= 1, "must be a positive integer"); }},
+      {"batch", &RunSpec::batch, "Global batch size",
+       [](RunSpec& s) { return ok_or(s.batch >= 1, "must be a positive integer"); }},
       {"mesh", &RunSpec::mesh, "Device mesh: sp=4, dp=2,sp=2 or sp_h=2,sp_w=2",
        [](RunSpec& s) {
          try {
@@ -75,57 +79,97 @@ const std::vector<Field>& fields() {
            return std::string(e.what());
          }
        }},
-      {"shard", &RunSpec::shard, "Spatial dimension a mesh dim named sp splits: W or H (HW needs sp_h,sp_w)",
+      {"shard", &RunSpec::shard,
+       "Spatial dimension a mesh dim named sp splits: W or H (HW needs sp_h,sp_w)",
        [](RunSpec& s) {
          std::transform(s.shard.begin(), s.shard.end(), s.shard.begin(), ::toupper);
          return one_of(s.shard, {"W", "H", "HW"});
        }},
       {"checkpointing", &RunSpec::checkpointing, "Activation checkpointing: none, block or stage",
-       [](RunSpec& s) { return one_of(s.checkpointing, {"none", "block", "stage"}); }},
+       [](RunSpec& s) {
+         return one_of(s.checkpointing, {"none", "block", "stage"});
+       }},
       {"halo_recompute", &RunSpec::halo_recompute,
-       "With checkpointing: keep (a block's recompute reuses the halos its forward received, kept as halo "
+       "With checkpointing: keep (a block's recompute reuses the halos its forward received, kept "
+       "as halo "
        "buffers) or exchange (the recompute exchanges them again)",
-       [](RunSpec& s) { return one_of(s.halo_recompute, {"keep", "exchange"}); }},
-      {"optimizer", &RunSpec::optimizer, "sgd or adamw", [](RunSpec& s) { return one_of(s.optimizer, {"sgd", "adamw"}); }},
+       [](RunSpec& s) {
+         return one_of(s.halo_recompute, {"keep", "exchange"});
+       }},
+      {"optimizer", &RunSpec::optimizer, "sgd or adamw",
+       [](RunSpec& s) {
+         return one_of(s.optimizer, {"sgd", "adamw"});
+       }},
       {"lr", &RunSpec::lr, "Peak learning rate",
-       [](RunSpec& s) { return ok_or(std::isfinite(s.lr) && s.lr >= 0, "must be a finite number >= 0"); }},
+       [](RunSpec& s) {
+         return ok_or(std::isfinite(s.lr) && s.lr >= 0, "must be a finite number >= 0");
+       }},
       {"weight_decay", &RunSpec::weight_decay, "Weight decay",
-       [](RunSpec& s) { return ok_or(std::isfinite(s.weight_decay) && s.weight_decay >= 0, "must be a finite number >= 0"); }},
+       [](RunSpec& s) {
+         return ok_or(std::isfinite(s.weight_decay) && s.weight_decay >= 0,
+                      "must be a finite number >= 0");
+       }},
       {"momentum", &RunSpec::momentum, "SGD momentum",
        [](RunSpec& s) { return ok_or(s.momentum >= 0 && s.momentum < 1, "must be in [0, 1)"); }},
       {"warmup", &RunSpec::warmup, "Warmup steps (then cosine decay)",
        [](RunSpec& s) { return ok_or(s.warmup >= 0, "must be at least 0"); }},
       {"clip", &RunSpec::clip, "Global gradient-norm clip (0 = off)",
-       [](RunSpec& s) { return ok_or(std::isfinite(s.clip) && s.clip >= 0, "must be a finite number >= 0 (0: off)"); }},
-      {"steps", &RunSpec::steps, "Training steps", [](RunSpec& s) { return ok_or(s.steps >= 1, "must be at least 1"); }},
-      {"seed", &RunSpec::seed, "Seed for weights, data and DropPath", [](RunSpec&) { return std::string(); }},
-      {"task", &RunSpec::task, "classify or segment", [](RunSpec& s) { return one_of(s.task, {"classify", "segment"}); }},
-      {"classes", &RunSpec::classes, "Number of classes", [](RunSpec& s) { return ok_or(s.classes >= 2, "must be at least 2"); }},
+       [](RunSpec& s) {
+         return ok_or(std::isfinite(s.clip) && s.clip >= 0,
+                      "must be a finite number >= 0 (0: off)");
+       }},
+      {"steps", &RunSpec::steps, "Training steps",
+       [](RunSpec& s) { return ok_or(s.steps >= 1, "must be at least 1"); }},
+      {"seed", &RunSpec::seed, "Seed for weights, data and DropPath",
+       [](RunSpec&) { return std::string(); }},
+      {"task", &RunSpec::task, "classify or segment",
+       [](RunSpec& s) {
+         return one_of(s.task, {"classify", "segment"});
+       }},
+      {"classes", &RunSpec::classes, "Number of classes",
+       [](RunSpec& s) { return ok_or(s.classes >= 2, "must be at least 2"); }},
       {"drop_path", &RunSpec::drop_path, "Stochastic-depth rate (negative: the model's own)",
-       [](RunSpec& s) { return ok_or(s.drop_path < 1, "must be below 1 (negative: the model's own)"); }},
+       [](RunSpec& s) {
+         return ok_or(s.drop_path < 1, "must be below 1 (negative: the model's own)");
+       }},
       {"data", &RunSpec::data, "synthetic, or a folder of .npy images with labels.npy",
        [](RunSpec& s) { return ok_or(!s.data.empty(), "expected synthetic or a folder"); }},
       {"prefetch", &RunSpec::prefetch,
-       "Batches each rank's loader threads load ahead of the step being trained, each booked as activation memory "
-       "(0: every step loads its own batch when it starts; -1, auto: 2 when the ranks compute on GPUs, 0 on the cpu "
+       "Batches each rank's loader threads load ahead of the step being trained, each booked as "
+       "activation memory "
+       "(0: every step loads its own batch when it starts; -1, auto: 2 when the ranks compute on "
+       "GPUs, 0 on the cpu "
        "backend, whose threads already keep every core busy)",
-       [](RunSpec& s) { return ok_or(s.prefetch >= -1 && s.prefetch <= 64, "must be in [0, 64], or -1 (auto)"); }},
-      {"loader_workers", &RunSpec::loader_workers, "Loader threads per rank that load batches ahead (with prefetch)",
-       [](RunSpec& s) { return ok_or(s.loader_workers >= 1 && s.loader_workers <= 64, "must be in [1, 64]"); }},
-      {"shuffle", &RunSpec::shuffle, "Visit the samples in a new order every epoch, drawn from the seed (every rank "
-       "draws the same one); false: in index order", [](RunSpec&) { return std::string(); }},
-      {"dtype", &RunSpec::dtype, "Training dtype: f32, or f64 (float64: the exact answer a float32 run is compared against)",
+       [](RunSpec& s) {
+         return ok_or(s.prefetch >= -1 && s.prefetch <= 64, "must be in [0, 64], or -1 (auto)");
+       }},
+      {"loader_workers", &RunSpec::loader_workers,
+       "Loader threads per rank that load batches ahead (with prefetch)",
+       [](RunSpec& s) {
+         return ok_or(s.loader_workers >= 1 && s.loader_workers <= 64, "must be in [1, 64]");
+       }},
+      {"shuffle", &RunSpec::shuffle,
+       "Visit the samples in a new order every epoch, drawn from the seed (every rank "
+       "draws the same one); false: in index order",
+       [](RunSpec&) { return std::string(); }},
+      {"dtype", &RunSpec::dtype,
+       "Training dtype: f32, or f64 (float64: the exact answer a float32 run is compared against)",
        [](RunSpec& s) {
          return nn::training_dtype(s.dtype) ? std::string()
                                             : "the trainer keeps its weights in f32 or f64 (16-bit activations over f32 weights: precision "
                                                   "bf16 or fp16); use one of: " + nn::training_dtype_names();
        }},
       {"precision", &RunSpec::precision,
-       "fp32, or bf16 / fp16: mixed precision (f32 master weights and optimizer state; activations, saved tensors "
+       "fp32, or bf16 / fp16: mixed precision (f32 master weights and optimizer state; "
+       "activations, saved tensors "
        "and halos in 16 bits; fp32 accumulation)",
-       [](RunSpec& s) { return precision_rule(s.precision, s.dtype, "mixed precision keeps f32 master weights: use it with dtype f32"); }},
+       [](RunSpec& s) {
+         return precision_rule(s.precision, s.dtype,
+                               "mixed precision keeps f32 master weights: use it with dtype f32");
+       }},
       {"loss_scale", &RunSpec::loss_scale,
-       "Loss scaling: auto (dynamic for fp16, off otherwise), dynamic, off, or a static scale such as 1024",
+       "Loss scaling: auto (dynamic for fp16, off otherwise), dynamic, off, or a static scale such "
+       "as 1024",
        [](RunSpec& s) {
          try {
            nn::parse_loss_scale(s.loss_scale);
@@ -135,53 +179,80 @@ const std::vector<Field>& fields() {
          return std::string();
        }},
       {"grad_reduce_dtype", &RunSpec::grad_reduce_dtype,
-       "What gradient buckets are all-reduced in: fp32 (the gradients' own), or bf16 / fp16 (half the bytes, "
+       "What gradient buckets are all-reduced in: fp32 (the gradients' own), or bf16 / fp16 (half "
+       "the bytes, "
        "summed in f32 by the backend where it can)",
-       [](RunSpec& s) { return precision_rule(s.grad_reduce_dtype, s.dtype, "16-bit gradient reduction needs dtype f32"); }},
+       [](RunSpec& s) {
+         return precision_rule(s.grad_reduce_dtype, s.dtype,
+                               "16-bit gradient reduction needs dtype f32");
+       }},
       {"grad_compression", &RunSpec::grad_compression,
-       "How gradient buckets travel: none (the dense all-reduce) or topk (each rank sends the topk_ratio largest "
-       "entries of each bucket with error feedback: what is not sent is kept and added the next step)",
+       "How gradient buckets travel: none (the dense all-reduce) or topk (each rank sends the "
+       "topk_ratio largest "
+       "entries of each bucket with error feedback: what is not sent is kept and added the next "
+       "step)",
        [](RunSpec& s) {
          const std::string e = one_of(s.grad_compression, {"none", "topk"});
          if (!e.empty() || s.grad_compression == "none") return e;
          return ok_or(s.grad_reduce_dtype == "fp32", "topk sends f32 values: use it with grad_reduce_dtype fp32, "
                       "or grad_reduce_dtype bf16/fp16 without topk");
        }},
-      {"topk_ratio", &RunSpec::topk_ratio, "With grad_compression topk: the fraction of each bucket's elements a rank "
+      {"topk_ratio", &RunSpec::topk_ratio,
+       "With grad_compression topk: the fraction of each bucket's elements a rank "
        "sends per step (0 < ratio <= 1; 0.01 sends 1%)",
-       [](RunSpec& s) { return ok_or(std::isfinite(s.topk_ratio) && s.topk_ratio > 0 && s.topk_ratio <= 1,
-                                     "must be a fraction: 0 < ratio <= 1"); }},
+       [](RunSpec& s) {
+         return ok_or(std::isfinite(s.topk_ratio) && s.topk_ratio > 0 && s.topk_ratio <= 1,
+                      "must be a fraction: 0 < ratio <= 1");
+       }},
       {"backend", &RunSpec::backend, "Communication backend (tessera backends lists them)",
-       [](RunSpec& s) { return ok_or(!s.backend.empty(), "expected a backend name such as local"); }},
+       [](RunSpec& s) {
+         return ok_or(!s.backend.empty(), "expected a backend name such as local");
+       }},
       {"threads", &RunSpec::threads, "Compute threads per rank (0 = cores / ranks)",
        [](RunSpec& s) { return ok_or(s.threads >= 0, "must be at least 0 (0: cores / ranks)"); }},
       {"timeout_s", &RunSpec::timeout_s, "Deadline of every communication wait, seconds",
-       [](RunSpec& s) { return ok_or(std::isfinite(s.timeout_s) && s.timeout_s > 0, "must be a positive number of seconds"); }},
+       [](RunSpec& s) {
+         return ok_or(std::isfinite(s.timeout_s) && s.timeout_s > 0,
+                      "must be a positive number of seconds");
+       }},
       {"overlap", &RunSpec::overlap, "Overlap halo exchange and gradient all-reduce with compute",
        [](RunSpec&) { return std::string(); }},
       {"bucket_mib", &RunSpec::bucket_mib, "Gradient all-reduce bucket size in MiB",
        [](RunSpec& s) { return ok_or(s.bucket_mib >= 1, "must be at least 1"); }},
-      {"topology", &RunSpec::topology, "A topology preset (tessera sim --list), a topology JSON file or its JSON itself",
-       [](RunSpec& s) { return ok_or(!s.topology.empty(), "expected a preset name or a topology JSON file"); }},
+      {"topology", &RunSpec::topology,
+       "A topology preset (tessera sim --list), a topology JSON file or its JSON itself",
+       [](RunSpec& s) {
+         return ok_or(!s.topology.empty(), "expected a preset name or a topology JSON file");
+       }},
       {"device", &RunSpec::device,
-       "What every rank runs on. Training: cpu (default) or cuda, cuda:N (a GPU; in-process ranks share it, "
-       "one process per rank takes GPU N + its local rank); simulation: a device model (default: the topology's)",
+       "What every rank runs on. Training: cpu (default) or cuda, cuda:N (a GPU; in-process ranks "
+       "share it, "
+       "one process per rank takes GPU N + its local rank); simulation: a device model (default: "
+       "the topology's)",
        [](RunSpec&) { return std::string(); }},
       {"calibration", &RunSpec::calibration,
-       "A tessera calibrate file: its device (cpu-host, with the measured shared-memory links of the cpu-host "
+       "A tessera calibrate file: its device (cpu-host, with the measured shared-memory links of "
+       "the cpu-host "
        "presets) and kernel rates replace the built-in figures",
        [](RunSpec&) { return std::string(); }},
       {"tf32", &RunSpec::tf32,
-       "Let fp32 convolutions and matrix products use TF32 tensor cores (training on cuda; a simulation times "
+       "Let fp32 convolutions and matrix products use TF32 tensor cores (training on cuda; a "
+       "simulation times "
        "them at the TF32 peak)",
        [](RunSpec&) { return std::string(); }},
       {"all_reduce", &RunSpec::all_reduce,
-       "Reductions that span the node dimension: auto (hierarchical across >= 2 hosts of >= 2 ranks up to 32 MiB, "
-       "else flat), flat, or hier (reduce-scatter in the node, all-reduce across nodes, all-gather in the node)",
-       [](RunSpec& s) { return one_of(s.all_reduce, {"auto", "flat", "hier", "hierarchical"}); }},
+       "Reductions that span the node dimension: auto (hierarchical across >= 2 hosts of >= 2 "
+       "ranks up to 32 MiB, "
+       "else flat), flat, or hier (reduce-scatter in the node, all-reduce across nodes, all-gather "
+       "in the node)",
+       [](RunSpec& s) {
+         return one_of(s.all_reduce, {"auto", "flat", "hier", "hierarchical"});
+       }},
       {"alarm", &RunSpec::alarm,
-       "Training alarms over the defaults (grad_norm=10,grad_variance=1,loss=4,step_time=3,nonfinite=stop,"
-       "window=20,warmup=5): name=THRESHOLD[:warn|save|stop|save+stop] or name=off, comma-separated; each fired "
+       "Training alarms over the defaults "
+       "(grad_norm=10,grad_variance=1,loss=4,step_time=3,nonfinite=stop,"
+       "window=20,warmup=5): name=THRESHOLD[:warn|save|stop|save+stop] or name=off, "
+       "comma-separated; each fired "
        "alarm goes to the metrics file and is printed once",
        [](RunSpec& s) {
          try {
@@ -192,12 +263,15 @@ const std::vector<Field>& fields() {
          return std::string();
        }},
       {"node_dim", &RunSpec::node_dim,
-       "The mesh dimension whose ranks are on different hosts, e.g. dp for dp=2,sp=4 on two hosts of four "
+       "The mesh dimension whose ranks are on different hosts, e.g. dp for dp=2,sp=4 on two hosts "
+       "of four "
        "(default: none, or a dimension named node)",
        [](RunSpec&) { return std::string(); }},
       {"comm_progress", &RunSpec::comm_progress,
-       "Simulation: when communication moves. overlaps: while the ranks compute (NCCL; local and ucx by "
-       "default); in-calls: a collective blocks its post (local and ucx with TESSERA_LOCAL_PROGRESS or "
+       "Simulation: when communication moves. overlaps: while the ranks compute (NCCL; local and "
+       "ucx by "
+       "default); in-calls: a collective blocks its post (local and ucx with "
+       "TESSERA_LOCAL_PROGRESS or "
        "TESSERA_UCX_PROGRESS=calls); auto: overlaps",
        [](RunSpec& s) {
          try {
@@ -207,16 +281,31 @@ const std::vector<Field>& fields() {
          }
          return std::string();
        }},
-      {"trace", &RunSpec::trace, "Write the Chrome-trace timeline (Perfetto) here", [](RunSpec&) { return std::string(); }},
-      {"metrics", &RunSpec::metrics, "Write one JSON object per step here (JSON lines)", [](RunSpec&) { return std::string(); }},
-      {"save", &RunSpec::save, "Write a checkpoint here at the end", [](RunSpec&) { return std::string(); }},
-      {"resume", &RunSpec::resume, "Resume from this checkpoint", [](RunSpec&) { return std::string(); }},
+      {"engine", &RunSpec::engine,
+       "Simulation: fast (symmetric ranks, routes and collective groups simulated once per "
+       "class: the default) or exact (every rank, route and group on its own: the reference)",
+       [](RunSpec& s) {
+         return one_of(s.engine, {"fast", "exact"});
+       }},
+      {"trace", &RunSpec::trace, "Write the Chrome-trace timeline (Perfetto) here",
+       [](RunSpec&) { return std::string(); }},
+      {"metrics", &RunSpec::metrics, "Write one JSON object per step here (JSON lines)",
+       [](RunSpec&) { return std::string(); }},
+      {"save", &RunSpec::save, "Write a checkpoint here at the end",
+       [](RunSpec&) { return std::string(); }},
+      {"resume", &RunSpec::resume, "Resume from this checkpoint",
+       [](RunSpec&) { return std::string(); }},
       {"metrics_port", &RunSpec::metrics_port,
-       "Serve live Prometheus metrics on http://127.0.0.1:PORT/metrics while training (0: any free port, printed; "
+       "Serve live Prometheus metrics on http://127.0.0.1:PORT/metrics while training (0: any free "
+       "port, printed; "
        "-1: off)",
-       [](RunSpec& s) { return ok_or(s.metrics_port >= -1 && s.metrics_port <= 65535, "must be a port 1-65535, 0 (any free port) or -1 (off)"); }},
+       [](RunSpec& s) {
+         return ok_or(s.metrics_port >= -1 && s.metrics_port <= 65535,
+                      "must be a port 1-65535, 0 (any free port) or -1 (off)");
+       }},
       {"metrics_textfile", &RunSpec::metrics_textfile,
-       "Write the live Prometheus metrics to this file after every step (node-exporter textfile collector; "
+       "Write the live Prometheus metrics to this file after every step (node-exporter textfile "
+       "collector; "
        "name it *.prom)",
        [](RunSpec&) { return std::string(); }},
   };
@@ -425,10 +514,32 @@ const std::vector<std::string>& RunSpec::field_names() {
 }
 
 const std::vector<std::string>& RunSpec::simulation_fields() {
-  static const std::vector<std::string> names = {"model",    "input",      "batch",    "mesh",   "shard",
-                                                 "checkpointing", "halo_recompute", "optimizer", "task", "classes", "dtype", "precision", "grad_reduce_dtype",
-                                                 "grad_compression", "topk_ratio", "all_reduce", "node_dim", "overlap",  "bucket_mib", "prefetch", "topology", "device", "calibration",
-                                                 "tf32", "comm_progress"};
+  static const std::vector<std::string> names = {"model",
+                                                 "input",
+                                                 "batch",
+                                                 "mesh",
+                                                 "shard",
+                                                 "checkpointing",
+                                                 "halo_recompute",
+                                                 "optimizer",
+                                                 "task",
+                                                 "classes",
+                                                 "dtype",
+                                                 "precision",
+                                                 "grad_reduce_dtype",
+                                                 "grad_compression",
+                                                 "topk_ratio",
+                                                 "all_reduce",
+                                                 "node_dim",
+                                                 "overlap",
+                                                 "bucket_mib",
+                                                 "prefetch",
+                                                 "topology",
+                                                 "device",
+                                                 "calibration",
+                                                 "tf32",
+                                                 "comm_progress",
+                                                 "engine"};
   return names;
 }
 

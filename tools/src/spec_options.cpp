@@ -66,7 +66,8 @@ std::vector<std::string> simulation_fields() {
           "prefetch",
           "overlap",
           "tf32",
-          "comm_progress"};
+          "comm_progress",
+          "engine"};
 }
 
 }  // namespace tessera::tools

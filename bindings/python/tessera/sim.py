@@ -54,6 +54,7 @@ def simulate(
     dtype: str = "f32",
     calibration: str = "",
     precision: str = "fp32",
+    engine: str = "fast",
 ) -> "SimResult":
     """Simulates one training iteration (memory from a meta replay of the real trainer, time
     from the event engine), as ``tessera sim run`` with the same options. ``topology`` is a
@@ -61,12 +62,14 @@ def simulate(
     the result holds the timeline (``trace_events()``, ``write_trace(path)``). ``calibration``: a
     ``tessera calibrate`` file, as ``--calibration``. ``precision``: ``"fp32"``, ``"bf16"`` or
     ``"fp16"`` (mixed precision: 16-bit activations and halos, convolutions at the device's 16-bit
-    peak), as ``--precision``. ``to_dict()`` is ``json.loads`` of
+    peak), as ``--precision``. ``engine``: ``"fast"`` (symmetric ranks, routes and collective
+    groups simulated once per class) or ``"exact"`` (every one on its own: the reference), as
+    ``--engine``. ``to_dict()`` is ``json.loads`` of
     ``to_json()``, the text ``tessera sim run --json`` prints for the same description."""
     spec = _spec_json(model=model, input=_text(input), batch=batch, mesh=_text(mesh), topology=topology,
                       shard=shard, checkpointing=checkpointing, optimizer=optimizer, task=task,
                       classes=classes, device=device, tf32=tf32, bucket_mib=bucket_mib, overlap=overlap,
-                      dtype=dtype, calibration=calibration, precision=precision)
+                      dtype=dtype, calibration=calibration, precision=precision, engine=engine)
     return _s.simulate(spec, trace)
 
 

@@ -56,6 +56,7 @@ struct RunSpec {
   std::string node_dim;               ///< the mesh dimension across hosts ("": one named "node", if any)
   std::string alarm;                  ///< training alarms over the defaults (run::parse_alarms), e.g. "loss=2:stop"
   std::string comm_progress = "auto";  ///< simulation: auto, overlaps or in-calls (sim::CommProgress)
+  std::string engine = "fast";         ///< simulation: fast or exact (sim::EngineKind)
   std::string trace;                 ///< write the Chrome trace here (empty: none)
   std::string metrics, save, resume; ///< training: metrics JSON lines, checkpoint out, checkpoint in
   int metrics_port = -1;             ///< training: live Prometheus metrics on 127.0.0.1:PORT (0: any free port; -1: off)
