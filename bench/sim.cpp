@@ -89,6 +89,7 @@ Row measure(const Options& o, int gpus) {
   const sim::DeviceCatalog& catalog = setup.catalog;
   sim::EngineOptions no_trace = setup.engine;  // the prediction only, as the planner runs it
   no_trace.trace = false;
+  no_trace.collective_links = false;
   std::vector<double> topo, replay, engine, total, warm, cpu;
   for (int rep = 0; rep <= o.reps; ++rep) {  // rep 0 warms up
     const double c0 = thread_cpu_ms();

@@ -11,8 +11,8 @@ namespace tessera::sim {
 
 namespace detail_collectives {
 
-GroupRoutes::GroupRoutes(const Topology& t, const std::vector<int>& group)
-    : t_(t), group_(group), by_from_(group.size()) {}
+GroupRoutes::GroupRoutes(const Topology& t, std::vector<int> group)
+    : t_(t), group_(std::move(group)), by_from_(group_.size()) {}
 
 GroupRoutes::Route GroupRoutes::get(int from, int to) {
   auto& list = by_from_.at(from);
@@ -42,12 +42,27 @@ std::vector<int>& GroupRoutes::edge_slot() {
   return edge_slot_;
 }
 
-bool constant_rate_step(const Topology& t, const CollectiveStep& step, GroupRoutes& routes,
-                        Picos& time_ps, std::vector<double>& edge_bytes) {
+namespace {
+
+/// A step's transfers with their max-min rates, all moving (fill_step).
+struct Filling {
+  std::vector<const std::vector<int>*> route;
+  std::vector<Picos> latency;
+  std::vector<double> rate;
+  std::vector<int> bottleneck;       ///< per transfer: the compact edge it froze on
+  std::vector<int> begin, flows_on;  ///< per compact edge: its transfers (compressed rows)
+};
+
+/// Progressive filling of `step` as FlowNetwork::recompute_rates does it. False when the step is
+/// not one the filling times exactly: a transfer of no bytes, an empty route, transfers of
+/// different route latencies on one edge (they would not start moving together), no capacity.
+bool fill_step(const Topology& t, const CollectiveStep& step, GroupRoutes& routes, Filling& fill) {
   const std::vector<Link>& links = t.links();  // directed edge e runs along link e / 2
   const int nf = static_cast<int>(step.transfers.size());
-  std::vector<const std::vector<int>*> route(nf);
-  std::vector<Picos> latency(nf, 0);
+  std::vector<const std::vector<int>*>& route = fill.route;
+  std::vector<Picos>& latency = fill.latency;
+  route.assign(nf, nullptr);
+  latency.assign(nf, 0);
   for (int i = 0; i < nf; ++i) {
     const Transfer& tr = step.transfers[i];
     if (tr.bytes <= 0) return false;  // the network finishes these at once, taking no share
@@ -77,9 +92,12 @@ bool constant_rate_step(const Topology& t, const CollectiveStep& step, GroupRout
   } reset{slot, used};
   const int m = static_cast<int>(used.size());
   // The transfers on each edge, in start order (compressed rows); all must start moving together.
-  std::vector<int> begin(m + 1, 0), on(m, 0);
+  std::vector<int>& begin = fill.begin;
+  begin.assign(m + 1, 0);
+  std::vector<int> on(m, 0);
   for (int k = 0; k < m; ++k) begin[k + 1] = begin[k] + count[k];
-  std::vector<int> flows_on(begin[m]);
+  std::vector<int>& flows_on = fill.flows_on;
+  flows_on.assign(begin[m], 0);
   for (int i = 0; i < nf; ++i)
     for (int e : *route[i]) {
       const int k = slot[e];
@@ -92,8 +110,12 @@ bool constant_rate_step(const Topology& t, const CollectiveStep& step, GroupRout
   // edge of its route shares nothing: its rate is its slowest edge's, no heap needed (most of a
   // large tree's or ring's transfers); the heap holds the edges of the others only, which form
   // components of their own, so the rates come out as the heap over every edge gives them.
-  std::vector<double> cap(m, 0.0), rate(nf, 0.0);
-  std::vector<int> unfrozen(count), bottleneck(nf, -1);
+  std::vector<double> cap(m, 0.0);
+  std::vector<double>& rate = fill.rate;
+  rate.assign(nf, 0.0);
+  std::vector<int> unfrozen(count);
+  std::vector<int>& bottleneck = fill.bottleneck;
+  bottleneck.assign(nf, -1);
   std::vector<char> in_heap(m, 0);
   for (int k = 0; k < m; ++k) cap[k] = links[used[k] / 2].bw_bytes_per_s;
   for (int i = 0; i < nf; ++i) {
@@ -171,6 +193,17 @@ bool constant_rate_step(const Topology& t, const CollectiveStep& step, GroupRout
       }
     }
   }
+  return true;
+}
+
+}  // namespace
+
+bool constant_rate_step(const Topology& t, const CollectiveStep& step, GroupRoutes& routes,
+                        Picos& time_ps, std::vector<double>& edge_bytes) {
+  Filling fill;
+  if (!fill_step(t, step, routes, fill)) return false;
+  const int nf = static_cast<int>(step.transfers.size());
+  const auto& [route, latency, rate, bottleneck, begin, flows_on] = fill;
   // Each transfer keeps its rate to the end when every transfer on its bottleneck edge (saturated,
   // none faster than it) lasts at least as long: then that edge stays the transfer's bottleneck.
   std::vector<Picos> lasts(nf);
@@ -190,13 +223,133 @@ bool constant_rate_step(const Topology& t, const CollectiveStep& step, GroupRout
   return true;
 }
 
+Picos StepTemplate::time_ps(std::int64_t bytes) const {
+  Picos longest = 0;
+  for (const auto& [latency, rate] : latency_rate)
+    longest = std::max(longest, latency + transfer_time_ps(static_cast<double>(bytes), rate));
+  return longest;
+}
+
+double StepTemplate::bound_ps(std::int64_t bytes) const {
+  const double b = static_cast<double>(bytes);
+  double step_ps = 0;
+  for (const auto& [latency, bw] : latency_bw)
+    step_ps = std::max(step_ps, static_cast<double>(latency) + (bw > 0 ? b * 1e12 / bw : 0.0));
+  for (const auto& [first, count, bw] : edge_load)
+    step_ps = std::max(step_ps, static_cast<double>(first) + count * b * 1e12 / bw);
+  return step_ps;
+}
+
+namespace {
+
+template <class T>
+void add_distinct(std::vector<T>& list, const T& item) {
+  if (std::find(list.begin(), list.end(), item) == list.end()) list.push_back(item);
+}
+
+}  // namespace
+
+StepTemplate GroupRoutes::make_template(const CollectiveStep& step) {
+  StepTemplate tpl;
+  const std::vector<Link>& links = t_.links();
+  std::vector<int>& slot = edge_slot();
+  std::vector<int> used;  // compact edge k → edge id, in order of first use
+  std::vector<Picos> first;
+  std::vector<int> count;
+  for (const Transfer& tr : step.transfers) {
+    const Route r = get(tr.from, tr.to);
+    add_distinct(tpl.latency_bw, {r.latency_ps, r.bw_bytes_per_s});
+    for (int e : *r.edges) {
+      if (slot[e] < 0) {
+        slot[e] = static_cast<int>(used.size());
+        used.push_back(e);
+        first.push_back(r.latency_ps);
+        count.push_back(0);
+      }
+      const int k = slot[e];
+      first[k] = std::min(first[k], r.latency_ps);
+      ++count[k];
+    }
+  }
+  for (std::size_t k = 0; k < used.size(); ++k) {
+    add_distinct(tpl.edge_load,
+                 {first[k], static_cast<double>(count[k]), links[used[k] / 2].bw_bytes_per_s});
+    slot[used[k]] = -1;
+  }
+  return tpl;
+}
+
+void GroupRoutes::fill_template(const CollectiveStep& step, StepTemplate& tpl) {
+  tpl.filled = true;
+  // The rates, and the bottleneck each transfer froze on: constant_rate_step's filling. Whatever
+  // the size, a transfer keeps its rate when every transfer on its bottleneck is no faster.
+  Filling fill;
+  if (!fill_step(t_, step, *this, fill)) return;
+  const int nf = static_cast<int>(step.transfers.size());
+  std::vector<std::pair<Picos, double>> latency_rate;
+  for (int i = 0; i < nf; ++i) {
+    const int k = fill.bottleneck[i];
+    for (int j = fill.begin[k]; j < fill.begin[k + 1]; ++j)
+      if (fill.rate[fill.flows_on[j]] > fill.rate[i]) return;
+    add_distinct(latency_rate, {fill.latency[i], fill.rate[i]});
+  }
+  std::vector<int>& slot = edge_slot();
+  for (int i = 0; i < nf; ++i)
+    for (int e : *fill.route[i]) {
+      if (slot[e] < 0) {
+        slot[e] = static_cast<int>(tpl.edge_transfers.size());
+        tpl.edge_transfers.emplace_back(e, 0);
+      }
+      ++tpl.edge_transfers[slot[e]].second;
+    }
+  for (const auto& et : tpl.edge_transfers) slot[et.first] = -1;
+  tpl.latency_rate = std::move(latency_rate);
+  tpl.constant_rate = true;
+}
+
+const StepTemplate* GroupRoutes::step_template(const CollectiveStep& step, bool rates) {
+  if (step.transfers.empty()) return nullptr;
+  const std::int64_t bytes = step.transfers[0].bytes;
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the (from, to) list
+  for (const Transfer& tr : step.transfers) {
+    if (tr.bytes != bytes || bytes <= 0) return nullptr;
+    h = (h ^ static_cast<std::uint32_t>(tr.from)) * 1099511628211ull;
+    h = (h ^ static_cast<std::uint32_t>(tr.to)) * 1099511628211ull;
+  }
+  auto& bucket = templates_[h];
+  for (const auto& [shape, tpl] : bucket) {
+    if (shape.size() != step.transfers.size()) continue;
+    bool same = true;
+    for (std::size_t i = 0; same && i < shape.size(); ++i)
+      same = shape[i].first == step.transfers[i].from && shape[i].second == step.transfers[i].to;
+    if (!same) continue;
+    if (rates && !tpl->filled) fill_template(step, *tpl);
+    return tpl.get();
+  }
+  Shape shape;
+  shape.reserve(step.transfers.size());
+  for (const Transfer& tr : step.transfers) shape.emplace_back(tr.from, tr.to);
+  bucket.emplace_back(std::move(shape), std::make_unique<StepTemplate>(make_template(step)));
+  StepTemplate& tpl = *bucket.back().second;
+  if (rates) fill_template(step, tpl);
+  return &tpl;
+}
+
 Picos lower_bound(const Topology& t, const CollectivePlan& plan, GroupRoutes& routes) {
   const std::vector<Link>& links = t.links();  // directed edge e runs along link e / 2
   double total_ps = 0;
-  std::vector<double> load(t.num_edges(), 0.0);     // bytes per edge in the current step
-  std::vector<Picos> first(t.num_edges(), kNever);  // smallest latency of the step's flows on it
+  std::vector<double> load;  // bytes per edge in the current step (steps of unequal sizes)
+  std::vector<Picos> first;  // smallest latency of the step's flows on it
   std::vector<int> used;
   for (const CollectiveStep& step : plan.steps) {
+    if (const StepTemplate* tpl = routes.step_template(step)) {
+      total_ps += tpl->bound_ps(step.transfers[0].bytes) * step.repeat;
+      continue;
+    }
+    if (load.empty()) {
+      load.assign(t.num_edges(), 0.0);
+      first.assign(t.num_edges(), kNever);
+    }
     double step_ps = 0;
     for (const Transfer& tr : step.transfers) {
       const GroupRoutes::Route r = routes.get(tr.from, tr.to);
@@ -223,6 +376,21 @@ Picos lower_bound(const Topology& t, const CollectivePlan& plan, GroupRoutes& ro
   // The simulation rounds each transfer up to whole picoseconds, except that it takes a value
   // within 1e-9 relative of a whole picosecond as that one; this margin covers the latter.
   return static_cast<Picos>(std::floor(total_ps * (1 - 1e-6)));
+}
+
+Picos heaviest_step_bound(const CollectivePlan& plan, GroupRoutes& routes) {
+  const CollectiveStep* heaviest = nullptr;
+  double weight = 0;
+  for (const CollectiveStep& step : plan.steps) {
+    const double w = static_cast<double>(step.transfers.size()) * step.repeat;
+    if (w > weight) weight = w, heaviest = &step;
+  }
+  if (!heaviest) return 0;
+  const StepTemplate* tpl = routes.step_template(*heaviest);
+  if (!tpl) return 0;  // transfers of different sizes: no cheap bound, the full one decides
+  // The same margin as lower_bound's: this is one of the terms lower_bound adds up.
+  return static_cast<Picos>(
+      std::floor(tpl->bound_ps(heaviest->transfers[0].bytes) * heaviest->repeat * (1 - 1e-6)));
 }
 
 }  // namespace detail_collectives

@@ -16,7 +16,7 @@ namespace tessera::sim {
 namespace {
 constexpr const char* kOpNames[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast",
                                     "all_to_all"};
-constexpr const char* kAlgoNames[] = {"auto", "ring", "tree", "hier", "pairwise"};
+constexpr const char* kAlgoNames[] = {"auto", "ring", "tree", "hier", "pairwise", "direct"};
 }  // namespace
 
 std::string collective_op_name(CollectiveOp op) { return kOpNames[static_cast<int>(op)]; }
@@ -31,10 +31,10 @@ CollectiveOp parse_collective_op(const std::string& s) {
 
 Algorithm parse_algorithm(const std::string& s) {
   if (s == "hierarchical") return Algorithm::Hierarchical;
-  for (int i = 0; i < 5; ++i)
+  for (int i = 0; i < 6; ++i)
     if (s == kAlgoNames[i]) return static_cast<Algorithm>(i);
   throw InvalidArgument(detail::cat("sim: unknown collective algorithm \"", s,
-                                    "\"; use auto, ring, tree, hier or pairwise"));
+                                    "\"; use auto, ring, tree, hier, pairwise or direct"));
 }
 
 double busbw_factor(CollectiveOp op, int p) {
@@ -46,10 +46,10 @@ double busbw_factor(CollectiveOp op, int p) {
   }
 }
 
-namespace {
+namespace detail_collectives {
 
-CollectiveResult run_plan(const Topology& t, const CollectivePlan& plan, const std::vector<int>& group,
-                          detail_collectives::GroupRoutes& routes) {
+CollectiveResult simulate_plan(const Topology& t, const CollectivePlan& plan, GroupRoutes& routes) {
+  const std::vector<int>& group = routes.group();
   CollectiveResult res;
   res.algorithm = plan.algorithm;
   res.edge_bytes.assign(t.num_edges(), 0.0);
@@ -63,8 +63,16 @@ CollectiveResult run_plan(const Topology& t, const CollectivePlan& plan, const s
                         tr.to < static_cast<int>(group.size()),
                     "sim: transfer ", tr.from, " → ", tr.to, " names a rank outside the ",
                     group.size(), "-rank group");
+    // Equal sizes: the step's template, routed and filled once for every size and algorithm.
+    const StepTemplate* tpl = routes.step_template(step, true);
+    if (tpl && tpl->constant_rate) {
+      const double bytes = static_cast<double>(step.transfers[0].bytes) * step.repeat;
+      res.time_ps += tpl->time_ps(step.transfers[0].bytes) * step.repeat;
+      for (const auto& [e, n] : tpl->edge_transfers) res.edge_bytes[e] += n * bytes;
+      continue;
+    }
     Picos step_ps = 0;
-    if (detail_collectives::constant_rate_step(t, step, routes, step_ps, res.edge_bytes)) {
+    if (constant_rate_step(t, step, routes, step_ps, res.edge_bytes)) {
       res.time_ps += step_ps * step.repeat;
       continue;
     }
@@ -86,39 +94,52 @@ CollectiveResult run_plan(const Topology& t, const CollectivePlan& plan, const s
   return res;
 }
 
-}  // namespace
-
-CollectiveResult simulate_plan(const Topology& t, const CollectivePlan& plan,
-                               const std::vector<int>& group) {
-  detail_collectives::GroupRoutes routes(t, group);
-  return run_plan(t, plan, group, routes);
-}
-
 CollectiveResult simulate_collective(const Topology& t, CollectiveOp op, Algorithm algo,
-                                     const std::vector<int>& group, std::int64_t bytes) {
-  if (algo != Algorithm::Auto) return simulate_plan(t, plan_collective(t, op, algo, group, bytes), group);
-  // Simulate the candidates in order of their lower bounds and skip those whose bound exceeds
-  // the best time found: the same choice as simulating them all (ties: the earlier candidate).
+                                     std::int64_t bytes, GroupRoutes& routes) {
+  const std::vector<int>& group = routes.group();
+  if (algo != Algorithm::Auto)
+    return simulate_plan(t, plan_collective(t, op, algo, group, bytes), routes);
+  // Simulate the candidates in order of a lower bound and skip those whose bound exceeds the best
+  // time found: the same choice as simulating them all (ties: the earlier candidate). The first
+  // bound is one step's (the one that weighs most, a pipeline's steady state): a plan whose
+  // single step already takes longer than the best is skipped without routing its other steps
+  // (a pipelined tree over thousands of ranks is dozens of steps of thousands of transfers).
   const std::vector<Algorithm> candidates = candidate_algorithms(t, op, group);
-  detail_collectives::GroupRoutes routes(t, group);
   std::vector<CollectivePlan> plans;
-  std::vector<std::pair<Picos, int>> order;  // (lower bound, candidate index)
+  std::vector<std::pair<Picos, int>> order;  // (one step's bound, candidate index)
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     plans.push_back(plan_collective(t, op, candidates[i], group, bytes));
-    order.emplace_back(detail_collectives::lower_bound(t, plans.back(), routes), static_cast<int>(i));
+    order.emplace_back(heaviest_step_bound(plans.back(), routes), static_cast<int>(i));
   }
   std::sort(order.begin(), order.end());
   CollectiveResult best;
   int best_index = -1;
-  for (const auto& [bound, i] : order) {
-    if (best_index >= 0 && (bound > best.time_ps || (bound == best.time_ps && i > best_index))) continue;
-    CollectiveResult r = run_plan(t, plans[i], group, routes);
+  const auto skip = [&](Picos bound, int i) {
+    return best_index >= 0 && (bound > best.time_ps || (bound == best.time_ps && i > best_index));
+  };
+  for (const auto& [step_bound, i] : order) {
+    if (skip(step_bound, i) || skip(lower_bound(t, plans[i], routes), i)) continue;
+    CollectiveResult r = simulate_plan(t, plans[i], routes);
     if (best_index < 0 || r.time_ps < best.time_ps || (r.time_ps == best.time_ps && i < best_index)) {
       best = std::move(r);
       best_index = i;
     }
   }
   return best;
+}
+
+}  // namespace detail_collectives
+
+CollectiveResult simulate_plan(const Topology& t, const CollectivePlan& plan,
+                               const std::vector<int>& group) {
+  detail_collectives::GroupRoutes routes(t, group);
+  return detail_collectives::simulate_plan(t, plan, routes);
+}
+
+CollectiveResult simulate_collective(const Topology& t, CollectiveOp op, Algorithm algo,
+                                     const std::vector<int>& group, std::int64_t bytes) {
+  detail_collectives::GroupRoutes routes(t, group);
+  return detail_collectives::simulate_collective(t, op, algo, bytes, routes);
 }
 
 }  // namespace tessera::sim

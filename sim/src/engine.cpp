@@ -208,6 +208,7 @@ void Engine::arrive_collective(int r, int i) {
       const double b = c.edge_bytes[e];
       if (b <= 0) continue;
       coll_edge_bytes_[e] += b;
+      if (!opt_.collective_links) continue;
       const DirectedEdge de = topo_.edge(static_cast<int>(e));
       use.links.push_back({topo_.nodes()[de.from].name, topo_.nodes()[de.to].name, topo_.links()[de.link].kind, b});
     }
@@ -239,6 +240,14 @@ const std::pair<std::vector<int>, std::vector<int>>* Engine::model_of(
   return nullptr;
 }
 
+CollectiveResult Engine::time_collective(const std::string& name, const std::vector<int>& nodes,
+                                         std::int64_t bytes) {
+  auto& routes = group_routes_[nodes];
+  if (!routes) routes = std::make_unique<detail_collectives::GroupRoutes>(topo_, nodes);
+  return detail_collectives::simulate_collective(topo_, parse_collective_op(name),
+                                                 opt_.collective_algorithm, bytes, *routes);
+}
+
 const CollectiveResult& Engine::collective(const std::string& name, const std::vector<int>& group,
                                            std::int64_t bytes) {
   std::vector<int> nodes;
@@ -252,16 +261,12 @@ const CollectiveResult& Engine::collective(const std::string& name, const std::v
     const auto mk = std::make_tuple(name, model->first, bytes);
     auto m = coll_cache_.find(mk);
     if (m == coll_cache_.end())
-      m = coll_cache_
-              .emplace(mk, simulate_collective(topo_, parse_collective_op(name),
-                                               opt_.collective_algorithm, model->first, bytes))
-              .first;
+      m = coll_cache_.emplace(mk, time_collective(name, model->first, bytes)).first;
     r = m->second;
     for (std::size_t e = 0; e < r.edge_bytes.size(); ++e)
       r.edge_bytes[model->second[e]] = m->second.edge_bytes[e];
   } else {
-    r = simulate_collective(topo_, parse_collective_op(name), opt_.collective_algorithm, nodes,
-                            bytes);
+    r = time_collective(name, nodes, bytes);
   }
   return coll_cache_.emplace(key, std::move(r)).first->second;
 }

@@ -5,12 +5,14 @@
 #include <array>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <optional>
 #include <queue>
 #include <tuple>
 #include <utility>
 #include <vector>
 
+#include "collective_steps.hpp"
 #include "group_symmetry.hpp"
 #include "tessera/sim/engine.hpp"
 #include "tessera/sim/network.hpp"
@@ -111,6 +113,11 @@ class Engine {
   std::map<std::pair<std::vector<int>, std::int64_t>, Gathering> colls_;
   std::map<std::tuple<std::string, std::vector<int>, std::int64_t>, CollectiveResult> coll_cache_;
   std::optional<GroupSymmetry> symmetry_;  ///< fast engine: built for the first collective
+  /// Per group of nodes timed: its routes and step templates, kept across sizes and algorithms.
+  std::map<std::vector<int>, std::unique_ptr<detail_collectives::GroupRoutes>> group_routes_;
+  /// Runs simulate_collective on `nodes` through its kept GroupRoutes.
+  CollectiveResult time_collective(const std::string& name, const std::vector<int>& nodes,
+                                   std::int64_t bytes);
   /// Fast engine, per group of nodes: its model group and edge renaming (none: it is a model).
   std::map<std::vector<int>, std::optional<std::pair<std::vector<int>, std::vector<int>>>> models_;
   std::vector<double> coll_edge_bytes_;

@@ -96,6 +96,7 @@ void Engine::add_mirrored_traffic(std::vector<double>& edge_bytes) {
       for (const auto& [e, b] : carried) {
         if (b <= 0) continue;
         coll_edge_bytes_[e] += b;
+        if (!opt_.collective_links) continue;
         const DirectedEdge de = topo_.edge(e);
         copy.links.push_back({topo_.nodes()[de.from].name, topo_.nodes()[de.to].name,
                               topo_.links()[de.link].kind, b});

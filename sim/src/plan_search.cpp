@@ -150,6 +150,7 @@ class Search {
     refusing(e.error, [&] {
       EngineOptions eo = o_.engine;
       eo.trace = false;
+      eo.collective_links = false;
       const SimResult r = simulate_iteration(f, in_.topology, in_.catalog, eo);
       e.time_ps = r.iteration_ps;
       for (const DeviceResult& d : r.devices) {

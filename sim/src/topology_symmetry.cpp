@@ -83,6 +83,19 @@ static std::unique_ptr<HostSymmetry> build_symmetry(const std::vector<Node>& nod
   return s;
 }
 
+std::vector<Topology::NodePlace> Topology::node_places() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  if (!impl_->symmetry) impl_->symmetry = build_symmetry(impl_->nodes, impl_->links);
+  const HostSymmetry& s = *impl_->symmetry;
+  std::vector<NodePlace> places(impl_->nodes.size());
+  if (!s.valid) return places;
+  for (std::size_t v = 0; v < places.size(); ++v) {
+    const int h = s.host_of[v];
+    if (h >= 0) places[v] = {s.hosts[h].cls, h, s.local[v]};
+  }
+  return places;
+}
+
 const std::vector<int>* Topology::Impl::symmetric_route(int src, int dst,
                                                         const std::string& topology_name) const {
   if (!symmetry) symmetry = build_symmetry(nodes, links);

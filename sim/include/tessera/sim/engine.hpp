@@ -104,6 +104,9 @@ struct EngineOptions {
   WaitCosts waits;
   bool launch_overhead = true;  ///< add the device's per-kernel launch overhead
   bool trace = true;            ///< fill SimResult::trace (the planner and bench_sim need no trace)
+  /// Fill CollectiveUse::links (the studio's per-collective link view); the totals in
+  /// SimResult::links are filled either way (the planner and bench_sim need only those).
+  bool collective_links = true;
   Algorithm collective_algorithm = Algorithm::Auto;
   /// When communication moves.
   CommProgress comm_progress = CommProgress::Auto;
@@ -145,7 +148,9 @@ struct CollectiveUse {
   std::vector<int> ranks;      ///< the group, world ranks in group order
   std::int64_t bytes = 0;      ///< the per-rank buffer
   Picos start_ps = 0, end_ps = 0;
-  std::vector<CollectiveLinkBytes> links;  ///< directions that carried bytes, in topology edge order
+  /// Directions that carried bytes, in topology edge order (empty unless
+  /// EngineOptions::collective_links).
+  std::vector<CollectiveLinkBytes> links;
 };
 
 /// One link of the critical path: an op that ran over [start_ps, end_ps], wait_ps after the

@@ -49,18 +49,21 @@ std::string replay_difference(const RankReplay& a, const RankReplay& b);
 
 /// Simulates one iteration of the folded mesh. Ranks are grouped into slabs: the ranks that share
 /// their coordinates along every dimension no halo crosses (for dp × sp, one slab per dp
-/// replica). One slab per distinct kind (the classes of its ranks and their devices, in order) is
-/// simulated; every other slab copies the timeline of the simulated slab of its kind, which
-/// assumes the topology treats the slabs alike (true for the presets, where halo traffic of
-/// different slabs shares no link that can limit it). A collective starts when every simulated
-/// member has reached it and lasts what it lasts for the whole group. SimResult::devices still has
-/// one entry per rank (DeviceResult::simulated_as names the rank it copies); the trace covers the
-/// simulated ranks. The links and collectives are those of simulating every rank: each copy's
-/// halo transfers and the collectives of groups without a simulated member (within a mirrored
-/// slab) are renamed from their models and counted on the copies' own routes, a copied collective
-/// with the algorithm its model chose (docs/simulator.md, "Links of the copies").
-/// With `fold_engine` false every rank is simulated from its relabelled replay (expand()), which
-/// is exactly simulate_iteration(replay_all(...)).
+/// replica). One slab per distinct kind is simulated: per member in order, its class, its device
+/// and its place (Topology::node_places: its host's class, its position in the host, which of the
+/// slab's hosts it is on), so that slabs of one kind map onto each other by a permutation of
+/// interchangeable hosts. Every other slab copies the timeline of the simulated slab of its kind,
+/// which assumes that halo traffic of different slabs shares no link that can limit it (true for
+/// the presets; tests/sim/fast_engine_test.cpp holds it to EngineKind::Exact on random clusters). A
+/// collective starts when every simulated member has reached it and lasts what it lasts for the
+/// whole group. SimResult::devices still has one entry per rank (DeviceResult::simulated_as names
+/// the rank it copies); the trace covers the simulated ranks. The links and collectives are those
+/// of simulating every rank: each copy's halo transfers and the collectives of groups without a
+/// simulated member (within a mirrored slab) are renamed from their models and counted on the
+/// copies' own routes, a copied collective with the algorithm its model chose (docs/simulator.md,
+/// "Links of the copies"). With `fold_engine` false, or options.engine Exact, every rank is
+/// simulated from its relabelled replay (expand()), which is exactly
+/// simulate_iteration(replay_all(...)).
 SimResult simulate_iteration(const FoldedReplay& folded, const Topology& topology,
                              const DeviceCatalog& catalog, const EngineOptions& options = {},
                              bool fold_engine = true);

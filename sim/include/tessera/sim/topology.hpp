@@ -88,6 +88,17 @@ class Topology {
   /// per source (`--engine exact`). Routes already found are kept either way.
   void set_symmetric_routing(bool on);
   bool symmetric_routing() const noexcept;
+
+  /// A node's place in the hosts' symmetry: the class of its host (hosts with the same nodes and
+  /// links, attached to the same cluster switches in the same way: any permutation of a class's
+  /// hosts is an automorphism of the graph), the host (its index among the hosts, in id order) and
+  /// its position within the host. host_class is -1 for a cluster switch, and for every node when
+  /// the topology lacks the form symmetric routing relies on (then no two nodes are alike).
+  struct NodePlace {
+    int host_class = -1, host = -1, local = -1;
+  };
+  /// Every node's place, by node id.
+  std::vector<NodePlace> node_places() const;
   /// Sum of the latencies along route(src, dst).
   Picos route_latency(int src, int dst) const;
   /// The smallest bandwidth along route(src, dst).
