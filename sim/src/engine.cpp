@@ -201,16 +201,18 @@ void Engine::arrive_collective(int r, int i) {
   if (static_cast<int>(g.members.size()) < simulated_members(op.group)) return;
   Picos dur = 0;
   if (op.group.size() > 1 && op.bytes > 0 && op.name != "barrier") {
-    const CollectiveResult& c = collective(op.name, op.group, op.bytes);
+    const TimedCollective& timed = collective(op.name, op.group, op.bytes);
+    const CollectiveResult& c = timed.result;
     dur = c.time_ps;
-    CollectiveUse use{op.name, op.layer, algorithm_name(c.algorithm), op.group, op.bytes, now_, now_ + dur, {}};
-    for (std::size_t e = 0; e < coll_edge_bytes_.size(); ++e) {
+    CollectiveUse use{op.name,    op.layer, algorithm_name(c.algorithm), op.group, op.bytes, now_,
+                      now_ + dur, {}};
+    for (const int e : timed.used) {
       const double b = c.edge_bytes[e];
-      if (b <= 0) continue;
       coll_edge_bytes_[e] += b;
       if (!opt_.collective_links) continue;
-      const DirectedEdge de = topo_.edge(static_cast<int>(e));
-      use.links.push_back({topo_.nodes()[de.from].name, topo_.nodes()[de.to].name, topo_.links()[de.link].kind, b});
+      const DirectedEdge de = topo_.edge(e);
+      use.links.push_back(
+          {topo_.nodes()[de.from].name, topo_.nodes()[de.to].name, topo_.links()[de.link].kind, b});
     }
     coll_uses_.push_back(std::move(use));
   }
@@ -248,27 +250,27 @@ CollectiveResult Engine::time_collective(const std::string& name, const std::vec
                                                  opt_.collective_algorithm, bytes, *routes);
 }
 
-const CollectiveResult& Engine::collective(const std::string& name, const std::vector<int>& group,
-                                           std::int64_t bytes) {
+const TimedCollective& Engine::collective(const std::string& name, const std::vector<int>& group,
+                                          std::int64_t bytes) {
   std::vector<int> nodes;
   for (int m : group) nodes.push_back(ranks_.at(m).node);
   const auto key = std::make_tuple(name, nodes, bytes);
   auto it = coll_cache_.find(key);
   if (it != coll_cache_.end()) return it->second;
   const auto* model = opt_.engine == EngineKind::Fast ? model_of(nodes) : nullptr;
-  CollectiveResult r;
-  if (model) {  // the model's result, its link bytes renamed onto this group's links
-    const auto mk = std::make_tuple(name, model->first, bytes);
-    auto m = coll_cache_.find(mk);
-    if (m == coll_cache_.end())
-      m = coll_cache_.emplace(mk, time_collective(name, model->first, bytes)).first;
-    r = m->second;
-    for (std::size_t e = 0; e < r.edge_bytes.size(); ++e)
-      r.edge_bytes[model->second[e]] = m->second.edge_bytes[e];
-  } else {
-    r = time_collective(name, nodes, bytes);
-  }
-  return coll_cache_.emplace(key, std::move(r)).first->second;
+  if (!model)
+    return coll_cache_.emplace(key, TimedCollective(time_collective(name, nodes, bytes)))
+        .first->second;
+  // The model's result, its link bytes renamed onto this group's links.
+  const auto mk = std::make_tuple(name, model->first, bytes);
+  auto m = coll_cache_.find(mk);
+  if (m == coll_cache_.end())
+    m = coll_cache_.emplace(mk, TimedCollective(time_collective(name, model->first, bytes))).first;
+  CollectiveResult r = m->second.result;
+  std::fill(r.edge_bytes.begin(), r.edge_bytes.end(), 0.0);
+  for (const int e : m->second.used)
+    r.edge_bytes[model->second[e]] = m->second.result.edge_bytes[e];
+  return coll_cache_.emplace(key, TimedCollective(std::move(r))).first->second;
 }
 
 void Engine::finish(int r, int i, Picos t) {

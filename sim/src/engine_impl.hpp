@@ -47,6 +47,17 @@ struct Gathering {
   std::vector<std::pair<int, int>> members;
 };
 
+/// A collective as the engine timed it, with the edges that carried its bytes (ascending): an
+/// arrival adds those, not a pass over every edge of a thousand-node topology.
+struct TimedCollective {
+  CollectiveResult result;
+  std::vector<int> used;
+  explicit TimedCollective(CollectiveResult r) : result(std::move(r)) {
+    for (std::size_t e = 0; e < result.edge_bytes.size(); ++e)
+      if (result.edge_bytes[e] > 0) used.push_back(static_cast<int>(e));
+  }
+};
+
 struct Event {  ///< an op finishing; ordered by (t, seq)
   Picos t;
   std::int64_t seq;
@@ -90,8 +101,8 @@ class Engine {
   void add_mirrored_traffic(std::vector<double>& edge_bytes);
   /// Runs (cached) the collective `name` of `bytes` per rank over `group`'s devices. The fast
   /// engine renames the result of a group that a symmetry of the topology maps onto this one.
-  const CollectiveResult& collective(const std::string& name, const std::vector<int>& group,
-                                     std::int64_t bytes);
+  const TimedCollective& collective(const std::string& name, const std::vector<int>& group,
+                                    std::int64_t bytes);
   /// Fast engine: a group timed before that a symmetry maps onto `nodes`, with its edge renaming;
   /// nullptr when there is none (`nodes` then becomes a model for later groups).
   const std::pair<std::vector<int>, std::vector<int>>* model_of(const std::vector<int>& nodes);
@@ -111,7 +122,7 @@ class Engine {
   std::map<int, std::tuple<int, int, std::int64_t>> flow_match_;
   std::map<std::pair<int, std::vector<int>>, std::int64_t> coll_seq_;  // (rank, group) → next seq
   std::map<std::pair<std::vector<int>, std::int64_t>, Gathering> colls_;
-  std::map<std::tuple<std::string, std::vector<int>, std::int64_t>, CollectiveResult> coll_cache_;
+  std::map<std::tuple<std::string, std::vector<int>, std::int64_t>, TimedCollective> coll_cache_;
   std::optional<GroupSymmetry> symmetry_;  ///< fast engine: built for the first collective
   /// Per group of nodes timed: its routes and step templates, kept across sizes and algorithms.
   std::map<std::vector<int>, std::unique_ptr<detail_collectives::GroupRoutes>> group_routes_;
