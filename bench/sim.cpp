@@ -9,7 +9,12 @@
 // one warm-up run, with the folding figures (classes, simulated ranks) and the prediction itself.
 // The training options, catalog and engine options come from the run layer (run::resolve_sim),
 // as for `tessera sim run`; the parts are then timed one by one.
-// --unfolded also times replay_all + the engine on every rank (one run; slow at scale).
+// Each row also gives the process's peak resident memory while it ran (VmHWM, reset per row
+// through /proc/self/clear_refs), the issue-34 target for its GPU count where there is one
+// (1,024 GPUs < 0.2 s, 8,192 < 1 s, 16,384 < 2 s cold; < 1 GB at 16,384), and, up to
+// --exact-max GPUs, the exact engine's prediction and time (EngineKind::Exact: every rank,
+// route and collective group on its own) with the fast one's relative difference.
+#include <malloc.h>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -32,10 +37,10 @@ struct Options {
   bool json = false;
   int reps = 5;
   int sp = 8;
-  std::vector<int> gpus = {8, 64, 512, 1024};
+  std::vector<int> gpus = {64, 1024, 8192, 16384};
   std::string cluster = "dgx-a100";  // multi-node preset family: dgx-a100, dgx-h100, hgx-h200
   std::string checkpointing = "none";
-  bool unfolded = false;
+  int exact_max = 1024;  ///< run the exact engine on rows of at most this many GPUs
 };
 
 struct Row {
@@ -45,8 +50,36 @@ struct Row {
   Stats total_cpu_ms;                                      // this thread's CPU time
   int classes = 0, simulated = 0;
   double iteration_s = 0, peak_gb = 0;
-  double unfolded_ms = -1, unfolded_iteration_s = 0;
+  double peak_rss_mb = 0;
+  double exact_ms = -1, exact_iteration_s = 0;
 };
+
+/// Resets the process's peak resident set (VmHWM) to its current size (Linux: clear_refs 5), after
+/// handing the heap's free memory back (an earlier row's, kept by malloc, would count again).
+void reset_peak_rss() {
+  malloc_trim(0);
+  if (std::FILE* f = std::fopen("/proc/self/clear_refs", "w")) {
+    std::fputs("5", f);
+    std::fclose(f);
+  }
+}
+
+/// The process's peak resident set since the last reset, in MB (1e6 bytes); 0 if unknown.
+double peak_rss_mb() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return 0;
+  char line[256];
+  double kb = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::strncmp(line, "VmHWM:", 6) == 0) kb = std::atof(line + 6);
+  std::fclose(f);
+  return kb * 1024 / 1e6;
+}
+
+/// The issue-34 wall-clock target for a cold prediction on `gpus` GPUs, in ms (0: none).
+double target_ms(int gpus) {
+  return gpus == 1024 ? 200 : gpus == 8192 ? 1000 : gpus == 16384 ? 2000 : 0;
+}
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -78,6 +111,7 @@ run::SimSetup xl(const Options& o, const Row& row) {
 }
 
 Row measure(const Options& o, int gpus) {
+  reset_peak_rss();
   Row row;
   row.gpus = gpus;
   row.dp = gpus / o.sp;
@@ -129,13 +163,16 @@ Row measure(const Options& o, int gpus) {
   row.total_ms = stats_of(total);
   row.warm_ms = stats_of(warm);
   row.total_cpu_ms = stats_of(cpu);
-  if (o.unfolded) {
+  row.peak_rss_mb = peak_rss_mb();  // before the exact engine, which keeps every rank
+  if (gpus <= o.exact_max) {
+    sim::EngineOptions exact = no_trace;
+    exact.engine = sim::EngineKind::Exact;
     const auto t0 = std::chrono::steady_clock::now();
     const sim::Topology topology = sim::Topology::preset(row.topology);
     const sim::SimResult r =
-        sim::simulate_iteration(sim::replay_all(t, mesh), topology, catalog, no_trace);
-    row.unfolded_ms = ms_since(t0);
-    row.unfolded_iteration_s = static_cast<double>(r.iteration_ps) / sim::kPicosPerSecond;
+        sim::simulate_iteration(sim::replay_folded(t, mesh), topology, catalog, exact);
+    row.exact_ms = ms_since(t0);
+    row.exact_iteration_s = static_cast<double>(r.iteration_ps) / sim::kPicosPerSecond;
   }
   return row;
 }
@@ -152,8 +189,8 @@ Options parse(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--json") {
       o.json = true;
-    } else if (a == "--unfolded") {
-      o.unfolded = true;
+    } else if (a == "--exact-max" && i + 1 < argc) {
+      o.exact_max = std::atoi(argv[++i]);
     } else if (a == "--reps" && i + 1 < argc) {
       o.reps = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--sp" && i + 1 < argc) {
@@ -168,18 +205,19 @@ Options parse(int argc, char** argv) {
         o.gpus.push_back(static_cast<int>(std::strtol(s, const_cast<char**>(&s), 10)));
     } else {
       std::fprintf(stderr,
-                   "usage: bench_sim [--json] [--reps N] [--gpus 8,64,512,1024] [--sp 8] "
+                   "usage: bench_sim [--json] [--reps N] [--gpus 64,1024,8192,16384] [--sp 8] "
                    "[--cluster dgx-a100|dgx-h100|hgx-h200] [--checkpointing none|block|stage] "
-                   "[--unfolded]\n"
+                   "[--exact-max N]\n"
                    "  wall-clock time of the simulator predicting one ConvNeXt-XL iteration\n"
                    "  (3x512x4096, batch 7 per dp replica, AdamW), split into topology,\n"
                    "  replay and engine; median [min-max] over --reps cold runs (default 5)\n"
                    "  after one warm-up\n"
-                   "  --gpus: the GPU counts simulated (default 8,64,512,1024), mesh dp x sp\n"
+                   "  --gpus: the GPU counts simulated (default 64,1024,8192,16384), mesh dp x sp\n"
                    "  --sp: the spatial shards per replica (default 8)\n"
                    "  --cluster: the multi-node preset family, <cluster>:N (default dgx-a100)\n"
                    "  --checkpointing none|block|stage: activation checkpointing (default none)\n"
-                   "  --unfolded: also time replaying and simulating every rank (slow at scale)\n"
+                   "  --exact-max N: also run the exact engine on rows of at most N GPUs (default\n"
+                   "    1024; 0: never) and give the fast prediction's difference from it\n"
                    "  --json: one JSON object on stdout instead of the table\n");
       std::exit(a == "--help" ? 0 : 2);
     }
@@ -215,9 +253,17 @@ int run(int argc, char** argv) {
       j.stats("total_ms_", r.total_ms)
           .stats("total_cpu_ms_", r.total_cpu_ms)
           .stats("engine_warm_ms_", r.warm_ms);
-      if (r.unfolded_ms >= 0)
-        j.num("unfolded_ms", r.unfolded_ms)
-            .num("unfolded_iteration_time_s", r.unfolded_iteration_s);
+      j.num("peak_rss_mb", r.peak_rss_mb);
+      if (target_ms(r.gpus) > 0)
+        j.num("target_total_ms", target_ms(r.gpus))
+            .raw("meets_target", r.total_ms.median < target_ms(r.gpus) ? "true" : "false");
+      if (r.gpus == 16384)
+        j.num("target_peak_rss_mb", 1000)
+            .raw("meets_rss_target", r.peak_rss_mb < 1000 ? "true" : "false");
+      if (r.exact_ms >= 0)
+        j.num("exact_ms", r.exact_ms)
+            .num("exact_iteration_time_s", r.exact_iteration_s)
+            .num("fast_vs_exact_rel", (r.iteration_s - r.exact_iteration_s) / r.exact_iteration_s);
       items.push_back(j.str());
     }
     Json top;
@@ -241,23 +287,34 @@ int run(int argc, char** argv) {
       "each: "
       "total = topology + replay + engine), wall clock and CPU\n",
       o.reps);
-  std::printf("%5s  %-13s %-12s %4s %4s  %-10s %-12s %-16s %-16s %-16s %-14s %9s %7s%s\n", "GPUs",
-              "topology", "mesh", "cls", "sim", "topo ms", "replay ms", "engine ms", "total ms",
-              "total cpu ms", "warm engine", "iteration", "peak GB",
-              o.unfolded ? "  unfolded ms (iteration)" : "");
+  std::printf("%5s  %-13s %-12s %4s %4s  %-10s %-12s %-16s %-16s %-16s %-14s %9s %7s %8s  %s\n",
+              "GPUs", "topology", "mesh", "cls", "sim", "topo ms", "replay ms", "engine ms",
+              "total ms", "total cpu ms", "warm engine", "iteration", "peak GB", "RSS MB",
+              "target / exact engine");
   for (const Row& r : rows) {
     std::printf("%5d  %-13s %-12s %4d %4d  %-10s %-12s %-16s %-16s %-16s %-14s %8.3fs %7.2f",
                 r.gpus, r.topology.c_str(), r.mesh.c_str(), r.classes, r.simulated,
                 cell(r.topo_ms).c_str(), cell(r.replay_ms).c_str(), cell(r.engine_ms).c_str(),
                 cell(r.total_ms).c_str(), cell(r.total_cpu_ms).c_str(), cell(r.warm_ms).c_str(),
                 r.iteration_s, r.peak_gb);
-    if (r.unfolded_ms >= 0) std::printf("  %.0f (%.3fs)", r.unfolded_ms, r.unfolded_iteration_s);
+    std::printf(" %8.0f ", r.peak_rss_mb);
+    if (target_ms(r.gpus) > 0)
+      std::printf(" total < %.0f ms: %s", target_ms(r.gpus),
+                  r.total_ms.median < target_ms(r.gpus) ? "met" : "MISSED");
+    if (r.gpus == 16384)
+      std::printf(", RSS < 1000 MB: %s", r.peak_rss_mb < 1000 ? "met" : "MISSED");
+    if (r.exact_ms >= 0)
+      std::printf(" exact %.3fs in %.0f ms (fast %+.4f%%)", r.exact_iteration_s, r.exact_ms,
+                  100 * (r.iteration_s - r.exact_iteration_s) / r.exact_iteration_s);
     std::printf("\n");
   }
   std::printf(
       "cls: replays (one per class of symmetric ranks); sim: ranks the engine ran (the others "
       "mirror "
-      "them); warm engine: the engine again on the same topology, its routes cached\n");
+      "them); warm engine: the engine again on the same topology, its routes cached; RSS MB: the\n"
+      "process's peak resident memory during the row; exact engine: EngineKind::Exact (every "
+      "rank,\n"
+      "route and group on its own), once, with the fast prediction's difference from it\n");
   return 0;
 }
 
