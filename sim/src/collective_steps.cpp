@@ -4,8 +4,13 @@
 // thousand ranks, where a pipelined tree is over a hundred thousand transfers.
 #include "collective_steps.hpp"
 
+#include "tessera/core/error.hpp"
+
 #include <algorithm>
 #include <cmath>
+#include <exception>
+#include <thread>
+#include <unordered_set>
 
 namespace tessera::sim {
 
@@ -51,12 +56,33 @@ struct Filling {
   std::vector<double> rate;
   std::vector<int> bottleneck;       ///< per transfer: the compact edge it froze on
   std::vector<int> begin, flows_on;  ///< per compact edge: its transfers (compressed rows)
+  std::vector<int> used;             ///< compact edge → edge id
 };
 
 /// Progressive filling of `step` as FlowNetwork::recompute_rates does it. False when the step is
 /// not one the filling times exactly: a transfer of no bytes, an empty route, transfers of
 /// different route latencies on one edge (they would not start moving together), no capacity.
+/// The routes and the per-edge scratch a filling reads: the group's own (one thread), or its
+/// looked-up routes with a thread's own scratch (GroupRoutes::fill_templates).
+struct FillSource {
+  GroupRoutes* routes = nullptr;        ///< get(): looks up and caches
+  const GroupRoutes* cached = nullptr;  ///< find(): routes looked up before, read only
+  std::vector<int>* slot = nullptr;
+  GroupRoutes::Route route(int from, int to) const {
+    return routes ? routes->get(from, to) : cached->find(from, to);
+  }
+};
+
+bool fill_step(const Topology& t, const CollectiveStep& step, const FillSource& src, Filling& fill);
+void fill_template_from(const Topology& t, const CollectiveStep& step, const FillSource& src,
+                        StepTemplate& tpl);
+
 bool fill_step(const Topology& t, const CollectiveStep& step, GroupRoutes& routes, Filling& fill) {
+  return fill_step(t, step, FillSource{&routes, nullptr, &routes.edge_slot()}, fill);
+}
+
+bool fill_step(const Topology& t, const CollectiveStep& step, const FillSource& src,
+               Filling& fill) {
   const std::vector<Link>& links = t.links();  // directed edge e runs along link e / 2
   const int nf = static_cast<int>(step.transfers.size());
   std::vector<const std::vector<int>*>& route = fill.route;
@@ -66,14 +92,16 @@ bool fill_step(const Topology& t, const CollectiveStep& step, GroupRoutes& route
   for (int i = 0; i < nf; ++i) {
     const Transfer& tr = step.transfers[i];
     if (tr.bytes <= 0) return false;  // the network finishes these at once, taking no share
-    const GroupRoutes::Route r = routes.get(tr.from, tr.to);
+    const GroupRoutes::Route r = src.route(tr.from, tr.to);
     if (r.edges->empty()) return false;
     route[i] = r.edges;
     latency[i] = r.latency_ps;
   }
   // The edges the step uses, numbered 0..m−1 in order of first use (slot[e]); reset on return.
-  std::vector<int>& slot = routes.edge_slot();
-  std::vector<int> used, count;
+  std::vector<int>& slot = *src.slot;
+  std::vector<int>& used = fill.used;
+  used.clear();
+  std::vector<int> count;
   for (int i = 0; i < nf; ++i)
     for (int e : *route[i]) {
       if (slot[e] < 0) {
@@ -203,7 +231,8 @@ bool constant_rate_step(const Topology& t, const CollectiveStep& step, GroupRout
   Filling fill;
   if (!fill_step(t, step, routes, fill)) return false;
   const int nf = static_cast<int>(step.transfers.size());
-  const auto& [route, latency, rate, bottleneck, begin, flows_on] = fill;
+  const auto& [route, latency, rate, bottleneck, begin, flows_on, used] = fill;
+  (void)used;
   // Each transfer keeps its rate to the end when every transfer on its bottleneck edge (saturated,
   // none faster than it) lasts at least as long: then that edge stays the transfer's bottleneck.
   std::vector<Picos> lasts(nf);
@@ -280,11 +309,21 @@ StepTemplate GroupRoutes::make_template(const CollectiveStep& step) {
 }
 
 void GroupRoutes::fill_template(const CollectiveStep& step, StepTemplate& tpl) {
+  fill_template_from(t_, step, FillSource{this, nullptr, &edge_slot()}, tpl);
+}
+
+namespace {
+
+void fill_template_from(const Topology& t, const CollectiveStep& step, const FillSource& src,
+                        StepTemplate& tpl) {
   tpl.filled = true;
+  tpl.constant_rate = false;
+  tpl.latency_rate.clear();
+  tpl.edge_transfers.clear();
   // The rates, and the bottleneck each transfer froze on: constant_rate_step's filling. Whatever
   // the size, a transfer keeps its rate when every transfer on its bottleneck is no faster.
   Filling fill;
-  if (!fill_step(t_, step, *this, fill)) return;
+  if (!fill_step(t, step, src, fill)) return;
   const int nf = static_cast<int>(step.transfers.size());
   std::vector<std::pair<Picos, double>> latency_rate;
   for (int i = 0; i < nf; ++i) {
@@ -293,18 +332,62 @@ void GroupRoutes::fill_template(const CollectiveStep& step, StepTemplate& tpl) {
       if (fill.rate[fill.flows_on[j]] > fill.rate[i]) return;
     add_distinct(latency_rate, {fill.latency[i], fill.rate[i]});
   }
-  std::vector<int>& slot = edge_slot();
-  for (int i = 0; i < nf; ++i)
-    for (int e : *fill.route[i]) {
-      if (slot[e] < 0) {
-        slot[e] = static_cast<int>(tpl.edge_transfers.size());
-        tpl.edge_transfers.emplace_back(e, 0);
-      }
-      ++tpl.edge_transfers[slot[e]].second;
-    }
-  for (const auto& et : tpl.edge_transfers) slot[et.first] = -1;
+  tpl.edge_transfers.reserve(fill.used.size());
+  for (std::size_t k = 0; k < fill.used.size(); ++k)
+    tpl.edge_transfers.emplace_back(fill.used[k], fill.begin[k + 1] - fill.begin[k]);
   tpl.latency_rate = std::move(latency_rate);
   tpl.constant_rate = true;
+}
+
+}  // namespace
+
+GroupRoutes::Route GroupRoutes::find(int from, int to) const {
+  for (const auto& [peer, r] : by_from_.at(from))
+    if (peer == to) return r;
+  const std::int64_t key =
+      static_cast<std::int64_t>(from) * static_cast<std::int64_t>(group_.size()) + to;
+  const auto it = more_.find(key);
+  if (it == more_.end())
+    throw InternalError(detail::cat("sim: collective route ", from, " → ", to, " not looked up"));
+  return it->second;
+}
+
+void GroupRoutes::fill_templates(const std::vector<CollectiveStep>& steps, unsigned threads) {
+  std::vector<std::pair<const CollectiveStep*, StepTemplate*>> todo;  // each template once
+  std::unordered_set<const StepTemplate*> seen;
+  std::size_t transfers = 0;
+  for (const CollectiveStep& step : steps) {
+    const StepTemplate* tpl = step_template(step);  // routes looked up here, on this thread
+    if (!tpl || tpl->filled || !seen.insert(tpl).second) continue;
+    todo.emplace_back(&step, const_cast<StepTemplate*>(tpl));
+    transfers += step.transfers.size();
+  }
+  const bool asked = threads > 0;
+  if (!asked) threads = std::min(std::max(1u, std::thread::hardware_concurrency()), 8u);
+  threads = std::min(threads, static_cast<unsigned>(std::max<std::size_t>(1, todo.size())));
+  if (threads < 2 || (!asked && transfers < 50'000)) {  // threads would cost more than they save
+    for (auto& [step, tpl] : todo) fill_template(*step, *tpl);
+    return;
+  }
+  // Each thread fills every threads-th template with its own edge scratch; the routes are only
+  // read (find), each template written by one thread.
+  std::vector<std::vector<int>> slots(threads, std::vector<int>(t_.num_edges(), -1));
+  std::vector<std::exception_ptr> errors(threads);
+  const auto work = [&](unsigned w) {
+    try {
+      for (std::size_t i = w; i < todo.size(); i += threads)
+        fill_template_from(t_, *todo[i].first, FillSource{nullptr, this, &slots[w]},
+                           *todo[i].second);
+    } catch (...) {
+      errors[w] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned w = 1; w < threads; ++w) pool.emplace_back(work, w);
+  work(0);
+  for (std::thread& th : pool) th.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
 }
 
 const StepTemplate* GroupRoutes::step_template(const CollectiveStep& step, bool rates) {

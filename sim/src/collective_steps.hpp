@@ -51,6 +51,9 @@ class GroupRoutes {
   const std::vector<int>& group() const noexcept { return group_; }
   /// The route from group rank `from` to `to` (throws what Topology::route throws).
   Route get(int from, int to);
+  /// The route get() has looked up before, without changing anything (safe from several threads
+  /// while nothing calls get()); throws InternalError for a pair not looked up.
+  Route find(int from, int to) const;
   /// Per directed edge of the topology, a slot for the steps' compact edge numbering: -1 except
   /// while a step runs (constant_rate_step resets what it sets), so a step costs what its
   /// transfers touch, not the size of the topology.
@@ -61,6 +64,12 @@ class GroupRoutes {
   /// With `rates`, its constant_rate, latency_rate and edge_transfers are filled in too (a lower
   /// bound needs only the rest: an algorithm Auto skips is never filled).
   const StepTemplate* step_template(const CollectiveStep& step, bool rates = false);
+  /// step_template(step, true) for every step of equal-sized transfers, the fillings spread over
+  /// the machine's cores when there are enough of them to pay for the threads (a pipelined tree
+  /// over ten thousand ranks: dozens of steps of tens of thousands of transfers). The same
+  /// templates as filling them one by one. `threads` > 0 sets the thread count (tests), whatever
+  /// the size.
+  void fill_templates(const std::vector<CollectiveStep>& steps, unsigned threads = 0);
 
  private:
   using Shape = std::vector<std::pair<int, int>>;

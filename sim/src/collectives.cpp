@@ -57,12 +57,15 @@ CollectiveResult simulate_plan(const Topology& t, const CollectivePlan& plan, Gr
   for (const CollectiveStep& step : plan.steps) {
     TESSERA_CHECK(step.repeat >= 1, "sim: a collective step repeats ", step.repeat,
                   " times; give a count ≥ 1");
-    if (step.transfers.empty()) continue;
     for (const Transfer& tr : step.transfers)
       TESSERA_CHECK(tr.from >= 0 && tr.from < static_cast<int>(group.size()) && tr.to >= 0 &&
                         tr.to < static_cast<int>(group.size()),
                     "sim: transfer ", tr.from, " → ", tr.to, " names a rank outside the ",
                     group.size(), "-rank group");
+  }
+  routes.fill_templates(plan.steps);
+  for (const CollectiveStep& step : plan.steps) {
+    if (step.transfers.empty()) continue;
     // Equal sizes: the step's template, routed and filled once for every size and algorithm.
     const StepTemplate* tpl = routes.step_template(step, true);
     if (tpl && tpl->constant_rate) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <unordered_map>
 
 #include "tessera/core/error.hpp"
 #include "tessera/sim/collectives.hpp"
@@ -16,13 +17,18 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 
 /// The group's ranks by host, hosts in order of first appearance, ranks in group order.
 std::vector<std::vector<int>> ranks_by_host(const Topology& t, const std::vector<int>& group) {
-  std::map<int, int> slot;
+  std::unordered_map<int, int> slot;  // host → its index in `hosts`
   std::vector<std::vector<int>> hosts;
+  int last_host = 0, last_slot = -1;  // consecutive members usually share a host
   for (int r = 0; r < static_cast<int>(group.size()); ++r) {
     const int h = t.nodes()[group[r]].host;
-    auto [it, fresh] = slot.emplace(h, static_cast<int>(hosts.size()));
-    if (fresh) hosts.emplace_back();
-    hosts[it->second].push_back(r);
+    if (last_slot < 0 || h != last_host) {
+      auto [it, fresh] = slot.emplace(h, static_cast<int>(hosts.size()));
+      if (fresh) hosts.emplace_back();
+      last_host = h;
+      last_slot = it->second;
+    }
+    hosts[last_slot].push_back(r);
   }
   return hosts;
 }

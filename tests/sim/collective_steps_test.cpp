@@ -4,6 +4,7 @@
 // what simulating every candidate chooses — over presets, groups, ops and sizes.
 #include <cstdio>
 
+#include "collective_steps.hpp"
 #include "sim_test_util.hpp"
 #include "tessera/sim/collectives.hpp"
 
@@ -80,4 +81,40 @@ TEST_CASE("closed-form steps, lower bounds and Auto agree with the flow network"
   std::printf("collective steps: %d plans checked, lower bound within 1e-5 of the time for %d\n",
               plans, tight);
   REQUIRE(tight > 0);
+}
+
+TEST_CASE("step templates filled on several threads equal those filled on one", "[sim]") {
+  // A pipelined double binary tree over 256 GPUs: dozens of steps of hundreds of transfers.
+  const Topology t = Topology::preset("dgx-a100:32");
+  const CollectivePlan plan =
+      plan_collective(t, CollectiveOp::AllReduce, Algorithm::Tree, t.devices(), 64 << 20);
+  detail_collectives::GroupRoutes one(t, t.devices()), two(t, t.devices());
+  one.fill_templates(plan.steps, 1);
+  two.fill_templates(plan.steps, 2);
+  int filled = 0;
+  for (const CollectiveStep& step : plan.steps) {
+    const detail_collectives::StepTemplate* a = one.step_template(step);
+    const detail_collectives::StepTemplate* b = two.step_template(step);
+    REQUIRE(a != nullptr);
+    REQUIRE(b != nullptr);
+    REQUIRE(a->filled);
+    REQUIRE(b->filled);
+    REQUIRE(a->constant_rate == b->constant_rate);
+    REQUIRE(a->latency_rate == b->latency_rate);
+    REQUIRE(a->edge_transfers == b->edge_transfers);
+    filled += a->constant_rate;
+  }
+  REQUIRE(filled > 10);
+  // And the collective timed through them is the one timed step by step.
+  const CollectiveResult threaded = detail_collectives::simulate_plan(t, plan, two);
+  detail_collectives::GroupRoutes fresh(t, t.devices());
+  CollectiveResult serial;
+  serial.edge_bytes.assign(t.num_edges(), 0.0);
+  for (const CollectiveStep& step : plan.steps) {
+    Picos step_ps = 0;
+    REQUIRE(detail_collectives::constant_rate_step(t, step, fresh, step_ps, serial.edge_bytes));
+    serial.time_ps += step_ps * step.repeat;
+  }
+  REQUIRE(threaded.time_ps == serial.time_ps);
+  REQUIRE(threaded.edge_bytes == serial.edge_bytes);
 }
