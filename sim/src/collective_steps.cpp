@@ -353,20 +353,20 @@ GroupRoutes::Route GroupRoutes::find(int from, int to) const {
 }
 
 void GroupRoutes::fill_templates(const std::vector<CollectiveStep>& steps, unsigned threads) {
-  std::vector<std::pair<const CollectiveStep*, StepTemplate*>> todo;  // each template once
+  std::vector<std::pair<const CollectiveStep*, StepTemplate*>> unfilled;  // each template once
   std::unordered_set<const StepTemplate*> seen;
   std::size_t transfers = 0;
   for (const CollectiveStep& step : steps) {
-    const StepTemplate* tpl = step_template(step);  // routes looked up here, on this thread
+    StepTemplate* tpl = template_of(step);  // routes looked up here, on this thread
     if (!tpl || tpl->filled || !seen.insert(tpl).second) continue;
-    todo.emplace_back(&step, const_cast<StepTemplate*>(tpl));
+    unfilled.emplace_back(&step, tpl);
     transfers += step.transfers.size();
   }
   const bool asked = threads > 0;
   if (!asked) threads = std::min(std::max(1u, std::thread::hardware_concurrency()), 8u);
-  threads = std::min(threads, static_cast<unsigned>(std::max<std::size_t>(1, todo.size())));
+  threads = std::min(threads, static_cast<unsigned>(std::max<std::size_t>(1, unfilled.size())));
   if (threads < 2 || (!asked && transfers < 50'000)) {  // threads would cost more than they save
-    for (auto& [step, tpl] : todo) fill_template(*step, *tpl);
+    for (auto& [step, tpl] : unfilled) fill_template(*step, *tpl);
     return;
   }
   // Each thread fills every threads-th template with its own edge scratch; the routes are only
@@ -375,9 +375,9 @@ void GroupRoutes::fill_templates(const std::vector<CollectiveStep>& steps, unsig
   std::vector<std::exception_ptr> errors(threads);
   const auto work = [&](unsigned w) {
     try {
-      for (std::size_t i = w; i < todo.size(); i += threads)
-        fill_template_from(t_, *todo[i].first, FillSource{nullptr, this, &slots[w]},
-                           *todo[i].second);
+      for (std::size_t i = w; i < unfilled.size(); i += threads)
+        fill_template_from(t_, *unfilled[i].first, FillSource{nullptr, this, &slots[w]},
+                           *unfilled[i].second);
     } catch (...) {
       errors[w] = std::current_exception();
     }
@@ -391,6 +391,12 @@ void GroupRoutes::fill_templates(const std::vector<CollectiveStep>& steps, unsig
 }
 
 const StepTemplate* GroupRoutes::step_template(const CollectiveStep& step, bool rates) {
+  StepTemplate* tpl = template_of(step);
+  if (tpl && rates && !tpl->filled) fill_template(step, *tpl);
+  return tpl;
+}
+
+StepTemplate* GroupRoutes::template_of(const CollectiveStep& step) {
   if (step.transfers.empty()) return nullptr;
   const std::int64_t bytes = step.transfers[0].bytes;
   std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the (from, to) list
@@ -405,17 +411,13 @@ const StepTemplate* GroupRoutes::step_template(const CollectiveStep& step, bool 
     bool same = true;
     for (std::size_t i = 0; same && i < shape.size(); ++i)
       same = shape[i].first == step.transfers[i].from && shape[i].second == step.transfers[i].to;
-    if (!same) continue;
-    if (rates && !tpl->filled) fill_template(step, *tpl);
-    return tpl.get();
+    if (same) return tpl.get();
   }
   Shape shape;
   shape.reserve(step.transfers.size());
   for (const Transfer& tr : step.transfers) shape.emplace_back(tr.from, tr.to);
   bucket.emplace_back(std::move(shape), std::make_unique<StepTemplate>(make_template(step)));
-  StepTemplate& tpl = *bucket.back().second;
-  if (rates) fill_template(step, tpl);
-  return &tpl;
+  return bucket.back().second.get();
 }
 
 Picos lower_bound(const Topology& t, const CollectivePlan& plan, GroupRoutes& routes) {

@@ -73,6 +73,8 @@ class GroupRoutes {
 
  private:
   using Shape = std::vector<std::pair<int, int>>;
+  /// The step's template, made (not filled) on first sight; nullptr as step_template says.
+  StepTemplate* template_of(const CollectiveStep& step);
   StepTemplate make_template(const CollectiveStep& step);
   void fill_template(const CollectiveStep& step, StepTemplate& tpl);
   const Topology& t_;
