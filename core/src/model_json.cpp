@@ -58,14 +58,34 @@ ModelSpec model_from_json(const std::string& text, const std::string& origin) {
     throw InvalidArgument(origin + ": not valid JSON (" + e.what() + ")");
   }
   if (!j.is_object()) throw InvalidArgument(origin + ": expected a JSON object describing the model");
-  const std::set<std::string> known = {"name", "family", "depths", "dims", "widths", "in_channels", "num_classes",
-                                        "task", "drop_path", "layer_scale_init", "stem_width", "group_width",
-                                        "bottleneck_ratio", "se_ratio", "depth", "w0", "wa", "wm"};
+  const std::set<std::string> known = {"name",
+                                       "family",
+                                       "depths",
+                                       "dims",
+                                       "widths",
+                                       "in_channels",
+                                       "num_classes",
+                                       "task",
+                                       "drop_path",
+                                       "layer_scale_init",
+                                       "stem_width",
+                                       "group_width",
+                                       "bottleneck_ratio",
+                                       "se_ratio",
+                                       "depth",
+                                       "w0",
+                                       "wa",
+                                       "wm",
+                                       "views",
+                                       "fusion_dim"};
   for (auto it = j.begin(); it != j.end(); ++it)
     if (!known.count(it.key()))
-      throw InvalidArgument(origin + ": unknown field '" + it.key() + "'; known fields: name, family, depths, "
-                            "dims/widths, in_channels, num_classes, task, drop_path, layer_scale_init, stem_width, "
-                            "group_width, bottleneck_ratio, se_ratio, depth, w0, wa, wm");
+      throw InvalidArgument(
+          origin + ": unknown field '" + it.key() +
+          "'; known fields: name, family, depths, "
+          "dims/widths, in_channels, num_classes, task, drop_path, layer_scale_init, stem_width, "
+          "group_width, bottleneck_ratio, se_ratio, depth, w0, wa, wm, views, "
+          "fusion_dim");
   Reader r{j, origin};
   ModelSpec s;
   if (!r.has("family")) r.fail("family", "is missing; use \"convnext\" or \"regnet\"");
@@ -78,6 +98,8 @@ ModelSpec model_from_json(const std::string& text, const std::string& origin) {
   if (task != "classify" && task != "segment") r.fail("task", "is '" + task + "'; use \"classify\" or \"segment\"");
   s.task = task == "classify" ? Task::Classify : Task::Segment;
   s.depths = r.ints("depths");
+  s.views = r.integer("views", 1);
+  s.fusion_dim = r.integer("fusion_dim", s.fusion_dim);
   if (s.family == "convnext") {
     if (r.has("widths") && !r.has("dims")) s.widths = r.ints("widths");
     else s.widths = r.ints("dims");
@@ -122,6 +144,10 @@ std::string ModelSpec::to_json() const {
     j["group_width"] = group_width;
     j["bottleneck_ratio"] = bottleneck_ratio;
     j["se_ratio"] = se_ratio;
+  }
+  if (views > 1) {  // ordinary models keep the fields they always had
+    j["views"] = views;
+    j["fusion_dim"] = fusion_dim;
   }
   return j.dump(2);
 }

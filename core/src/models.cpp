@@ -59,6 +59,10 @@ const std::map<std::string, ModelSpec>& presets() {
     add({"regnety-200mf"}, regnet("", 13, 24, 36.44, 2.49, 8, 0.25));
     add({"regnety-400mf"}, regnet("", 16, 48, 27.89, 2.09, 8, 0.25));
     add({"regnety-800mf"}, regnet("", 14, 56, 38.84, 2.4, 16, 0.25));
+    // A multi-camera scene classifier: six views through one convnext-atto backbone.
+    ModelSpec multicam = convnext("", {2, 2, 6, 2}, {40, 80, 160, 320}, 0.0);
+    multicam.views = 6;
+    add({"multicam-atto"}, multicam);
     return m;
   }();
   return p;
@@ -160,6 +164,17 @@ void ModelSpec::validate() const {
     }
     TESSERA_CHECK(stem_width > 0, "model '", name, "': field 'stem_width' must be positive");
   }
+  TESSERA_CHECK(views >= 1, "model '", name, "': field 'views' ", views, " must be at least 1");
+  if (views > 1) {
+    TESSERA_CHECK(task == Task::Classify, "model '", name, "': ", views,
+                  " camera views (field 'views') need task classify; a multi-camera model "
+                  "classifies scenes");
+    TESSERA_CHECK(fusion_dim > 0 && fusion_dim <= kMaxWidth, "model '", name,
+                  "': field 'fusion_dim' ", fusion_dim, " must be in [1, ", kMaxWidth, "]");
+    TESSERA_CHECK(std::int64_t(views) * widths.back() <= kMaxWidth, "model '", name, "': ", views,
+                  " views of ", widths.back(), " channels are too many to stack (at most ",
+                  kMaxWidth, ")");
+  }
 }
 
 int ModelSpec::total_stride() const {
@@ -184,8 +199,23 @@ ModulePtr maybe_checkpoint(ModulePtr m, bool on) {
   return on ? std::make_unique<Checkpoint>(std::move(m)) : std::move(m);
 }
 
+/// The multi-camera fusion head, each layer a unit of its own so a pipeline stage can begin at
+/// the gather (or at any layer up to the pool).
+void add_fusion_head(Sequential& net, const ModelSpec& s, int width) {
+  const int stacked = s.views * width, f = s.fusion_dim;
+  net.add(std::make_unique<GatherViews>("fusion.gather", s.views));
+  net.add(std::make_unique<Conv2d>("fusion.conv1", ConvSpec::square(stacked, f, 3, 1, 1)));
+  net.add(std::make_unique<LayerNorm>("fusion.norm", f));
+  net.add(std::make_unique<ActivationLayer>("fusion.act", compute::Activation::Gelu));
+  net.add(std::make_unique<Conv2d>("fusion.conv2", ConvSpec::square(f, f, 1)));
+  net.add(std::make_unique<GlobalAvgPool>("fusion.pool"));
+  net.add(std::make_unique<Linear>("fusion.fc", f, s.num_classes, true, s.family == "convnext"));
+}
+
 void add_head(Sequential& net, const ModelSpec& s, int width, bool norm) {
-  if (s.task == Task::Classify) {
+  if (s.views > 1) {
+    add_fusion_head(net, s, width);
+  } else if (s.task == Task::Classify) {
     net.add(std::make_unique<GlobalAvgPool>("head.pool"));
     if (norm) net.add(std::make_unique<LayerNorm>("head.norm", width));
     net.add(std::make_unique<Linear>("head.fc", width, s.num_classes, true, s.family == "convnext"));

@@ -96,6 +96,24 @@ Parameter& Module::add_parameter(SetupContext& ctx, const std::string& leaf, cor
   return *params_.back();
 }
 
+SavedState Module::take_saved() {
+  SavedState s;
+  s.own = take_own_saved();
+  std::vector<Module*> kids;
+  children(kids);
+  for (Module* k : kids) s.children.push_back(k->take_saved());
+  return s;
+}
+
+void Module::put_saved(SavedState&& state) {
+  put_own_saved(std::move(state.own));
+  std::vector<Module*> kids;
+  children(kids);
+  TESSERA_CHECK(kids.size() == state.children.size(), "module '", name_, "': saved state of ",
+                state.children.size(), " children put back into ", kids.size());
+  for (std::size_t i = 0; i < kids.size(); ++i) kids[i]->put_saved(std::move(state.children[i]));
+}
+
 Module& Sequential::add(ModulePtr m) {
   mods_.push_back(std::move(m));
   return *mods_.back();
@@ -103,7 +121,16 @@ Module& Sequential::add(ModulePtr m) {
 
 core::Layout Sequential::setup(const core::Layout& in, SetupContext& ctx) {
   core::Layout l = in;
-  for (auto& m : mods_) l = m->setup(l, ctx);
+  for (auto& m : mods_) {
+    if (ctx.elsewhere && ctx.elsewhere(*m)) {  // another pipeline stage's: shapes only
+      SetupContext there = ctx;
+      there.allocator = ctx.elsewhere_allocator;
+      there.elsewhere = nullptr;
+      l = m->setup(l, there);
+    } else {
+      l = m->setup(l, ctx);
+    }
+  }
   set_layouts(in, l);
   return l;
 }

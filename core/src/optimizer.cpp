@@ -101,7 +101,8 @@ double warmup_cosine_lr(std::int64_t step, double peak, std::int64_t warmup, std
   return lo + (peak - lo) * 0.5 * (1.0 + std::cos(M_PI * t));
 }
 
-double clip_grad_norm(compute::Backend& b, const std::vector<Parameter*>& params, double max_norm) {
+double clip_grad_norm(compute::Backend& b, const std::vector<Parameter*>& params, double max_norm,
+                      const std::function<double(double)>& reduce_sum) {
   double total = 0;
   // One sum of squares per parameter, booked with the gradients (in their memory: host, device or
   // meta), read back to the host at once.
@@ -118,6 +119,7 @@ double clip_grad_norm(compute::Backend& b, const std::vector<Parameter*>& params
     const Tensor host = sums.to_host();
     for (std::int64_t i = 0; i < n; ++i) total += host.data<double>()[i];
   }
+  if (reduce_sum) total = reduce_sum(total);
   const double norm = std::sqrt(total);
   // A non-finite norm scales nothing (a factor of 0 or NaN would only hide which gradient blew
   // up); the caller decides what to do with the run (the trainer stops it).

@@ -131,6 +131,7 @@ void write_chrome_trace(std::ostream& os, const std::vector<TraceEvent>& events,
     if (e.flops >= 0) os << ",\"flops\":" << num(e.flops);
     if (e.peer >= 0) os << ",\"peer\":" << e.peer;
     if (e.critical) os << ",\"critical\":true";
+    if (e.micro >= 0) os << ",\"micro\":" << e.micro;
     if (!e.coords.empty()) {
       os << ",\"coords\":[";
       for (std::size_t i = 0; i < e.coords.size(); ++i) os << (i ? "," : "") << e.coords[i];

@@ -67,6 +67,7 @@ void read_args(const json& a, const std::string& where, TraceEvent& e) {
   if (a.contains("flops")) e.flops = f.non_negative("flops");
   if (a.contains("peer")) e.peer = f.small_int("peer");
   e.critical = f.flag("critical");
+  if (a.contains("micro")) e.micro = f.small_int("micro");
   if (a.contains("coords")) {
     const json& c = a["coords"];
     if (!c.is_array()) f.fail("coords", "must be an array of integers, got " + c.dump());

@@ -11,6 +11,8 @@ namespace tessera::core {
 namespace {
 
 std::string layer_of(const TraceTarget& t) { return t.scope ? t.scope->layer : std::string(); }
+// The micro-batch running when the op was issued (nn::Scope::micro_batch), -1 outside one.
+int micro_of(const TraceTarget& t) { return t.scope ? t.scope->micro_batch : -1; }
 
 void memory_counter(const TraceTarget& t, double ts) {
   if (!t.allocator) return;
@@ -45,6 +47,7 @@ void TracingCompute::execute(const compute::OpCall& call) {
   e.dur_us = t1 - t0;
   e.op = e.name;
   e.layer = layer_of(target_);
+  e.micro = micro_of(target_);
   e.bytes = cost.bytes_read + cost.bytes_written;
   e.flops = cost.flops;
   e.coords = target_.coords;
@@ -97,6 +100,7 @@ class TracedWork final : public comm::Work {
       e.ts_us = w0;
       e.dur_us = w1 - w0;
       e.layer = layer_;
+      e.micro = micro_;
       e.coords = target_.coords;
       target_.recorder->add(std::move(e));
     }
@@ -115,6 +119,7 @@ class TracedWork final : public comm::Work {
       }
       e.dur_us = t1 - e.ts_us;
       layer_ = e.layer;
+      micro_ = e.micro;
       if (std::find(lanes_.begin(), lanes_.end(), e.tid) == lanes_.end()) lanes_.push_back(e.tid);
       target_.recorder->add(std::move(e));
     }
@@ -125,6 +130,7 @@ class TracedWork final : public comm::Work {
   std::vector<TraceEvent> events_;  // not yet recorded
   std::vector<int> lanes_;           // the recorded events' lanes, for the wait events
   std::string op_, layer_;
+  int micro_ = -1;
   bool waited_ = false;
 };
 
@@ -163,6 +169,7 @@ comm::WorkPtr TracingComm::traced(const char* op, std::int64_t bytes, comm::Work
   e.ts_us = t0;
   e.op = op;
   e.layer = layer_of(target_);
+  e.micro = micro_of(target_);
   e.bytes = bytes;
   e.coords = target_.coords;
   std::vector<TraceEvent> events;
@@ -220,6 +227,7 @@ comm::WorkPtr TracingComm::batch_p2p(const std::vector<comm::P2POp>& ops) {
     e.ts_us = t0;
     e.op = e.name;
     e.layer = layer_of(target_);
+    e.micro = micro_of(target_);
     e.bytes = std::int64_t(o.buf.bytes());
     e.peer = peer;
     e.coords = target_.coords;

@@ -6,11 +6,13 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "tessera/compute/ops.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/nn/checkpoint.hpp"
+#include "trainer_impl.hpp"
 
 namespace tessera::nn {
 
@@ -43,6 +45,8 @@ core::Layout input_layout(const core::DeviceMesh& mesh, const std::string& shard
       pl.push_back(core::Shard(0));
       TESSERA_CHECK(batch >= mesh.dim_size(d), "batch ", batch, " over dp=", mesh.dim_size(d),
                     " leaves ranks without samples; use a batch of at least ", mesh.dim_size(d));
+    } else if (n == "pp") {
+      pl.push_back(core::Placement::replicate());  // every stage sees the whole batch layout
     } else if (n == "sp") {
       TESSERA_CHECK(shard != "HW", "--shard HW needs two spatial mesh dims: use --mesh sp_h=A,sp_w=B");
       pl.push_back(core::Shard(shard == "W" ? 3 : 2));
@@ -54,8 +58,10 @@ core::Layout input_layout(const core::DeviceMesh& mesh, const std::string& shard
       pl.push_back(core::Shard(3));
       ++spatial;
     } else {
-      throw InvalidArgument("mesh dimension '" + n + "': tessera names mesh dims dp (data parallel), sp "
-                            "(spatial, along --shard) or sp_h/sp_w (2-D tiles)");
+      throw InvalidArgument(
+          "mesh dimension '" + n +
+          "': tessera names mesh dims dp (data parallel), pp "
+          "(pipeline stages), sp (spatial, along --shard) or sp_h/sp_w (2-D tiles)");
     }
   }
   const core::Shape global{batch, image[0], image[1], image[2]};
@@ -74,30 +80,6 @@ core::Layout input_layout(const core::DeviceMesh& mesh, const std::string& shard
   (void)spatial;
   return l;
 }
-
-struct Trainer::Bucket {
-  std::vector<int> dims;
-  Tensor flat;
-  std::vector<Parameter*> params;
-  std::int64_t elems = 0;
-  int pending = 0;
-  comm::WorkPtr work;
-  Tensor wire;  ///< the bucket rounded to grad_reduce's dtype while it is reduced (else undefined)
-  bool reduced = false;  ///< its group has more than one rank (else nothing travels)
-  std::unique_ptr<TopKCompressor> topk;  ///< with grad_compression topk, for a reduced bucket
-};
-
-namespace {
-void collect_units(Module& m, std::vector<Module*>& out, int depth) {
-  std::vector<Module*> kids;
-  m.children(kids);
-  if (m.kind() == "sequential" && depth < 2) {
-    for (Module* k : kids) collect_units(*k, out, depth + 1);
-  } else {
-    out.push_back(&m);
-  }
-}
-}  // namespace
 
 Trainer::Trainer(TrainOptions options, comm::MeshComm* mesh, compute::Backend& compute,
                  core::AllocatorPtr allocator, std::shared_ptr<const data::Dataset> dataset)
@@ -135,21 +117,28 @@ Trainer::Trainer(TrainOptions options, comm::MeshComm* mesh, compute::Backend& c
                 "the dataset's task (classify/segment) differs from the model's");
 
   const core::DeviceMesh m = mesh_ ? mesh_->mesh() : core::DeviceMesh({1}, {"sp"});
-  in_layout_ = nn::input_layout(m, opt_.shard, opt_.batch, opt_.input, opt_.model.total_stride());
-  data::LoaderOptions lo = opt_.loader;
-  lo.seed = opt_.seed;
-  const bool host = alloc_->space() == core::MemorySpace::Host;
-  loader_ = std::make_unique<data::Loader>(data_, in_layout_, mesh_ ? mesh_->rank() : 0, host ? alloc_ : nullptr,
-                                           host ? nullptr : alloc_, lo);
-  model_ = build_model(opt_.model, opt_.checkpointing);
-  SetupContext sctx;
-  sctx.rank = mesh_ ? mesh_->rank() : 0;
-  sctx.allocator = alloc_;
-  sctx.seed = opt_.seed;
-  sctx.dtype = opt_.dtype;
-  out_layout_ = model_->setup(in_layout_, sctx);
-  collect_units(*model_, units_, 0);
-  model_->parameters(params_);
+  const int mb = opt_.micro_batches;
+  TESSERA_CHECK(mb >= 1, "micro-batches ", mb, ": use 1 (no gradient accumulation) or more");
+  TESSERA_CHECK(
+      opt_.batch % mb == 0, "batch ", opt_.batch, " is not a multiple of ", mb,
+      " micro-batches: each micro-batch takes batch/M samples; use a batch that M divides");
+  const int dp = m.find_dim("dp") < 0 ? 1 : m.dim_size(m.find_dim("dp"));
+  TESSERA_CHECK(opt_.batch / mb >= dp, "batch ", opt_.batch, " in ", mb, " micro-batches of ",
+                opt_.batch / mb, " leaves dp=", dp, " ranks without samples; use at most ",
+                opt_.batch / dp,
+                " micro-batches or a "
+                "larger batch");
+  in_layout_ =
+      nn::input_layout(m, opt_.shard, opt_.batch / mb, opt_.input, opt_.model.total_stride());
+  setup_model(m);
+  if (stage_ == 0 ||
+      stage_ == stages_ - 1) {  // the first stage needs the images, the last the labels
+    data::LoaderOptions lo = opt_.loader;
+    lo.seed = opt_.seed;
+    const bool host = alloc_->space() == core::MemorySpace::Host;
+    loader_ = std::make_unique<data::Loader>(data_, in_layout_, mesh_ ? mesh_->rank() : 0,
+                                             host ? alloc_ : nullptr, host ? nullptr : alloc_, lo);
+  }
   build_buckets();
   optim_ = make_optimizer(opt_.optimizer, params_, alloc_);
 
@@ -251,7 +240,8 @@ Tensor Trainer::to_precision(Tensor h) {
 
 double Trainer::loss_and_grad(const Tensor& logits, const Tensor& labels, Tensor& dlogits) {
   const auto& g = out_layout_.global_shape();
-  double count = double(g[0]);
+  // The mean over the step's whole batch: each of its M micro-batches counts 1/M.
+  double count = double(g[0]) * double(opt_.micro_batches);
   if (opt_.model.task == Task::Segment) count *= double(g[2]) * double(g[3]);
   Tensor loss = Tensor::empty({1}, core::DType::F64, MemCategory::Workspace, alloc_);
   dlogits = Tensor::empty(logits.shape(), logits.dtype(), MemCategory::Activation, alloc_);
@@ -318,41 +308,26 @@ StepStats Trainer::step() {
   ctx_.step = step_;
   StepStats st;
   st.step = step_;
-  // Datasets write host memory; on a device the loader hands the batch copied there.
-  data::Batch batch = loader_->take(step_);
-  st.data_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  st.load_time_s = loader_->last_load_seconds();
+  sends_.clear();  // a step that threw may have left some
+  for (Micro& mb : micro_) mb = Micro();
   for (auto& b : buckets_) {
     b->flat.zero();
     if (b->topk) b->topk->discard();  // a step that threw may have left one posted
   }
-
-  Tensor h = to_precision(std::move(batch.images));
-  batch.images = Tensor();
-  for (Module* u : units_) h = u->forward(ctx_, h);
-  Tensor g;
-  st.loss = loss_and_grad(h, batch.labels, g);
-  h = Tensor();
-
   // Which buckets each unit's parameters live in, to post a bucket's all-reduce once complete.
   std::map<Parameter*, Bucket*> owner;
   for (auto& b : buckets_) {
     b->pending = static_cast<int>(b->params.size());
     for (Parameter* p : b->params) owner[p] = b.get();
   }
-  for (auto it = units_.rbegin(); it != units_.rend(); ++it) {
-    g = (*it)->backward(ctx_, g);
-    std::vector<Parameter*> ps;
-    (*it)->parameters(ps);
-    for (Parameter* p : ps) {
-      Bucket* b = owner.at(p);
-      if (--b->pending == 0 && opt_.overlap && mesh_) {
-        ScopeGuard scope(ctx_, "grad_bucket");
-        b->work = post_bucket(*b);
-      }
-    }
-  }
-  g = Tensor();
+  // Each micro-batch's forward and backward in the schedule's order; with one stage F0 B0 F1 B1 …
+  // Gradients accumulate into the buckets; the last backward posts them.
+  for (const PipelineAction& a :
+       pipeline_actions(opt_.schedule, stages_, stage_, opt_.micro_batches))
+    a.forward ? forward_micro(a.micro, st) : backward_micro(a.micro, st, owner);
+  if (ctx_.scope) ctx_.scope->micro_batch = -1;  // what follows is the whole step's
+  wait_sends();
+  st.loss = sum_over_stages(st.loss);  // the last stage's, on every rank
   if (mesh_) {
     ScopeGuard scope(ctx_, "grad_bucket");
     for (auto& b : buckets_) {
@@ -372,7 +347,9 @@ StepStats Trainer::step() {
     st.loss_scale = scaler_->scale();
     if (scaler_->enabled())  // the gradients of the scaled loss, back to those of the loss
       for (auto& b : buckets_) compute::scale(compute_, 1.0 / scaler_->scale(), b->flat);
-    st.grad_norm = clip_grad_norm(compute_, params_, opt_.clip_norm);
+    // With stages, the norm is over every stage's gradients: each stage's sum of squares, summed.
+    st.grad_norm = clip_grad_norm(compute_, params_, opt_.clip_norm,
+                                  [this](double s) { return sum_over_stages(s); });
     st.lr = warmup_cosine_lr(step_, opt_.optimizer.lr, opt_.warmup_steps, opt_.steps, opt_.final_lr_fraction);
     // The loss is all-reduced and the norm is computed from the reduced, replicated gradients, so
     // every rank holds the same bits of both and takes this branch at the same step: no extra
@@ -446,7 +423,18 @@ void Trainer::save(const std::string& path) {
     mesh_->world().all_gather(comm::buffer_of(mine), comm::buffer_of(all_res))->wait();
     res_views = residual_views(all_res);
   }
-  if (!mesh_ || mesh_->rank() == 0) {
+  // With pipeline stages each stage's first rank (every other coordinate 0) writes its own
+  // tensors: stage 0 to `path`, stage k to path.stage<k>; the others first, so a `path` on disk
+  // always comes with stage files at least as new (load checks that they agree on the step).
+  bool lead = !mesh_ || mesh_->rank() == 0;
+  if (stages_ > 1) {
+    lead = true;
+    for (int d = 0; d < mesh_->mesh().ndim(); ++d)
+      if (d != pp_dim_ && mesh_->coords()[std::size_t(d)] != 0) lead = false;
+  }
+  for (int phase : {1, 0}) {
+    if (stages_ > 1) mesh_->world().barrier();
+    if (!lead || (phase == 0) != (stage_ == 0)) continue;
     std::map<std::string, std::string> meta;
     meta["format"] = "tessera-checkpoint-1";
     meta["model"] = opt_.model.to_json();
@@ -466,21 +454,50 @@ void Trainer::save(const std::string& path) {
       meta["loss_scale_good_steps"] = std::to_string(scaler_->good_steps());
       meta["loss_scale_skipped"] = std::to_string(scaler_->skipped());
     }
+    if (stages_ > 1) {
+      meta["pipeline_stages"] = std::to_string(stages_);
+      meta["pipeline_stage"] = std::to_string(stage_);
+    }
     std::vector<std::pair<std::string, const Tensor*>> ts;
     for (Parameter* p : params_) ts.emplace_back(p->name, &p->value);
     std::vector<std::pair<std::string, Tensor*>> bufs;
-    model_->buffers(bufs);
+    for (int i = unit_begin_; i < unit_end_; ++i) units_[std::size_t(i)]->buffers(bufs);
     for (auto& [n, t] : bufs) ts.emplace_back(n, t);
     auto state = optim_->state();
     for (auto& [n, t] : state) ts.emplace_back("optimizer." + n, &t);
     for (auto& [n, t] : res_views) ts.emplace_back(n, &t);  // top-k: resuming continues bit for bit
-    save_checkpoint(path, meta, ts);
+    save_checkpoint(stage_path(path, stage_), meta, ts);
   }
   if (mesh_) mesh_->world().barrier();
 }
 
+namespace {
+
+/// A checkpoint and, when it was written by pipeline stages, every stage's file merged into one:
+/// the tensors of all stages, checked to be of the same step.
+CheckpointData load_stages(const std::string& path) {
+  CheckpointData data = load_checkpoint(path);
+  const auto it = data.meta.find("pipeline_stages");
+  if (it == data.meta.end()) return data;
+  const int stages = std::stoi(it->second);
+  for (int k = 1; k < stages; ++k) {
+    const std::string f = path + ".stage" + std::to_string(k);
+    CheckpointData part = load_checkpoint(f);
+    TESSERA_CHECK(
+        part.meta["step"] == data.meta["step"] && part.meta["pipeline_stage"] == std::to_string(k),
+        "checkpoint '", f, "' (stage ", k, " of ", stages, ") holds step ", part.meta["step"],
+        " but '", path, "' holds step ", data.meta["step"],
+        ": a save was interrupted between the stages' files; "
+        "resume from an earlier complete checkpoint");
+    for (auto& t : part.tensors) data.tensors.push_back(std::move(t));
+  }
+  return data;
+}
+
+}  // namespace
+
 void Trainer::load(const std::string& path) {
-  const CheckpointData data = load_checkpoint(path);
+  const CheckpointData data = load_stages(path);
   auto get = [&](const std::string& k) {
     auto it = data.meta.find(k);
     TESSERA_CHECK(it != data.meta.end(), "checkpoint '", path, "' lacks the '", k, "' entry; it was not written by tessera's trainer");
@@ -501,7 +518,7 @@ void Trainer::load(const std::string& path) {
                 saved_gc == "none" ? "missing" : "dropped", "; resume with --grad-compression ", saved_gc);
   std::vector<std::pair<std::string, Tensor*>> targets;
   for (Parameter* p : params_) targets.emplace_back(p->name, &p->value);
-  model_->buffers(targets);
+  for (int i = unit_begin_; i < unit_end_; ++i) units_[std::size_t(i)]->buffers(targets);
   auto state = optim_->state();
   for (auto& [n, t] : state) targets.emplace_back("optimizer." + n, &t);
   // Top-k: every rank reads every rank's residuals (the checkpoint must hold exactly its targets)
@@ -518,7 +535,17 @@ void Trainer::load(const std::string& path) {
     res_views = residual_views(all_res);
     for (auto& [n, t] : res_views) targets.emplace_back(n, &t);
   }
-  restore_tensors(data, targets);
+  if (stages_ == 1) {
+    restore_tensors(data, targets);
+  } else {  // a stage restores its own tensors, whatever pipeline the checkpoint came from
+    CheckpointData own;
+    own.meta = data.meta;
+    std::set<std::string> names;
+    for (auto& [n, t] : targets) names.insert(n);
+    for (const auto& [n, t] : data.tensors)
+      if (names.count(n)) own.tensors.emplace_back(n, t);
+    restore_tensors(own, targets);
+  }
   if (res_n > 0) {
     std::int64_t off = res_n * mesh_->world().rank();
     for (auto& b : buckets_)

@@ -41,6 +41,7 @@ std::vector<core::TraceEvent> sample_events() {
   s.peer = 2;
   s.flow_id = "1_2_0";
   s.flow_out = true;
+  s.micro = 3;  // a pipeline transfer of micro-batch 3
   v.push_back(s);
   core::TraceEvent r = s;
   r.name = r.op = "recv";
@@ -100,6 +101,7 @@ TEST_CASE("trace reader: what the writer writes comes back", "[core][trace]") {
     REQUIRE(b.flow_out == a.flow_out);
     REQUIRE(b.flow_in == a.flow_in);
     REQUIRE(b.critical == a.critical);
+    REQUIRE(b.micro == a.micro);
   }
 }
 
@@ -124,27 +126,43 @@ TEST_CASE("trace reader: malformed documents are refused with where and what", "
   };
   const std::vector<Case> cases = {
       {"{\"traceEvents\":[", "t.json: not valid JSON"},
-      {"{\"traceEvents\":[],\"x\":3333E33666666}", "t.json: not valid JSON"},  // as fuzz_model_json found
+      {"{\"traceEvents\":[],\"x\":3333E33666666}",
+       "t.json: not valid JSON"},  // as fuzz_model_json found
       {"[1,2]", "t.json: expected a JSON object"},
       {"{\"events\":[]}", "t.json: field 'traceEvents' is missing"},
       {"{\"traceEvents\":{}}", "field 'traceEvents' must be an array"},
-      {"{\"traceEvents\":[],\"otherData\":{\"model\":3}}", "field 'otherData.model' must be a string"},
+      {"{\"traceEvents\":[],\"otherData\":{\"model\":3}}",
+       "field 'otherData.model' must be a string"},
       {doc_with(good + ",7"), "traceEvents[1]: must be an object"},
-      {doc_with(good + "," + with("\"ph\":\"X\"", "\"ph\":\"B\"")), "traceEvents[1]: field 'ph' must be \"X\", \"C\" or \"M\""},
-      {doc_with(with("\"dur\":2.0", "\"dur\":-3")), "traceEvents[0]: field 'dur' must be a non-negative number, got -3"},
+      {doc_with(good + "," + with("\"ph\":\"X\"", "\"ph\":\"B\"")),
+       "traceEvents[1]: field 'ph' must be \"X\", \"C\" or \"M\""},
+      {doc_with(with("\"dur\":2.0", "\"dur\":-3")),
+       "traceEvents[0]: field 'dur' must be a non-negative number, got -3"},
       {doc_with(with("\"ts\":1.0,", "")), "traceEvents[0]: field 'ts' is missing"},
-      {doc_with(with("\"pid\":0", "\"pid\":\"0\"")), "traceEvents[0]: field 'pid' must be an integer, got \"0\""},
+      {doc_with(with("\"pid\":0", "\"pid\":\"0\"")),
+       "traceEvents[0]: field 'pid' must be an integer, got \"0\""},
       {doc_with(with("\"tid\":0", "\"tid\":1.5")), "field 'tid' must be an integer, got 1.5"},
-      {doc_with(with(",\"args\":{\"op\":\"add\",\"layer\":\"x\"}", "")), "traceEvents[0]: field 'args' is missing"},
+      {doc_with(with(",\"args\":{\"op\":\"add\",\"layer\":\"x\"}", "")),
+       "traceEvents[0]: field 'args' is missing"},
       {doc_with(with("\"op\":\"add\",", "")), "traceEvents[0]: args: field 'op' is missing"},
-      {doc_with(with("\"layer\":\"x\"", "\"layer\":\"x\",\"bytes\":\"many\"")), "args: field 'bytes' must be an integer"},
-      {doc_with(with("\"layer\":\"x\"", "\"layer\":\"x\",\"coords\":[0,-1]")), "args: field 'coords[1]' must be a non-negative integer"},
-      {doc_with(with("\"layer\":\"x\"", "\"layer\":\"x\",\"critical\":1")), "args: field 'critical' must be true or false"},
-      {doc_with(with("\"cat\":\"compute\"", "\"cat\":\"compute\",\"flow_out\":true")), "field 'bind_id' is missing"},
-      {doc_with(with("\"cat\":\"compute\"", "\"cat\":\"compute\",\"bind_id\":\"0_1_0\"")), "needs exactly one of flow_out and flow_in"},
-      {doc_with(R"({"ph":"C","name":"memory","pid":0,"ts":1,"args":{"parameter":"big"}})"), "field 'args.parameter' must be a number"},
-      {doc_with(R"({"ph":"M","name":"process_sort_index","pid":0,"args":{"name":"x"}})"), "must be process_name or thread_name"},
-      {doc_with(R"({"ph":"M","name":"thread_name","pid":0,"args":{"name":"x"}})"), "traceEvents[0]: field 'tid' is missing"},
+      {doc_with(with("\"layer\":\"x\"", "\"layer\":\"x\",\"bytes\":\"many\"")),
+       "args: field 'bytes' must be an integer"},
+      {doc_with(with("\"layer\":\"x\"", "\"layer\":\"x\",\"coords\":[0,-1]")),
+       "args: field 'coords[1]' must be a non-negative integer"},
+      {doc_with(with("\"layer\":\"x\"", "\"layer\":\"x\",\"critical\":1")),
+       "args: field 'critical' must be true or false"},
+      {doc_with(with("\"layer\":\"x\"", "\"layer\":\"x\",\"micro\":-1")),
+       "args: field 'micro' must lie in [0, 2^30]"},
+      {doc_with(with("\"cat\":\"compute\"", "\"cat\":\"compute\",\"flow_out\":true")),
+       "field 'bind_id' is missing"},
+      {doc_with(with("\"cat\":\"compute\"", "\"cat\":\"compute\",\"bind_id\":\"0_1_0\"")),
+       "needs exactly one of flow_out and flow_in"},
+      {doc_with(R"({"ph":"C","name":"memory","pid":0,"ts":1,"args":{"parameter":"big"}})"),
+       "field 'args.parameter' must be a number"},
+      {doc_with(R"({"ph":"M","name":"process_sort_index","pid":0,"args":{"name":"x"}})"),
+       "must be process_name or thread_name"},
+      {doc_with(R"({"ph":"M","name":"thread_name","pid":0,"args":{"name":"x"}})"),
+       "traceEvents[0]: field 'tid' is missing"},
   };
   for (const Case& c : cases) {
     INFO(c.text);

@@ -44,3 +44,25 @@ TEST_CASE("model json: regnet bottleneck ratios and design parameters out of ran
   REQUIRE_THAT(error(R"("depth": 16, "w0": 1e12, "wa": 27.89, "wm": 2.09)"), Contains("w0 in (0, 1048576]"));
   REQUIRE(nn::model_from_json(R"({"family": "regnet", "depth": 16, "w0": 48, "wa": 27.89, "wm": 2.09})").widths.size() > 1);
 }
+
+TEST_CASE("model json: a multi-camera model reads back and bad views are refused",
+          "[nn][model_json]") {
+  const nn::ModelSpec cam = nn::model_preset("multicam-atto");
+  REQUIRE(cam.views == 6);
+  const nn::ModelSpec back = nn::model_from_json(cam.to_json(), "cam.json");
+  REQUIRE(back.views == 6);
+  REQUIRE(back.fusion_dim == cam.fusion_dim);
+  REQUIRE(back.to_json() == cam.to_json());
+  // An ordinary model writes neither field, as before they existed.
+  REQUIRE_THAT(nn::model_preset("convnext-atto").to_json(), !Contains("views"));
+  const std::string base =
+      R"({"family": "convnext", "depths": [1, 1, 1, 1], "dims": [8, 8, 8, 8], )";
+  REQUIRE_THAT(error_of([&] { nn::model_from_json(base + R"("views": 0})", "m.json"); }),
+               Contains("field 'views' 0 must be at least 1"));
+  REQUIRE_THAT(
+      error_of([&] { nn::model_from_json(base + R"("views": 2, "fusion_dim": 0})", "m.json"); }),
+      Contains("field 'fusion_dim' 0 must be in [1, 1048576]"));
+  REQUIRE_THAT(
+      error_of([&] { nn::model_from_json(base + R"("views": 2, "task": "segment"})", "m.json"); }),
+      Contains("need task classify"));
+}

@@ -15,6 +15,7 @@
 #include "tessera/comm/local.hpp"
 #include "tessera/comm/mesh_comm.hpp"
 #include "tessera/compute/cpu.hpp"
+#include "tessera/data/scene_labels.hpp"
 #include "tessera/nn/trainer.hpp"
 
 namespace tessera::test {
@@ -61,7 +62,8 @@ inline std::shared_ptr<const data::Dataset> dataset_for(const nn::TrainOptions& 
   d.num_classes = o.model.num_classes;
   d.size = 256;
   d.seed = o.seed;
-  return data::make_synthetic(d);
+  // A multi-camera model's views are labelled by their scene, as the run layer does.
+  return data::scene_labels(data::make_synthetic(d), o.model.views);
 }
 
 /// Trains `o.steps` steps on `mesh` (by default the cpu backend, one thread per rank; `compute`

@@ -109,7 +109,10 @@ Tensor DropPath::forward(Context& ctx, const Tensor& x) {
   if (!scale_.is_meta()) {
     Tensor host = scale_.to_host();  // the per-sample scales are drawn on the host
     for (std::int64_t i = 0; i < n; ++i) {
-      const double s = keep(ctx.seed, ctx.step, name(), batch_offset_ + i, prob_) ? 1.0 / (1.0 - prob_) : 0.0;
+      const double s =
+          keep(ctx.seed, ctx.step, name(), ctx.sample_offset + batch_offset_ + i, prob_)
+              ? 1.0 / (1.0 - prob_)
+              : 0.0;
       if (scale_.dtype() == core::DType::F32) host.data<float>()[i] = static_cast<float>(s);
       else host.data<double>()[i] = s;
     }

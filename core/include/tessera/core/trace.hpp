@@ -40,6 +40,7 @@ struct TraceEvent {
   bool flow_out = false;
   bool flow_in = false;
   bool critical = false;    ///< on the simulated iteration's critical path (args "critical": true)
+  int micro = -1;           ///< micro-batch the op belongs to (args "micro"); -1 = none (M = 1)
   std::vector<std::pair<std::string, double>> counters;  ///< for ph 'C'
 };
 

@@ -25,6 +25,12 @@ class Conv2d : public Module {
   /// Drops what backward needs, not the halos kept for a checkpointed recompute (Context::
   /// halo_recompute): the recompute, or the next forward, drops those.
   void release_saved() override { saved_ = {}; }
+
+ protected:
+  std::any take_own_saved() override { return stash(saved_, kept_, have_kept_); }
+  void put_own_saved(std::any&& a) override { unstash(std::move(a), saved_, kept_, have_kept_); }
+
+ public:
   const ConvSpec& spec() const noexcept { return spec_; }
   /// This rank's plan (valid after setup).
   const HaloPlan& plan() const { return *plan_; }
@@ -50,6 +56,11 @@ class LayerNorm : public Module {
   core::Tensor backward(Context& ctx, const core::Tensor& dy) override;
   void release_saved() override { x_ = mean_ = rstd_ = {}; }
 
+ protected:
+  std::any take_own_saved() override { return stash(x_, mean_, rstd_); }
+  void put_own_saved(std::any&& a) override { unstash(std::move(a), x_, mean_, rstd_); }
+
+ public:
  private:
   std::int64_t channels_;
   double eps_;
@@ -68,6 +79,11 @@ class ActivationLayer : public Module {
   core::Tensor backward(Context& ctx, const core::Tensor& dy) override;
   void release_saved() override { saved_ = {}; }
 
+ protected:
+  std::any take_own_saved() override { return stash(saved_); }
+  void put_own_saved(std::any&& a) override { unstash(std::move(a), saved_); }
+
+ public:
  private:
   compute::Activation act_;
   core::Tensor saved_;  // x for GELU, y for ReLU/sigmoid
@@ -83,6 +99,11 @@ class LayerScale : public Module {
   core::Tensor backward(Context& ctx, const core::Tensor& dy) override;
   void release_saved() override { x_ = {}; }
 
+ protected:
+  std::any take_own_saved() override { return stash(x_); }
+  void put_own_saved(std::any&& a) override { unstash(std::move(a), x_); }
+
+ public:
  private:
   std::int64_t channels_;
   double init_;
@@ -101,6 +122,12 @@ class DropPath : public Module {
   core::Tensor forward(Context& ctx, const core::Tensor& x) override;
   core::Tensor backward(Context& ctx, const core::Tensor& dy) override;
   void release_saved() override { scale_ = {}; }
+
+ protected:
+  std::any take_own_saved() override { return stash(scale_); }
+  void put_own_saved(std::any&& a) override { unstash(std::move(a), scale_); }
+
+ public:
   /// The keep decision for a global sample (exposed for tests).
   static bool keep(std::uint64_t seed, std::int64_t step, const std::string& layer, std::int64_t sample,
                    double prob);
@@ -122,6 +149,12 @@ class BatchNorm : public Module {
   core::Tensor forward(Context& ctx, const core::Tensor& x) override;
   core::Tensor backward(Context& ctx, const core::Tensor& dy) override;
   void release_saved() override { x_ = mean_ = rstd_ = {}; }
+
+ protected:
+  std::any take_own_saved() override { return stash(x_, mean_, rstd_); }
+  void put_own_saved(std::any&& a) override { unstash(std::move(a), x_, mean_, rstd_); }
+
+ public:
   const core::Tensor& running_mean() const noexcept { return running_mean_; }
   const core::Tensor& running_var() const noexcept { return running_var_; }
   /// Running statistics are buffers, not parameters: checkpoints save them through this.
@@ -167,6 +200,11 @@ class Linear : public Module {
   core::Tensor backward(Context& ctx, const core::Tensor& dy) override;
   void release_saved() override { x_ = {}; }
 
+ protected:
+  std::any take_own_saved() override { return stash(x_); }
+  void put_own_saved(std::any&& a) override { unstash(std::move(a), x_); }
+
+ public:
  private:
   std::int64_t in_, out_;
   bool bias_on_, trunc_normal_;
@@ -189,6 +227,11 @@ class SqueezeExcite : public Module {
   void children(std::vector<Module*>& out) override;
   void release_saved() override;
 
+ protected:
+  std::any take_own_saved() override { return stash(x_, s_); }
+  void put_own_saved(std::any&& a) override { unstash(std::move(a), x_, s_); }
+
+ public:
  private:
   GlobalAvgPool pool_;
   Sequential fc_;  // fc1, relu, fc2, sigmoid
@@ -210,6 +253,28 @@ class UpsampleNearest : public Module {
   core::Shape local_in_shape_;
 };
 
+/// The camera views of each scene side by side in channels: (N·V, C, h, w), images s·V … s·V+V−1
+/// being scene s's views, dim 0 sharded over the mesh dim "dp" (in equal shards), becomes
+/// (N, V·C, h, w) replicated over dp (spatial shards unchanged). Forward all-gathers the views
+/// over dp; backward takes this rank's images out of the (replicated) gradient, with no
+/// communication. What follows it computes the same on every dp rank, so its parameters'
+/// gradients are not reduced over dp.
+class GatherViews : public Module {
+ public:
+  GatherViews(std::string name, int views) : Module(std::move(name)), views_(views) {}
+  std::string kind() const override { return "gather_views"; }
+  core::Layout setup(const core::Layout& in, SetupContext& ctx) override;
+  core::Tensor forward(Context& ctx, const core::Tensor& x) override;
+  core::Tensor backward(Context& ctx, const core::Tensor& dy) override;
+  int views() const noexcept { return views_; }
+
+ private:
+  int views_;
+  int dp_dim_ = -1;          // the mesh dim "dp" when it shards the images, else -1
+  std::int64_t first_ = 0;   // this rank's first image in the gathered batch
+  std::int64_t images_ = 0;  // N·V, the images of the (micro-)batch
+};
+
 /// y = body(x) + shortcut(x) (identity when shortcut is null), then ReLU when `post_relu`.
 class Residual : public Module {
  public:
@@ -222,6 +287,11 @@ class Residual : public Module {
   void children(std::vector<Module*>& out) override;
   void release_saved() override;
 
+ protected:
+  std::any take_own_saved() override { return stash(y_); }
+  void put_own_saved(std::any&& a) override { unstash(std::move(a), y_); }
+
+ public:
  private:
   ModulePtr body_, shortcut_;
   bool post_relu_;
@@ -240,6 +310,12 @@ class Checkpoint : public Module {
   void parameters(std::vector<Parameter*>& out) override;
   void children(std::vector<Module*>& out) override;
   void release_saved() override;
+
+ protected:
+  std::any take_own_saved() override { return stash(x_); }
+  void put_own_saved(std::any&& a) override { unstash(std::move(a), x_); }
+
+ public:
   Module& inner() noexcept { return *inner_; }
 
  private:

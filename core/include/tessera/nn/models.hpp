@@ -33,6 +33,12 @@ struct ModelSpec {
   int group_width = 8;
   double bottleneck_ratio = 1.0;
   double se_ratio = 0.0;
+  // multi-camera (views > 1): each scene is `views` consecutive images of the batch, each run
+  // through the backbone above (stem and stages), then GatherViews stacks a scene's features
+  // along channels and a fusion head classifies the scene: conv 3×3 (views·C → fusion_dim) →
+  // LayerNorm → GELU → conv 1×1 → global pool → linear. Classification only.
+  int views = 1;
+  int fusion_dim = 256;
 
   /// Throws InvalidArgument naming the offending field.
   void validate() const;
@@ -43,7 +49,8 @@ struct ModelSpec {
 };
 
 /// Preset names: convnext-{atto,femto,pico,nano,t,s,b,l,xl} (also -tiny/-small/-base/-large/
-/// -xlarge) and regnetx-{200mf,400mf,800mf}, regnety-{200mf,400mf,800mf}. Throws
+/// -xlarge), regnetx-{200mf,400mf,800mf}, regnety-{200mf,400mf,800mf} and multicam-atto
+/// (convnext-atto over 6 camera views, fusion_dim 256). Throws
 /// InvalidArgument listing the presets for an unknown name.
 ModelSpec model_preset(const std::string& name);
 std::vector<std::string> model_preset_names();

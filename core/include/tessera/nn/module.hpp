@@ -2,11 +2,15 @@
 // the executable form of a model description. Every rank owns its own instance.
 #pragma once
 
+#include <any>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "tessera/comm/mesh_comm.hpp"
@@ -31,6 +35,7 @@ struct Parameter {
 /// Tracks the layer currently running, for traces and error messages.
 struct Scope {
   std::string layer;
+  int micro_batch = -1;  ///< the running micro-batch (Trainer, with M > 1); -1 outside one
 };
 
 /// What a rank's modules run on.
@@ -51,6 +56,10 @@ struct Context {
   bool training = true;
   std::uint64_t seed = 0;  ///< with `step`, makes stochastic layers (DropPath) deterministic
   std::int64_t step = 0;
+  /// Index in the step's global batch of the running micro-batch's first sample (0 without
+  /// micro-batches): DropPath draws by the sample's index in the step, so micro-batching does not
+  /// change which samples it drops.
+  std::int64_t sample_offset = 0;
   Conv2dOptions conv;
   Scope* scope = nullptr;  ///< optional; shared with tracing decorators
   bool recomputing = false;  ///< set by Checkpoint while it re-runs a forward (BN keeps its stats)
@@ -75,6 +84,16 @@ class ScopeGuard {
   std::string saved_;
 };
 
+/// What a module's forward kept for its backward, moved out of the module (Module::take_saved) and
+/// back (put_saved): a pipeline stage keeps several micro-batches between their forward and their
+/// backward, each one's saved tensors waiting here.
+struct SavedState {
+  std::any own;
+  std::vector<SavedState> children;
+};
+
+class Module;
+
 /// What setup() needs besides the input layout.
 struct SetupContext {
   int rank = 0;
@@ -82,6 +101,10 @@ struct SetupContext {
   std::uint64_t seed = 0;        ///< parameter initialisation (same on every rank)
   HaloOptions halo;
   core::DType dtype = core::DType::F32;
+  /// With pipeline stages: true for the modules another stage runs; their parameters go to
+  /// `elsewhere_allocator` (meta: shapes and layouts, no memory) instead of `allocator`.
+  std::function<bool(const Module&)> elsewhere;
+  core::AllocatorPtr elsewhere_allocator;
 };
 
 /// A layer. setup() runs once per input layout: it validates the layout, plans (halo plans for
@@ -115,11 +138,26 @@ class Module {
   bool input_grad() const noexcept { return input_grad_; }
   /// Frees every tensor kept for backward (used by activation checkpointing).
   virtual void release_saved() {}
+  /// Moves out everything its forward (and its children's) kept for backward, leaving the module
+  /// as before any forward; put_saved() moves it back before that micro-batch's backward.
+  SavedState take_saved();
+  void put_saved(SavedState&& state);
   /// The input and output layouts of the last setup().
   const core::Layout& input_layout() const noexcept { return in_layout_; }
   const core::Layout& output_layout() const noexcept { return out_layout_; }
 
  protected:
+  /// This module's own saved state (not its children's); modules that keep any override both.
+  virtual std::any take_own_saved() { return {}; }
+  virtual void put_own_saved(std::any&&) {}
+  template <class... T>
+  static std::any stash(T&... members) {
+    return std::tuple<T...>(std::exchange(members, T{})...);
+  }
+  template <class... T>
+  static void unstash(std::any&& a, T&... members) {
+    if (a.has_value()) std::tie(members...) = std::any_cast<std::tuple<T...>&&>(std::move(a));
+  }
   /// Allocates a parameter (and its zeroed gradient) initialised from `init` seeded by
   /// (ctx.seed, full parameter name); meta allocators skip the initialisation.
   enum class Init { Zeros, Ones, TruncNormal002, KaimingFanOut, Uniform };

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,6 +49,9 @@ double warmup_cosine_lr(std::int64_t step, double peak, std::int64_t warmup_step
 /// The global L2 norm of the (reduced, replicated) gradients; when `max_norm` > 0 and the norm
 /// exceeds it, scales every gradient by max_norm / norm. Returns the norm before clipping. A
 /// non-finite norm (a NaN or ±inf gradient) is returned as is and scales nothing.
-double clip_grad_norm(compute::Backend& backend, const std::vector<Parameter*>& params, double max_norm);
+/// `reduce_sum` (optional) turns this rank's sum of squares into the global one (pipeline stages
+/// each hold a part of the parameters).
+double clip_grad_norm(compute::Backend& backend, const std::vector<Parameter*>& params,
+                      double max_norm, const std::function<double(double)>& reduce_sum = {});
 
 }  // namespace tessera::nn

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,6 +17,7 @@
 #include "tessera/nn/grad_compression.hpp"
 #include "tessera/nn/models.hpp"
 #include "tessera/nn/optimizer.hpp"
+#include "tessera/nn/pipeline.hpp"
 #include "tessera/nn/precision.hpp"
 
 namespace tessera::nn {
@@ -56,6 +58,25 @@ struct TrainOptions {
   /// The input pipeline: batches loaded ahead by loader threads (by default on a device only),
   /// the per-epoch shuffle (data/loader.hpp). Its seed is ignored: the run's seed draws the order.
   data::LoaderOptions loader;
+  /// Micro-batches per step (gradient accumulation): the global batch is cut into M micro-batches
+  /// of batch/M samples (M must divide the batch, and batch/M must still cover dp); micro-batch m
+  /// of step s holds the samples the loader puts at positions s·batch + m·batch/M …, so the
+  /// step's samples are those of an M = 1 run. Each micro-batch's forward and backward run in
+  /// turn, their gradients accumulate into the buckets (f32 master gradients), the buckets'
+  /// all-reduce overlaps the last micro-batch's backward, and the optimizer steps once. The loss
+  /// is the mean over the whole batch; BatchNorm normalises each micro-batch by its own
+  /// statistics (as PyTorch does under accumulation); the loss scale is the step's, one for all.
+  int micro_batches = 1;
+  /// With a mesh dim named "pp" (pipeline stages): the order each stage runs its micro-batches.
+  PipelineSchedule schedule = PipelineSchedule::OneFOneB;
+  /// With "pp": where each stage after the first begins, as indices into units() (pp − 1
+  /// strictly increasing). Empty: balanced by each unit's multiply-accumulates (its convolution
+  /// and linear weights times their output pixels); the run layer passes the simulator's
+  /// per-unit cost instead (sim::balanced_stage_starts).
+  std::vector<int> stage_starts;
+  /// Test hook: a deliberately wrong pipeline, to show the equivalence tests catch one. Never set
+  /// outside tests.
+  enum class Defect : std::uint8_t { None, DropMicroBatch, GradToWrongStage } defect = Defect::None;
 };
 
 /// The dtypes a Trainer trains in (TrainOptions::dtype), reference first: f32, and f64, to which
@@ -92,6 +113,9 @@ struct StepStats {
   /// What the same buckets' dense all-reduce buffers hold (their elements times the dtype's size):
   /// grad_dense_bytes / grad_comm_bytes is the compression factor.
   std::int64_t grad_dense_bytes = 0;
+  /// Seconds this rank waited for a pipeline stage's activations or gradients (0 without pp):
+  /// its share of the pipeline's bubble.
+  double pipeline_wait_s = 0;
   bool skipped = false;     ///< the gradients overflowed and dynamic loss scaling skipped the update
   std::int64_t skipped_steps = 0;  ///< steps skipped so far in this run (resumes included)
   core::MemStats memory;    ///< this rank's allocator: current and peak of this step
@@ -121,10 +145,14 @@ class Trainer {
   /// Index of the next step (0 for a fresh run).
   std::int64_t next_step() const noexcept { return step_; }
 
-  /// Writes a checkpoint (rank 0 writes, atomically; all ranks wait for it).
+  /// Writes a checkpoint (rank 0 writes, atomically; all ranks wait for it). With pipeline stages
+  /// each stage's first rank writes its stage's tensors: stage 0 to `path`, stage k to
+  /// path.stage<k> (the later stages first).
   void save(const std::string& path);
   /// Restores a checkpoint written for the same model and input; resuming continues the run
-  /// bit for bit.
+  /// bit for bit. A checkpoint written by stages is read with all its stage files (refused when
+  /// one is missing or of another step); each rank takes its own stage's tensors, so a run
+  /// resumes on any pipeline cut, or none.
   void load(const std::string& path);
 
   Sequential& model() noexcept { return *model_; }
@@ -137,6 +165,14 @@ class Trainer {
   /// in the loss's units), in the order of parameters(); an undefined tensor for a parameter whose
   /// bucket is not compressed. Empty without compression.
   const std::vector<core::Tensor>& grad_residuals() const noexcept { return residuals_; }
+  /// This rank's pipeline stage (its coordinate on the mesh dim "pp"; 0 without one) and the
+  /// number of stages.
+  int stage() const noexcept { return stage_; }
+  int stages() const noexcept { return stages_; }
+  /// The units (indices into units()) this rank's stage runs: [first, last).
+  std::pair<int, int> stage_units() const noexcept { return {unit_begin_, unit_end_}; }
+  /// Where each stage after the first begins in units() (empty with one stage).
+  const std::vector<int>& stage_starts() const noexcept { return stage_starts_; }
   /// The context the modules run with (scope, conv options, ...); tracing hooks in here.
   Context& context() noexcept { return ctx_; }
 
@@ -152,6 +188,24 @@ class Trainer {
   /// holds every rank's residuals one after another (how checkpoints carry them).
   std::vector<std::pair<std::string, core::Tensor>> residual_views(core::Tensor& all) const;
   double loss_and_grad(const core::Tensor& logits, const core::Tensor& labels, core::Tensor& dlogits);
+  // Pipeline stages and micro-batches (trainer_pipeline.cpp).
+  struct Micro;
+  struct Pending;
+  void setup_model(const core::DeviceMesh& mesh);
+  std::vector<int> default_stage_starts(const core::DeviceMesh& mesh) const;
+  void forward_micro(int m, StepStats& st);
+  void backward_micro(int m, StepStats& st, std::map<Parameter*, Bucket*>& owner);
+  core::Tensor receive(int from_stage, const core::Layout& layout, StepStats& st);
+  void send(int to_stage, core::Tensor t);
+  void wait_sends();
+  /// The labels of the model's outputs: `labels` itself, or for a model that fuses several
+  /// consecutive images into one output (camera views), each output's first image's label,
+  /// gathered over the dims that shard the images but not the outputs.
+  core::Tensor scene_labels(const core::Tensor& labels);
+  /// Sums `v` over the pipeline's stages (every rank gets it); `v` itself without stages.
+  double sum_over_stages(double v);
+  /// The checkpoint file of stage k: `path` for stage 0, path + ".stage<k>" for the others.
+  static std::string stage_path(const std::string& path, int k);
 
   TrainOptions opt_;
   comm::MeshComm* mesh_;
@@ -170,6 +224,10 @@ class Trainer {
   Context ctx_;
   Scope scope_;
   std::int64_t step_ = 0;
+  int stage_ = 0, stages_ = 1, pp_dim_ = -1, unit_begin_ = 0, unit_end_ = 0;
+  std::vector<int> stage_starts_;
+  std::vector<Micro> micro_;
+  std::vector<Pending> sends_;
 };
 
 }  // namespace tessera::nn
