@@ -64,7 +64,9 @@ std::vector<CriticalStep> Engine::critical_path(std::vector<int>& flows) const {
     const int p = pos[a][k];
     if (p > 0) {
       const int prev = s.queue[stream_of(op)][p - 1];
-      if (s.done[prev] > t) std::tie(best, t) = std::make_pair(std::make_pair(a, prev), s.done[prev]);
+      // A batch of sends released its stream when it was posted, not when it landed.
+      const Picos released = sends_only(s.replay->program[prev]) ? s.start[prev] : s.done[prev];
+      if (released > t) std::tie(best, t) = std::make_pair(std::make_pair(a, prev), released);
     }
     return std::make_pair(best, t);
   };

@@ -147,6 +147,13 @@ bool Engine::try_start(int r, int stream) {
     schedule(r, i, now_ + t);
   } else if (stream == kHalo) {
     post_p2p(r, i);
+    if (sends_only(op) && s.done[i] < 0) {
+      // A batch of sends only (a pipeline stage handing on activations or gradients) leaves in
+      // its post, as the backends send: the stream goes on while it travels; finish() marks it
+      // done when its transfers land.
+      s.busy[stream] = false;
+      ++s.next[stream];
+    }
   } else {
     arrive_collective(r, i);
   }
@@ -163,9 +170,12 @@ void Engine::post_p2p(int r, int i) {
     TESSERA_CHECK(t.peer >= 0 && t.peer < static_cast<int>(ranks_.size()) && mirror_[t.peer] == t.peer,
                   "sim: folding: rank ", r, " exchanges halos with rank ", t.peer,
                   ", which is not simulated; simulate without folding");
-    std::int64_t& seq = (t.send ? send_seq_ : recv_seq_)[{src, dst}];
+    // Sends and receives match in order per tag (halos, pipeline activations, their gradients):
+    // the tag goes into the high bits of the sequence number.
+    std::int64_t& count = (t.send ? send_seq_ : recv_seq_)[{src, dst, t.tag}];
+    const std::int64_t seq = (std::int64_t(t.tag) << 32) + count++;
     Match& m = p2p_[std::make_tuple(src, dst, seq)];
-    m.seq = seq++;
+    m.seq = seq;
     (t.send ? m.send : m.recv) = {r, i};
     if (t.send) m.bytes = t.bytes;
     if (m.send.first >= 0 && m.recv.first >= 0) {
@@ -278,8 +288,10 @@ void Engine::finish(int r, int i, Picos t) {
   const ProgramOp& op = s.replay->program[i];
   s.done[i] = t;
   const int stream = op.kind == ProgramOp::Kind::Compute ? kCompute : op.kind == ProgramOp::Kind::P2P ? kHalo : kCollective;
-  s.busy[stream] = false;
-  ++s.next[stream];
+  if (stream != kHalo || !sends_only(op)) {  // a batch of sends released its stream when posted
+    s.busy[stream] = false;
+    ++s.next[stream];
+  }
   if (opt_.trace) record_op(r, i);
 }
 

@@ -19,6 +19,15 @@
 
 namespace tessera::sim::detail_engine {
 
+/// A batch of sends only (a pipeline stage handing on activations or gradients): it leaves in its
+/// post, as the backends send, so its stream goes on while it travels.
+inline bool sends_only(const ProgramOp& op) {
+  if (op.kind != ProgramOp::Kind::P2P || op.transfers.empty()) return false;
+  for (const P2PTransfer& t : op.transfers)
+    if (!t.send) return false;
+  return true;
+}
+
 enum StreamId { kCompute = 0, kHalo = 1, kCollective = 2, kNumStreams = 3 };
 
 struct RankState {
@@ -117,7 +126,8 @@ class Engine {
   Picos now_ = 0;
   std::int64_t seq_ = 0;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
-  std::map<std::pair<int, int>, std::int64_t> send_seq_, recv_seq_;  // (src, dst) → next seq
+  std::map<std::tuple<int, int, int>, std::int64_t> send_seq_,
+      recv_seq_;  // (src, dst, tag) → next seq
   std::map<std::tuple<int, int, std::int64_t>, Match> p2p_;
   std::map<int, std::tuple<int, int, std::int64_t>> flow_match_;
   std::map<std::pair<int, std::vector<int>>, std::int64_t> coll_seq_;  // (rank, group) → next seq

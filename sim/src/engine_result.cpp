@@ -19,6 +19,7 @@ void Engine::record_op(int r, int i) {
   e.name = op.name;
   e.op = op.name;
   e.layer = op.layer;
+  e.micro = op.micro;
   e.pid = r;
   e.ts_us = us(s.start[i]);
   e.dur_us = us(s.done[i] - s.start[i]);
@@ -55,6 +56,7 @@ void Engine::record_flow(int f, int src, int dst, const Match& m) {
     e.cat = "halo";
     e.op = e.name;
     e.layer = ranks_[r].replay->program[i].layer;
+    e.micro = ranks_[r].replay->program[i].micro;
     e.pid = r;
     e.tid = core::kLaneHaloBase + peer;
     e.ts_us = us(t0);

@@ -21,6 +21,8 @@ std::vector<std::int64_t> class_key(const core::Layout& in, const core::DeviceMe
   std::vector<std::int64_t> key;
   const std::vector<int> c = mesh.coords_of(rank);
   for (int d = 0; d < mesh.ndim(); ++d) {
+    // Pipeline stages run different units, whatever their shapes: each stage is its own class.
+    if (mesh.dim_name(d) == "pp") key.push_back(c[d]);
     for (int k = -window[d]; k <= window[d]; ++k) {
       std::vector<int> n = c;
       n[d] += k;
@@ -64,6 +66,7 @@ RankReplay FoldedReplay::replay_for(int rank) const {
   out.coords = mesh.coords_of(rank);
   out.memory = rep.memory;
   out.program = rep.program;
+  out.units = rep.units;
   if (rank == rep.rank) return out;
   const int nd = mesh.ndim();
   std::vector<int> offset(nd);
@@ -164,11 +167,13 @@ std::string replay_difference(const RankReplay& a, const RankReplay& b) {
     for (std::size_t k = 0; transfers_equal && k < x.transfers.size(); ++k)
       transfers_equal = x.transfers[k].send == y.transfers[k].send &&
                         x.transfers[k].peer == y.transfers[k].peer &&
-                        x.transfers[k].bytes == y.transfers[k].bytes;
+                        x.transfers[k].bytes == y.transfers[k].bytes &&
+                        x.transfers[k].tag == y.transfers[k].tag;
     const bool equal = x.kind == y.kind && x.name == y.name && x.layer == y.layer && x.op == y.op &&
-                       x.depthwise == y.depthwise && x.dtype == y.dtype && x.kernel == y.kernel && x.flops == y.flops &&
-                       x.bytes == y.bytes && x.group == y.group && transfers_equal &&
-                       x.deps == y.deps && x.memory == y.memory;
+                       x.micro == y.micro && x.depthwise == y.depthwise && x.dtype == y.dtype &&
+                       x.kernel == y.kernel && x.flops == y.flops && x.bytes == y.bytes &&
+                       x.group == y.group && transfers_equal && x.deps == y.deps &&
+                       x.memory == y.memory;
     if (!equal) {
       os << "rank " << a.rank << ": op " << i << " (" << x.name << " of '" << x.layer
          << "') differs from " << y.name << " of '" << y.layer << "'";

@@ -52,6 +52,7 @@ RankReplay replay_rank(const nn::TrainOptions& options, const core::DeviceMesh& 
   r.coords = mesh.coords_of(rank);
   r.memory = trainer.step().memory;
   r.program = log.take();
+  for (const nn::Module* u : trainer.units()) r.units.push_back(u->name());
   return r;
 }
 

@@ -50,6 +50,7 @@ void RecordingCompute::execute(const compute::OpCall& call) {
   op.name = std::string(compute::op_name(call.kind));
   op.kernel = kernel_class(call);
   op.layer = scope_ ? scope_->layer : std::string();
+  op.micro = scope_ ? scope_->micro_batch : -1;
   op.flops = cost.flops;
   op.rows = cost.rows;
   op.bytes = cost.bytes_read + cost.bytes_written;
@@ -103,6 +104,7 @@ comm::WorkPtr RecordingComm::collective(const char* name, std::int64_t bytes) {
   op.kind = ProgramOp::Kind::Collective;
   op.name = name;
   op.layer = compute_.scope() ? compute_.scope()->layer : std::string();
+  op.micro = compute_.scope() ? compute_.scope()->micro_batch : -1;
   op.bytes = bytes;
   op.group = world_ranks_;
   return std::make_unique<RecordedWork>(log_, log_.add(std::move(op)));
@@ -131,11 +133,12 @@ comm::WorkPtr RecordingComm::batch_p2p(const std::vector<comm::P2POp>& ops) {
   op.kind = ProgramOp::Kind::P2P;
   op.name = "batch_p2p";
   op.layer = compute_.scope() ? compute_.scope()->layer : std::string();
+  op.micro = compute_.scope() ? compute_.scope()->micro_batch : -1;
   for (const comm::P2POp& o : ops) {
     TESSERA_CHECK(o.peer >= 0 && o.peer < size(), "recording communicator: peer ", o.peer, " outside a group of ",
                   size());
     const std::int64_t b = static_cast<std::int64_t>(o.buf.bytes());
-    op.transfers.push_back({o.kind == comm::P2POp::Kind::Send, world_ranks_[o.peer], b});
+    op.transfers.push_back({o.kind == comm::P2POp::Kind::Send, world_ranks_[o.peer], b, o.tag});
     op.bytes += b;
   }
   return std::make_unique<RecordedWork>(log_, log_.add(std::move(op)));

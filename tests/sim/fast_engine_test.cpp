@@ -17,6 +17,7 @@
 #include "sim_test_util.hpp"
 #include "support/catch.hpp"
 #include "tessera/sim/fold.hpp"
+#include "tessera/sim/stage_cut.hpp"
 
 using namespace tessera;
 
@@ -334,4 +335,34 @@ TEST_CASE("the fast engine on hosts with the same devices but unlike links", "[s
   INFO(cluster.description << " | " << w.what());
   Spread s;
   REQUIRE(disagreement(cluster, w, /*fold=*/true, s) == "");
+}
+
+TEST_CASE("the fast engine agrees with the exact one on pipeline meshes",
+          "[sim][fast_engine][pipeline]") {
+  // Ranks of different stages run different programs: folding keeps each stage a class of its
+  // own, and the pipeline's transfers cross "pp", so a slab holds a whole pipeline.
+  std::vector<Cluster> grid = {preset("dgx-a100:2"), preset("dgx-a100:1+dgx-h100:1")};
+  for (unsigned seed = 1; seed <= 12; ++seed) grid.push_back(random_cluster(seed, 2 + seed % 3));
+  const sim::DeviceCatalog cat;
+  std::vector<std::string> failures;
+  Spread spread;
+  for (const Cluster& c : grid)
+    for (const char* mesh : {"pp=2", "dp=2,pp=2", "pp=2,sp=2", "dp=2,pp=2,sp=2", "pp=4,sp=2"})
+      for (const int m : {1, 3}) {
+        Workload w{mesh, simtest::small_run("convnext")};
+        const core::DeviceMesh dm = core::DeviceMesh::parse(mesh);
+        if (dm.size() > gpus_of(c)) continue;
+        w.options.input = {3, 64, 128};
+        w.options.micro_batches = m;
+        w.options.batch = (dm.find_dim("dp") >= 0 ? 2 : 1) * m;
+        w.options.schedule = m == 3 ? nn::PipelineSchedule::GPipe : nn::PipelineSchedule::OneFOneB;
+        w.options.stage_starts = sim::balanced_stage_starts(w.options, dm, cat.get("a100-80gb"));
+        check(c, w, spread, failures);
+      }
+  print_summary("fast engine, pipelines", spread, failures);
+  INFO(lines(failures));
+  REQUIRE(spread.skipped == 0);
+  REQUIRE(spread.cases >= 100);
+  REQUIRE(spread.folded >= spread.cases / 8);  // the dp meshes: a slab holds a whole pipeline
+  REQUIRE(failures.empty());
 }

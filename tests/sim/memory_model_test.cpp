@@ -1,6 +1,7 @@
 // The simulator's memory model against the runtime: a replay on meta tensors must book the same
 // peak bytes per category as a real training step on in-process ranks (ConvNeXt and RegNet,
-// sp = 1, 2, 4, checkpointing none and block). Both figures are printed.
+// sp = 1, 2, 4, checkpointing none and block; pipeline stages with micro-batches). Both figures
+// are printed.
 #include <cstdio>
 
 #include <algorithm>
@@ -8,9 +9,10 @@
 #include <utility>
 
 #include "nn/train_harness.hpp"
-#include "support/catch.hpp"
 #include "sim_test_util.hpp"
+#include "support/catch.hpp"
 #include "tessera/sim/replay.hpp"
+#include "tessera/sim/stage_cut.hpp"
 
 using namespace tessera;
 using core::MemCategory;
@@ -231,5 +233,35 @@ TEST_CASE("with top-k compression the replay books the residuals and sends the r
     REQUIRE_FALSE(topk_bytes.empty());
     for (std::size_t b = 0; b < topk_bytes.size(); ++b)
       REQUIRE(topk_bytes[b] == 2 * nn::topk_count(dense_buckets[b] / 4, 0.01) * 8);
+  }
+}
+
+TEST_CASE("with pipeline stages the replayed peak memory of each stage equals the runtime's",
+          "[sim][replay][memory][pipeline]") {
+  const std::string mesh_text = GENERATE(std::string("pp=2"), std::string("dp=1,pp=2,sp=2"));
+  const int m = GENERATE(1, 3);
+  nn::TrainOptions o = small_run("convnext", "none");
+  o.batch = m == 1 ? 2 : 3;
+  o.micro_batches = m;
+  const core::DeviceMesh mesh = core::DeviceMesh::parse(mesh_text);
+  o.stage_starts = sim::balanced_stage_starts(o, mesh, sim::DeviceCatalog().get("a100-80gb"));
+  const auto real = measure(o, mesh);
+  const std::vector<sim::RankReplay> replay = sim::replay_all(o, mesh);
+  std::printf(
+      "memory model, pipeline: convnext, %s, M=%d, stages start at unit %d (peak bytes, "
+      "runtime / replay)\n",
+      mesh_text.c_str(), m, o.stage_starts.at(0));
+  for (int r = 0; r < mesh.size(); ++r) {
+    const core::MemStats& rt = real[r].first;
+    const core::MemStats& s = replay[r].memory;
+    print_rank(r, rt, s, real[r].second);
+    for (int c = 0; c < core::kNumMemCategories; ++c) {
+      INFO(mesh_text << " M=" << m << " rank " << r << " "
+                     << core::mem_category_name(MemCategory(c)) << ": runtime " << rt.peak[c]
+                     << ", replay " << s.peak[c]);
+      REQUIRE(rt.peak[c] == s.peak[c]);  // to the byte
+    }
+    REQUIRE(rt.peak_total == s.peak_total);
+    REQUIRE(s.peak_of(MemCategory::Activation) > 0);
   }
 }

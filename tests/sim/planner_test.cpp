@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "plan_search.hpp"
 #include "sim_test_util.hpp"
 #include "support/catch.hpp"
 #include "tessera/nn/models.hpp"
 #include "tessera/sim/planner.hpp"
+#include "tessera/sim/stage_cut.hpp"
 
 using namespace tessera;
 
@@ -292,4 +294,87 @@ TEST_CASE("the planner refuses unknown, repeated and 16-bit-reduced compressions
   o.train.grad_reduce = nn::Precision::BF16;
   REQUIRE(simtest::lacks(simtest::error_of([&] { sim::plan(o, topo, sim::DeviceCatalog{}); }),
                          {"topk sends f32 values", "bf16", "grad_reduce_dtype fp32"}) == "");
+}
+
+TEST_CASE("pipeline stages and micro-batches are planner dimensions, and only they fit a cap",
+          "[sim][planner][pipeline]") {
+  sim::PlanAxes axes{{"W", "H"}, {"none", "block"}};
+  axes.pipeline_stages = {1, 2, 4};
+  axes.micro_batches = {1, 2};
+  const auto configs = sim::enumerate_plan_configs(4, axes);
+  int pipelined = 0;
+  for (const sim::PlanConfig& c : configs) {
+    REQUIRE(c.dp * c.pp * c.sp_h * c.sp_w == 4);
+    REQUIRE((c.pp > 1) == (c.mesh.find("pp=" + std::to_string(c.pp)) != std::string::npos));
+    pipelined += c.pp > 1;
+  }
+  // dp=1: pp 1 (sp=4 W, H), 2 (sp=2 W, H), 4 (one mesh); dp=2: pp 1 (W, H), 2 (one); dp=4: one.
+  REQUIRE(configs.size() == 9 * 2 * 2);
+  REQUIRE(pipelined == 4 * 2 * 2);
+
+  sim::PlanOptions o;
+  o.train = simtest::small_run("convnext");
+  o.train.batch = 4;
+  o.shards = {"W"};
+  o.checkpointing = {"none"};
+  o.pipeline_stages = {1, 2};
+  o.micro_batches = {1, 2};
+  o.exhaustive = true;
+  const sim::Topology topo = simtest::star(2, 1e11, 1000);
+  const sim::DeviceCatalog cat;
+  const sim::PlanResult all = sim::plan(o, topo, cat);
+  // sp=2, dp=2 and pp=2, each with one and two micro-batches.
+  REQUIRE(all.entries.size() == 6);
+  double cap = 0;
+  for (const sim::PlanEntry& e : all.entries) {
+    INFO(sim::describe(e.config) << " peak " << e.peak_bytes);
+    if (e.config.pp > 1)
+      REQUIRE(e.config.stage_starts ==
+              sim::balanced_stage_starts(sim::detail_plan::options_for(o.train, e.config),
+                                         core::DeviceMesh::parse(e.config.mesh),
+                                         cat.get("a100-80gb")));
+    else
+      REQUIRE(e.config.stage_starts.empty());
+    if (e.config.pp == 1 && e.config.micro_batches == 1)
+      cap = cap == 0 ? double(e.peak_bytes) : std::min(cap, double(e.peak_bytes));
+    std::printf("plan with pp and M: %-12s M=%d peak %zu B, %.3f ms\n", e.config.mesh.c_str(),
+                e.config.micro_batches, e.peak_bytes, e.iteration_s * 1e3);
+  }
+  o.memory_cap_bytes = cap - 1;  // under every plan without stages or micro-batches
+  o.exhaustive = false;
+  const sim::PlanResult capped = sim::plan(o, topo, cat);
+  REQUIRE(capped.best_fit() >= 0);
+  for (const sim::PlanEntry& e : capped.entries) {
+    INFO(sim::describe(e.config));
+    if (e.fits) REQUIRE((e.config.pp > 1 || e.config.micro_batches > 1));
+    if (e.simulated) REQUIRE(e.lower_bound_s <= e.iteration_s);
+  }
+}
+
+TEST_CASE("where parameters dominate, only pipeline stages fit a tight cap",
+          "[sim][planner][pipeline]") {
+  sim::PlanOptions o;
+  o.train = simtest::small_run("convnext");
+  o.train.model.widths = {16, 32, 128, 256};  // parameters (and AdamW state) over activations
+  o.train.input = {3, 64, 64};
+  o.shards = {"W"};
+  o.checkpointing = {"none"};
+  o.pipeline_stages = {1, 2};
+  o.micro_batches = {1, 2};
+  o.exhaustive = true;
+  const sim::Topology topo = simtest::star(2, 1e11, 1000);
+  const sim::DeviceCatalog cat;
+  double cap = 0;
+  for (const sim::PlanEntry& e : sim::plan(o, topo, cat).entries) {
+    std::printf("plan, parameters dominate: %-6s M=%d peak %zu B\n", e.config.mesh.c_str(),
+                e.config.micro_batches, e.peak_bytes);
+    if (e.config.pp == 1)
+      cap = cap == 0 ? double(e.peak_bytes) : std::min(cap, double(e.peak_bytes));
+  }
+  o.memory_cap_bytes = cap - 1;  // under every plan without stages, micro-batches or not
+  o.exhaustive = false;
+  const sim::PlanResult capped = sim::plan(o, topo, cat);
+  REQUIRE(capped.best_fit() >= 0);
+  for (const sim::PlanEntry& e : capped.entries)
+    if (e.fits) REQUIRE(e.config.pp == 2);
 }

@@ -15,8 +15,9 @@ namespace tessera::sim {
 ///
 /// Two ranks are in one class when, along every mesh dimension d, the local input shapes of the
 /// ranks within `window[d]` coordinates of each (and which of those positions lie off the mesh)
-/// are equal. window[d] is 0 for a dimension no point-to-point transfer crosses (then only the
-/// rank's own local shape matters: every dp replica with the same batch share is one class) and
+/// are equal, and along a dimension named "pp" their coordinates are (pipeline stages run
+/// different units). window[d] is 0 for a dimension no point-to-point transfer crosses (then only
+/// the rank's own local shape matters: every dp replica with the same batch share is one class) and
 /// reach + 1 otherwise, where reach is the largest coordinate distance of any halo peer seen in
 /// the representatives' programs (found by iterating to a fixed point; tests compare the result
 /// with replaying every rank).

@@ -1,6 +1,6 @@
 // Planner: enumerates the ways to run one training configuration on a cluster — data-parallel ×
-// spatial meshes (shards along W, H, or H × W tiles), activation checkpointing, precision (fp32,
-// bf16/fp16 mixed precision) — simulates each
+// pipeline × spatial meshes (shards along W, H, or H × W tiles), micro-batches, activation
+// checkpointing, precision (fp32, bf16/fp16 mixed precision) — simulates each
 // (memory from the folded replay of the real trainer, time from the event engine) and ranks them by
 // predicted iteration time, flagging those that do not fit in device memory.
 #pragma once
@@ -43,6 +43,14 @@ struct PlanOptions {
   /// train.grad_reduce fp32, and is skipped with the trainer's reason where it cannot run (device
   /// buckets: a GPU).
   std::vector<std::string> compressions = {"none"};
+  /// Pipeline stages to try (the mesh dim "pp"): each value dividing the device count, in the
+  /// order given, factors the meshes (dp × pp × spatial); a stage count above the model's units
+  /// is skipped with the reason. Each pp > 1 candidate is cut by sim::balanced_stage_starts on
+  /// rank 0's device; train.stage_starts is ignored. {1}: no pipeline.
+  std::vector<int> pipeline_stages = {1};
+  /// Micro-batches per step to try (TrainOptions::micro_batches); a value that does not divide
+  /// the batch into micro-batches covering the mesh's dp is skipped with the reason. {1}: none.
+  std::vector<int> micro_batches = {1};
   /// Memory limit per device in bytes; 0 = each device's capacity from the catalog.
   double memory_cap_bytes = 0;
   EngineOptions engine;
@@ -59,18 +67,23 @@ struct PlanOptions {
   const std::atomic<bool>* cancel = nullptr;
 };
 
-/// One way to run the configuration: a mesh, a shard dimension, a checkpointing policy, a
-/// precision.
+/// One way to run the configuration: a mesh, a shard dimension, micro-batches, a checkpointing
+/// policy, a precision.
 struct PlanConfig {
-  std::string mesh;  ///< "dp=2,sp=8", "sp_h=2,sp_w=4", "dp=16"
+  std::string mesh;  ///< "dp=2,sp=8", "sp_h=2,sp_w=4", "dp=16", "dp=2,pp=2,sp=2"
   int dp = 1, sp_h = 1, sp_w = 1;
   std::string shard;                 ///< "W", "H", "HW", or "-" for no spatial sharding
   std::string checkpointing;         ///< "none", "block", "stage"
   std::string precision = "fp32";    ///< "fp32", "bf16", "fp16" (nn::precision_name)
   std::string compression = "none";  ///< "none" or "topk" (nn::grad_compression_name)
+  int pp = 1;                        ///< pipeline stages (the mesh dim "pp"; 1: none)
+  int micro_batches = 1;             ///< TrainOptions::micro_batches
+  /// With pp > 1: the balanced cut (sim::balanced_stage_starts), set by plan(); else empty.
+  std::vector<int> stage_starts;
 };
 
-/// "dp=2,sp=4 W none fp32" (", topk" appended for top-k compression): progress lines.
+/// "dp=2,sp=4 W none fp32" (", topk" appended for top-k compression, " M=4" for micro-batches):
+/// progress lines.
 std::string describe(const PlanConfig& c);
 
 /// A candidate configuration: simulated, or pruned with its lower bound and replayed memory.
@@ -127,10 +140,20 @@ struct PlanResult {
 };
 
 /// The candidate configurations for `devices` ranks: every dp dividing the count (dp = 1 first),
-/// the rest spatial — along W and H (mesh dim "sp") and as sp_h × sp_w tiles with both factors ≥ 2
-/// — each with every checkpointing policy, each of those in every precision and each of those with
-/// every gradient compression (in the order given; the names are checked by plan(), not here). A
-/// mesh with one spatial rank is listed once, shard "-".
+/// then every pp of `pipeline_stages` dividing what is left (in the order given), the rest
+/// spatial — along W and H (mesh dim "sp") and as sp_h × sp_w tiles with both factors ≥ 2 — each
+/// mesh with every count of `micro_batches`, each with every checkpointing policy, each of those
+/// in every precision and each of those with every gradient compression (in the order given; the
+/// names are checked by plan(), not here). A mesh with one spatial rank is listed once, shard "-".
+struct PlanAxes {
+  std::vector<std::string> shards, checkpointing;
+  std::vector<std::string> precisions = {"fp32"};
+  std::vector<std::string> compressions = {"none"};
+  std::vector<int> pipeline_stages = {1};
+  std::vector<int> micro_batches = {1};
+};
+std::vector<PlanConfig> enumerate_plan_configs(int devices, const PlanAxes& axes);
+/// enumerate_plan_configs without pipeline stages or micro-batches.
 std::vector<PlanConfig> enumerate_plan_configs(
     int devices, const std::vector<std::string>& shards,
     const std::vector<std::string>& checkpointing,

@@ -25,6 +25,7 @@ struct P2PTransfer {
   bool send = true;
   int peer = -1;
   std::int64_t bytes = 0;
+  int tag = 0;  ///< sends and receives between a pair match in order per tag (comm::P2POp)
 };
 
 /// One operation of a rank's program.
@@ -33,6 +34,7 @@ struct ProgramOp {
   Kind kind = Kind::Compute;
   std::string name;   ///< "conv2d_forward", "all_reduce", "batch_p2p", ...
   std::string layer;  ///< module path, "grad_bucket", "optimizer", "loss"
+  int micro = -1;     ///< the micro-batch it was issued in (nn::Scope::micro_batch); -1: none
   // Compute: compute::op_cost of the call.
   compute::OpKind op = compute::OpKind::Add;
   bool depthwise = false;  ///< a grouped convolution with one input channel per group
@@ -137,6 +139,9 @@ struct RankReplay {
   std::vector<int> coords;  ///< mesh coordinates
   core::MemStats memory;    ///< the meta allocator's figures for the step (as StepStats.memory)
   Program program;
+  /// The names of the trainer's units (nn::Trainer::units(), every stage's), in order: the layer
+  /// of an op in `program` is a unit's name or starts with it and a dot.
+  std::vector<std::string> units;
 };
 
 /// Builds the real nn::Trainer for world rank `rank` of `mesh` on a meta allocator and runs one
