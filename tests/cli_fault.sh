@@ -14,7 +14,7 @@ fail() { echo "FAIL: $1"; cat "$2"; exit 1; }
 for bad in "kill:forwrd:step=2:rank=1" "kill:forward:step=0:rank=1" "kill:forward:rank=1" "kill:forward:step=2:rank=x"; do
   TESSERA_FAULT=$bad timeout 60 "$bin" train "${model[@]}" --steps 1 >"$tmp/bad.out" 2>&1
   [ $? -eq 1 ] || fail "TESSERA_FAULT=$bad was not refused" "$tmp/bad.out"
-  grep -q "TESSERA_FAULT='$bad': .*expected <kill|stall|drop>:<forward|halo|allreduce>:step=<N>:rank=<R>" "$tmp/bad.out" ||
+  grep -q "TESSERA_FAULT='$bad': .*expected <kill|stall|drop>:<forward|halo|allreduce|pipeline>:step=<N>:rank=<R>" "$tmp/bad.out" ||
     fail "the refusal of TESSERA_FAULT=$bad does not name the variable and the syntax" "$tmp/bad.out"
 done
 TESSERA_FAULT=kill:forward:step=1:rank=2 timeout 60 "$bin" train "${model[@]}" --steps 1 >"$tmp/rank.out" 2>&1
@@ -44,5 +44,19 @@ grep -q "^tessera launch: rank 0 failed (exit code 1); stopped the other ranks; 
   "$tmp/stall.out" || fail "the launcher's summary of a stall" "$tmp/stall.out"
 for pid in $(sed -n 's/^\[launch\] rank [0-9]* pid \([0-9]*\)$/\1/p' "$tmp/stall.out"); do
   ! kill -0 "$pid" 2>/dev/null || fail "rank pid $pid still running after the launcher exited" "$tmp/stall.out"
+done
+# A pipeline (pp=2, two micro-batches): a rank killed in either stage, at its first transfer to or
+# from the other stage, is named by the surviving stage and by the launcher within the deadline.
+for r in 0 1; do
+  other=$((1 - r))
+  TESSERA_FAULT=kill:pipeline:step=2:rank=$r timeout 60 "$bin" launch --nproc 2 -- train "${model[@]/sp=2/pp=2}" \
+    --micro-batches 2 --steps 4 --backend ucx --timeout 10 >"$tmp/pp$r.out" 2>&1
+  code=$?
+  [ $code -eq 1 ] || fail "pipeline: launcher exited $code after rank $r was killed, expected 1" "$tmp/pp$r.out"
+  grep -q "^\[rank $r\] TESSERA_FAULT=kill:pipeline:step=2:rank=$r: rank $r: killing this rank (SIGKILL) at its first transfer to or from another pipeline stage of step 2" \
+    "$tmp/pp$r.out" || fail "pipeline: no injection line from rank $r" "$tmp/pp$r.out"
+  grep -q "^\[rank $other\] tessera: error: .*rank $r" "$tmp/pp$r.out" || fail "pipeline: rank $other did not name rank $r" "$tmp/pp$r.out"
+  grep -q "^tessera launch: rank $r failed (killed by signal 9" "$tmp/pp$r.out" ||
+    fail "pipeline: the launcher did not name rank $r" "$tmp/pp$r.out"
 done
 echo "cli_fault: ok"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `tessera launch` end to end with the ucx plugin: the same losses as the local backend (2 ranks
-# W-sharded, 3 ranks H-sharded, 4 ranks dp=2 × sp=2), a killed rank stops the job naming it,
-# Ctrl-C stops every rank, a rank that never arrives is named by the rendezvous timeout.
+# W-sharded, 3 ranks H-sharded, 4 ranks dp=2 × sp=2, 2 pipeline stages of 3 micro-batches), a
+# killed rank stops the job naming it, Ctrl-C stops every rank, a rank that never arrives is named
+# by the rendezvous timeout.
 #   tests/cli_launch.sh <tessera binary> <source dir>
 set -euo pipefail
 # shellcheck source=tests/cli_common.sh
@@ -37,6 +38,7 @@ PY
 same_losses w2 2 --input 3x32x128 --mesh sp=2 --shard W --steps 3 --batch 2
 same_losses h3 3 --input 3x96x64 --mesh sp=3 --shard H --steps 2 --batch 2
 same_losses dpsp4 4 --input 3x32x128 --mesh dp=2,sp=2 --shard W --batch 4 --steps 2
+same_losses pp2 2 --input 3x32x128 --mesh pp=2 --micro-batches 3 --batch 6 --steps 2
 
 # --trace with one rank per process: rank 0 writes the file named, rank r the one beside it
 # with .rank<r> before the extension, each holding that rank's events only.

@@ -125,6 +125,16 @@ expect_fail "convnext-atto" train --model no-such-model --steps 1
 expect_fail "input '3x31'" train --input 3x31 --steps 1
 expect_fail "mesh" train --mesh sp=0 --steps 1
 expect_fail "available" train --backend nosuch --steps 1
+# Micro-batches and pipeline stages: refused before any rank starts, naming the option and the fix;
+# with a dim pp the step line names the rank that waited longest for a neighbouring stage and the
+# metrics carry every rank's wait.
+expect_fail "batch 3 is not a multiple of micro_batches 2 (--micro-batches); use batch 4 or micro_batches 1" train --batch 3 --micro-batches 2 --steps 1
+expect_fail "schedule 'zigzag': expected one of: 1f1b, gpipe" train --schedule zigzag --steps 1
+expect_fail "stage_starts '3': mesh sp=2 has no pipeline stages" train --stage-starts 3 --steps 1
+"$bin" train --model "$src/examples/convnext-mini.json" --input 3x32x128 --batch 4 --mesh pp=2 \
+  --classes 6 --threads 1 --micro-batches 2 --schedule gpipe --steps 1 --metrics "$tmp/pp.jsonl" >"$tmp/pp.out"
+grep -q "pipeline wait r[01] " "$tmp/pp.out" || { echo "no pipeline wait in:"; cat "$tmp/pp.out"; exit 1; }
+python3 -c 'import json, sys; s = json.loads(open(sys.argv[1]).readline()); assert [r["pipeline_wait_s"] >= 0 for r in s["ranks"]] == [True, True], s' "$tmp/pp.jsonl"
 expect_fail "dtype 'bf16': the trainer keeps its weights in f32 or f64 (16-bit activations over f32 weights: precision bf16 or fp16); use one of: f32, f64" train --dtype bf16 --steps 1
 # Mixed precision from the command line: fp16 with dynamic loss scaling (2^16 at the start), its
 # scale and skipped steps in the metrics; bf16 without scaling; refused over f64 weights.

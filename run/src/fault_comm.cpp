@@ -60,6 +60,8 @@ const char* place_name(FaultSpec::Place p) {
       return "its first backward halo exchange";
     case FaultSpec::Place::AllReduce:
       return "its first gradient all-reduce";
+    case FaultSpec::Place::Pipeline:
+      return "its first transfer to or from another pipeline stage";
   }
   return "?";
 }
@@ -98,6 +100,8 @@ FaultSpec parse_fault(const std::string& value) {
     f.place = FaultSpec::Place::Halo;
   else if (parts[1] == "allreduce")
     f.place = FaultSpec::Place::AllReduce;
+  else if (parts[1] == "pipeline")
+    f.place = FaultSpec::Place::Pipeline;
   else
     bad(value, "unknown place '" + parts[1] + "'");
   bool have_step = false, have_rank = false;
@@ -184,6 +188,9 @@ void FaultComm::maybe_inject(FaultSpec::Place here) {
 }
 
 void FaultComm::p2p_place(const std::vector<comm::P2POp>& ops) {
+  // Pipeline stages send and receive under the trainer's "pipeline.*" scopes.
+  if (state_->scope && state_->scope->layer.rfind("pipeline.", 0) == 0)
+    return maybe_inject(FaultSpec::Place::Pipeline);
   // Forward halos travel under nn::kHaloTag, their adjoint (backward) under kHaloTag + 1.
   for (const comm::P2POp& op : ops) {
     if (op.tag == nn::kHaloTag) return maybe_inject(FaultSpec::Place::Forward);

@@ -19,7 +19,7 @@ namespace tessera::run {
 /// One parsed TESSERA_FAULT value: `<action>:<place>:step=<N>:rank=<R>`.
 struct FaultSpec {
   enum class Action : std::uint8_t { Kill, Stall, Drop };
-  enum class Place : std::uint8_t { Forward, Halo, AllReduce };
+  enum class Place : std::uint8_t { Forward, Halo, AllReduce, Pipeline };
   Action action = Action::Kill;
   Place place = Place::Forward;
   std::int64_t step = 1;  ///< 1-based, as `tessera train` prints "step N/M"
@@ -30,7 +30,7 @@ struct FaultSpec {
 /// The name of the variable and its syntax, as every message about it states them.
 inline constexpr const char* kFaultVariable = "TESSERA_FAULT";
 inline constexpr const char* kFaultSyntax =
-    "<kill|stall|drop>:<forward|halo|allreduce>:step=<N>:rank=<R>, e.g. "
+    "<kill|stall|drop>:<forward|halo|allreduce|pipeline>:step=<N>:rank=<R>, e.g. "
     "TESSERA_FAULT=kill:forward:step=2:rank=1";
 
 /// Parses a TESSERA_FAULT value; throws InvalidArgument naming the variable and the syntax.

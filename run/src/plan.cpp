@@ -53,6 +53,12 @@ sim::PlanOptions plan_options(const RunSpec& spec, const SimSetup& setup, const 
                   nn::parse_precision(spec.precision) == nn::Precision::FP32, c.precisions);
   o.compressions = one_or_list("grad_compression", "compressions", spec.grad_compression,
                                spec.grad_compression == "none", c.compressions);
+  if (!c.pipeline_stages.empty()) o.pipeline_stages = c.pipeline_stages;
+  TESSERA_CHECK(c.micro_batches.empty() || spec.micro_batches == 1, "plan: micro_batches ",
+                spec.micro_batches, " and a list of micro-batch counts: give one (the list ",
+                spec.micro_batches, " alone plans with ", spec.micro_batches, ")");
+  o.micro_batches =
+      c.micro_batches.empty() ? std::vector<int>{spec.micro_batches} : c.micro_batches;
   if (!c.memory_cap.empty()) {
     o.memory_cap_bytes = static_cast<double>(sim::parse_byte_size(c.memory_cap));
     TESSERA_CHECK(o.memory_cap_bytes > 0, "plan: memory_cap '", c.memory_cap,
@@ -66,7 +72,10 @@ Json config_json(const sim::PlanConfig& c) {
           {"shard", c.shard},
           {"checkpointing", c.checkpointing},
           {"precision", c.precision},
-          {"compression", c.compression}};
+          {"compression", c.compression},
+          {"pp", c.pp},
+          {"micro_batches", c.micro_batches},
+          {"stage_starts", c.stage_starts}};
 }
 
 /// Byte figures the planner keeps as doubles are whole numbers of bytes: written as integers.

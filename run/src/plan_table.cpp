@@ -33,9 +33,9 @@ bool shows_compression(const sim::PlanOptions& o) {
 
 void append_rows(std::string& out, const PlanRun& p, int top) {
   const bool grads = shows_compression(p.options);
-  appendf(out, "%4s  %-22s %-5s %-6s %-5s %s%11s %9s %9s %9s  %-4s %10s %10s\n", "#", "mesh",
-          "shard", "ckpt", "prec", grads ? "grads " : "", "iteration", "images/s", "peak GB",
-          "activ GB", "fit", "compute", "comm");
+  appendf(out, "%4s  %-22s %3s %3s %-5s %-6s %-5s %s%11s %9s %9s %9s  %-4s %10s %10s\n", "#",
+          "mesh", "pp", "M", "shard", "ckpt", "prec", grads ? "grads " : "", "iteration",
+          "images/s", "peak GB", "activ GB", "fit", "compute", "comm");
   const int best = p.result.best_fit();
   for (std::size_t i = 0; i < p.result.entries.size(); ++i) {
     if (top > 0 && static_cast<int>(i) >= top && static_cast<int>(i) != best) continue;
@@ -43,9 +43,10 @@ void append_rows(std::string& out, const PlanRun& p, int top) {
     const char* g = grads ? (e.config.compression == "topk" ? "topk  " : "dense ") : "";
     // A pruned row's time is its lower bound; its images/s and busy times are unknown.
     const std::string time = (e.simulated ? "" : "≥ ") + duration(e.iteration_s);
-    appendf(out, "%4zu  %-22s %-5s %-6s %-5s %s%*s ", i + 1, e.config.mesh.c_str(),
-            e.config.shard.c_str(), e.config.checkpointing.c_str(), e.config.precision.c_str(), g,
-            e.simulated ? 11 : 13, time.c_str());  // "≥" is 3 bytes, 1 column
+    appendf(out, "%4zu  %-22s %3d %3d %-5s %-6s %-5s %s%*s ", i + 1, e.config.mesh.c_str(),
+            e.config.pp, e.config.micro_batches, e.config.shard.c_str(),
+            e.config.checkpointing.c_str(), e.config.precision.c_str(), g, e.simulated ? 11 : 13,
+            time.c_str());  // "≥" is 3 bytes, 1 column
     if (e.simulated)
       appendf(out, "%9.3f", e.images_per_s);
     else
@@ -128,8 +129,10 @@ std::string PlanRun::to_table(int top) const {
               grads ? (s.config.compression + " ").c_str() : "", s.reason.c_str());
   }
   out +=
-      "(micro-batching: the trainer has no gradient accumulation, so each dp replica runs its "
-      "whole share of the batch at once)\n";
+      "(pp: pipeline stages, cut where the simulator balances the units' kernel time; M: "
+      "micro-batches per step, whose gradients accumulate before one optimizer step; M > 1 "
+      "keeps 1/M of the activations with pp = 1, and with pp > 1 fills the pipeline's bubble of "
+      "about (pp-1)/(M+pp-1))\n";
   return out;
 }
 

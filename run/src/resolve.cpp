@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "tessera/builtin_backends.hpp"
 #include "tessera/core/error.hpp"
@@ -15,6 +16,7 @@
 #include "tessera/nn/models.hpp"
 #include "tessera/run/devices.hpp"
 #include "tessera/sim/calibration.hpp"
+#include "tessera/sim/stage_cut.hpp"
 
 namespace tessera::run {
 
@@ -36,6 +38,30 @@ core::Shape parse_chw(const std::string& s) {
   return v;
 }
 
+std::vector<int> parse_stage_starts(const std::string& s) {
+  std::vector<int> v;
+  if (s.empty()) return v;
+  std::stringstream ss(s);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    int x = 0;
+    try {
+      std::size_t used = 0;
+      x = std::stoi(part, &used);
+      if (used != part.size()) throw std::invalid_argument(part);
+    } catch (const std::exception&) {
+      throw InvalidArgument(
+          "stage_starts '" + s + "': '" + part +
+          "' is not a unit index; expected indices separated by commas, e.g. 4,9");
+    }
+    TESSERA_CHECK(x >= 1 && (v.empty() || x > v.back()), "stage_starts '", s,
+                  "': expected strictly increasing unit indices >= 1 (stage 0 begins at unit 0)");
+    v.push_back(x);
+  }
+  TESSERA_CHECK(s.back() != ',', "stage_starts '", s, "': a trailing comma; expected e.g. 4,9");
+  return v;
+}
+
 sim::Topology load_topology(const std::string& spec, const sim::DeviceCatalog& catalog) {
   if (!spec.empty() && spec.front() == '{')
     return sim::Topology::from_json(spec, catalog, "topology JSON");
@@ -49,6 +75,46 @@ sim::Topology load_topology(const std::string& spec, const sim::DeviceCatalog& c
 }
 
 namespace {
+
+/// The batch must split into micro_batches equal micro-batches, each still covering the mesh's
+/// dp ranks: checked here so that the error names the options, before any rank starts.
+void check_micro_batches(const RunSpec& spec, const core::DeviceMesh& mesh) {
+  const int b = spec.batch, m = spec.micro_batches;
+  if (b % m != 0) {
+    int divisor = m;
+    while (b % divisor != 0) --divisor;
+    throw InvalidArgument(detail::cat("batch ", b, " is not a multiple of micro_batches ", m,
+                                      " (--micro-batches); use batch ", (b / m + 1) * m,
+                                      " or micro_batches ", divisor));
+  }
+  const int d = mesh.find_dim("dp");
+  const int dp = d >= 0 ? mesh.dim_size(d) : 1;
+  // With one micro-batch nn::input_layout says it (the batch against dp), as before.
+  if (m == 1 || b / m >= dp) return;
+  int fewer = std::max(1, b / dp);  // the most micro-batches that divide b and still cover dp
+  while (fewer > 1 && b % fewer != 0) --fewer;
+  throw InvalidArgument(detail::cat("batch ", b, " in micro_batches ", m,
+                                    " gives micro-batches of ", b / m, " samples, fewer than the ",
+                                    dp, " ranks of mesh dim dp (", mesh.to_string(),
+                                    "); use batch ", m * dp, " or more, or micro_batches ", fewer));
+}
+
+/// With a mesh dim named pp: stage_starts names pp - 1 stages after the first (their fit to the
+/// model's units is the Trainer's check); without one there are no stages to start.
+void check_stage_count(const std::string& text, const std::vector<int>& starts,
+                       const core::DeviceMesh& mesh) {
+  const int d = mesh.find_dim("pp");
+  const int pp = d >= 0 ? mesh.dim_size(d) : 1;
+  if (starts.empty()) return;
+  TESSERA_CHECK(pp > 1, "stage_starts '", text, "': mesh ", mesh.to_string(),
+                " has no pipeline stages (no dim pp); leave stage_starts empty, or add a dim such "
+                "as pp=2");
+  TESSERA_CHECK(static_cast<int>(starts.size()) == pp - 1, "stage_starts '", text,
+                "': ", starts.size(), " stage start(s) but mesh ", mesh.to_string(), " has ", pp,
+                " pipeline stages (dim pp); give ", pp - 1,
+                pp == 2 ? " unit index" : " increasing unit indices",
+                ", or leave it empty for the balanced default");
+}
 
 nn::ModelSpec load_model(const std::string& m) {
   if (!m.empty() && m.front() == '{') return nn::model_from_json(m, "model JSON");
@@ -92,6 +158,9 @@ TrainSetup resolve_train(const RunSpec& spec, bool check_backend) {
   t.grad_compression = *nn::parse_grad_compression(spec.grad_compression);
   t.topk_ratio = spec.topk_ratio;
   t.bucket_bytes = std::size_t(spec.bucket_mib) << 20;
+  t.micro_batches = spec.micro_batches;
+  t.schedule = *nn::parse_pipeline_schedule(spec.schedule);  // validate() checked it
+  t.stage_starts = parse_stage_starts(spec.stage_starts);
   // Auto: prefetch on GPUs; the cpu backend's threads already use every core, and a loader
   // thread beside them slows the step (docs/training.md, "Input pipeline"). For a simulation the
   // device model decides (resolve_sim).
@@ -101,6 +170,14 @@ TrainSetup resolve_train(const RunSpec& spec, bool check_backend) {
   t.loader.shuffle = spec.shuffle;
   t.model.validate();
   c.mesh = core::DeviceMesh::parse(spec.mesh);
+  check_micro_batches(spec, c.mesh);
+  check_stage_count(spec.stage_starts, t.stage_starts, c.mesh);
+  // Default stage starts (t.stage_starts empty with a dim pp): the simulator's per-unit kernel
+  // time, balanced. Here, before resolve_sim looks at any topology, so that training and
+  // simulation cut the model alike: one device model for both, the built-in cpu-host roofline
+  // (uncalibrated; a GPU run has no device model here either).
+  if (t.stage_starts.empty())
+    t.stage_starts = sim::balanced_stage_starts(t, c.mesh, sim::DeviceCatalog().get("cpu-host"));
   c.mesh_comm.all_reduce = comm::parse_all_reduce_algorithm(spec.all_reduce);
   c.mesh_comm.node_dim = spec.node_dim;
   c.alarms = parse_alarms(spec.alarm);

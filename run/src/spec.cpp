@@ -219,6 +219,32 @@ const std::vector<Field>& fields() {
        [](RunSpec&) { return std::string(); }},
       {"bucket_mib", &RunSpec::bucket_mib, "Gradient all-reduce bucket size in MiB",
        [](RunSpec& s) { return ok_or(s.bucket_mib >= 1, "must be at least 1"); }},
+      {"micro_batches", &RunSpec::micro_batches,
+       "Micro-batches per step (gradient accumulation): the batch is cut into this many, each "
+       "runs forward and backward in turn and the optimizer steps once; must divide the batch",
+       [](RunSpec& s) { return ok_or(s.micro_batches >= 1, "must be at least 1"); }},
+      {"schedule", &RunSpec::schedule,
+       "With a mesh dim named pp (pipeline stages): the order each stage runs its micro-batches, "
+       "1f1b (backwards start as soon as the last stage can; fewer micro-batches in flight) or "
+       "gpipe (every forward first)",
+       [](RunSpec& s) {
+         return nn::parse_pipeline_schedule(s.schedule) ? std::string()
+                                                        : one_of(s.schedule, {"1f1b", "gpipe"});
+       }},
+      {"stage_starts", &RunSpec::stage_starts,
+       "With a mesh dim named pp: the unit index where each stage after the first begins, "
+       "comma-separated and increasing (pp - 1 of them, e.g. 4,9 for pp=3); empty: balanced by "
+       "cost",
+       [](RunSpec& s) {
+         try {
+           parse_stage_starts(s.stage_starts);
+         } catch (const Error&) {
+           return std::string(
+               "expected increasing unit indices >= 1 separated by commas, e.g. 4,9 (empty: "
+               "balanced)");
+         }
+         return std::string();
+       }},
       {"topology", &RunSpec::topology,
        "A topology preset (tessera sim --list), a topology JSON file or its JSON itself",
        [](RunSpec& s) {
@@ -394,6 +420,19 @@ bool parse_text(RunSpec& s, const Field& f, const std::string& text, std::string
   return std::visit(Visitor{s, text, expected}, f.member);
 }
 
+/// stage_starts given as a JSON list of unit indices ([4, 9]): its text ("4,9").
+bool stage_list(const Json& v, std::string& out, std::string& expected) {
+  expected = "a string such as \"4,9\" or a list of integers such as [4, 9]";
+  if (!v.is_array()) return false;
+  std::string text;
+  for (const Json& x : v) {
+    if (!x.is_number_integer()) return false;
+    text += (text.empty() ? "" : ",") + std::to_string(x.get<long long>());
+  }
+  out = text;
+  return true;
+}
+
 // A JSON value into the field; the JSON type expected when it does not fit.
 bool parse_json(RunSpec& s, const Field& f, const Json& v, std::string& expected) {
   struct Visitor {
@@ -404,6 +443,7 @@ bool parse_json(RunSpec& s, const Field& f, const Json& v, std::string& expected
       if (v.is_string()) return s.*m = v.get<std::string>(), true;
       // A model or topology given as its own JSON object.
       if (v.is_object() && (m == &RunSpec::model || m == &RunSpec::topology)) return s.*m = v.dump(), true;
+      if (m == &RunSpec::stage_starts) return stage_list(v, s.*m, expected);
       expected = m == &RunSpec::model || m == &RunSpec::topology ? "a string or a JSON object" : "a string";
       return false;
     }
@@ -533,6 +573,9 @@ const std::vector<std::string>& RunSpec::simulation_fields() {
                                                  "node_dim",
                                                  "overlap",
                                                  "bucket_mib",
+                                                 "micro_batches",
+                                                 "schedule",
+                                                 "stage_starts",
                                                  "prefetch",
                                                  "topology",
                                                  "device",

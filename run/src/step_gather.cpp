@@ -34,8 +34,9 @@ namespace {
 
 /// A step's figures as doubles, in this order: step, loss, grad_norm, lr, step_time_s,
 /// data_time_s, peak_total, loss_scale, skipped, skipped_steps, the category peaks,
-/// grad_comm_bytes, grad_dense_bytes, halo bytes, collective bytes, load_time_s.
-constexpr std::size_t kStatDoubles = 15 + core::kNumMemCategories;
+/// grad_comm_bytes, grad_dense_bytes, halo bytes, collective bytes, load_time_s,
+/// pipeline_wait_s.
+constexpr std::size_t kStatDoubles = 16 + core::kNumMemCategories;
 
 std::vector<double> pack(const nn::StepStats& st, const Bytes& bytes) {
   std::vector<double> v = {double(st.step),
@@ -54,6 +55,7 @@ std::vector<double> pack(const nn::StepStats& st, const Bytes& bytes) {
   v.push_back(double(bytes[0]));
   v.push_back(double(bytes[1]));
   v.push_back(st.load_time_s);
+  v.push_back(st.pipeline_wait_s);
   return v;
 }
 
@@ -74,6 +76,7 @@ void unpack(const double* v, nn::StepStats& out, Bytes& bytes) {
   out.grad_dense_bytes = static_cast<std::int64_t>(v[11 + k]);
   bytes = {static_cast<std::int64_t>(v[12 + k]), static_cast<std::int64_t>(v[13 + k])};
   out.load_time_s = v[14 + k];
+  out.pipeline_wait_s = v[15 + k];
 }
 
 /// all_gather of `mine` into `all`, staged through device memory when the rank's tensors live

@@ -26,6 +26,7 @@ Json rank_json(std::size_t rank, const nn::StepStats& r) {
   j["step_time_s"] = r.step_time_s;
   j["data_time_s"] = r.data_time_s;
   j["load_time_s"] = r.load_time_s;
+  j["pipeline_wait_s"] = r.pipeline_wait_s;
   j["peak_bytes"] = std::move(peak);
   return j;
 }

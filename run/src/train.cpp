@@ -15,12 +15,13 @@
 #include "tessera/core/error.hpp"
 #include "tessera/core/file_io.hpp"
 #include "tessera/core/tracing.hpp"
+#include "tessera/data/scene_labels.hpp"
 
 namespace tessera::run {
 
 namespace {
 
-std::shared_ptr<const data::Dataset> make_dataset(const TrainSetup& c) {
+std::shared_ptr<const data::Dataset> make_images(const TrainSetup& c) {
   if (c.data == "synthetic") {
     data::SyntheticOptions o;
     o.task = c.train.model.task == nn::Task::Classify ? data::Task::Classify : data::Task::Segment;
@@ -32,6 +33,16 @@ std::shared_ptr<const data::Dataset> make_dataset(const TrainSetup& c) {
     return data::make_synthetic(o);
   }
   return data::open_npy_folder(c.data, c.train.model.num_classes);
+}
+
+/// The images, grouped into scenes of the model's camera views (each view labelled as its scene).
+std::shared_ptr<const data::Dataset> make_dataset(const TrainSetup& c) {
+  const int views = c.train.model.views;
+  if (views == 1) return make_images(c);
+  TESSERA_CHECK(!c.train.loader.shuffle, "model '", c.train.model.name, "' takes scenes of ", views,
+                " consecutive images, and shuffling permutes images, not scenes; train it with "
+                "--no-shuffle (\"shuffle\": false)");
+  return data::scene_labels(make_images(c), views);
 }
 
 /// The trace file of a rank other than 0 in a run of one rank per process: `path` with

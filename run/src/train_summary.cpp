@@ -69,6 +69,23 @@ void input_line(std::ostream& os, const TrainSetup& cfg, const TrainResult& r, d
   os << buf;
 }
 
+/// With pipeline stages (a mesh dim pp): what the stages waited for each other, the bubble.
+void pipeline_line(std::ostream& os, const TrainSetup& cfg, const TrainResult& r,
+                   double median_step) {
+  const int d = cfg.mesh.find_dim("pp");
+  if (d < 0 || cfg.mesh.dim_size(d) < 2) return;
+  const std::vector<double> wait = sorted_worst(
+      r, r.steps.size() > 1 ? 1 : 0, [](const nn::StepStats& s) { return s.pipeline_wait_s; });
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "pipeline: %d stages, %d micro-batch(es), schedule %s; the rank that waited "
+                "longest waited %.3f s of the %.3f s step (median)\n",
+                cfg.mesh.dim_size(d), cfg.train.micro_batches,
+                std::string(nn::pipeline_schedule_name(cfg.train.schedule)).c_str(),
+                wait[wait.size() / 2], median_step);
+  os << buf;
+}
+
 /// What rank 0's gradient collectives carried in the last step (the buffers handed to them).
 void gradient_line(std::ostream& os, const TrainSetup& cfg, const nn::StepStats& g) {
   if (g.grad_dense_bytes <= 0) return;
@@ -138,6 +155,7 @@ std::string training_summary(const TrainSetup& cfg, const TrainResult& r) {
   std::ostringstream os;
   const double median_step = head(os, cfg, r);
   input_line(os, cfg, r, median_step);
+  pipeline_line(os, cfg, r, median_step);
   gradient_line(os, cfg, r.steps.back()[0]);
   alarms_line(os, cfg, r);
   memory_table(os, r.steps.back());

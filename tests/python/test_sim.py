@@ -55,6 +55,21 @@ def test_simulate_equals_cli(mesh, shard, ckpt):
         assert abs(a["bytes"] - b["bytes"]) <= 0.5 and approx(a["utilisation"], b["utilisation"], 1e-5)
 
 
+def test_simulate_pipeline_fields_equal_cli():
+    # micro_batches, schedule and stage_starts (a list here, text on the command line) reach the
+    # same run description as --micro-batches, --schedule and --stage-starts.
+    r = tessera.sim.simulate(model="convnext-atto", input="3x256x512", batch=4, mesh="pp=2,sp=2",
+                             topology="dgx-a100", micro_batches=2, schedule="gpipe", stage_starts=[5]).to_dict()
+    c = run_cli("sim", "run", "--model", "convnext-atto", "--input", "3x256x512", "--batch", "4", "--mesh",
+                "pp=2,sp=2", "--topology", "dgx-a100", "--micro-batches", "2", "--schedule", "gpipe",
+                "--stage-starts", "5")
+    assert r["mesh"] == c["mesh"] == "pp=2,sp=2"
+    assert approx(r["iteration_time_s"], c["iteration_time_s"])
+    assert [d["peak_memory_bytes"] for d in r["devices"]] == [d["peak_memory_bytes"] for d in c["devices"]]
+    with pytest.raises(ValueError, match="batch 4 is not a multiple of micro_batches 3"):
+        tessera.sim.simulate(batch=4, micro_batches=3)
+
+
 def test_plan_equals_cli():
     p = tessera.sim.plan(model="convnext-atto", input="3x128x512", batch=2, topology="dgx-a100", devices=4,
                          shards=["W", "H"], checkpointing=["none", "block"], precisions=("fp32", "bf16"))

@@ -89,6 +89,19 @@ def test_device_is_checked_before_any_step():
         assert len(r["steps"]) == 1
 
 
+def test_micro_batches_schedule_and_stage_starts_are_checked_before_any_step():
+    # Each keyword reaches the run description and is refused with its name, before a rank starts.
+    with pytest.raises(ValueError, match="batch 3 is not a multiple of micro_batches 2"):
+        tessera.train(steps=1, batch=3, micro_batches=2)
+    with pytest.raises(ValueError, match='field "micro_batches" is 0: must be at least 1'):
+        tessera.train(steps=1, micro_batches=0)
+    with pytest.raises(ValueError, match='field "schedule" is "zigzag": expected one of: 1f1b, gpipe'):
+        tessera.train(steps=1, schedule="zigzag")
+    # A sequence of unit indices arrives as "4,9"; without a dim pp there is no stage to start.
+    with pytest.raises(ValueError, match="stage_starts '4,9': mesh sp=1 has no pipeline stages"):
+        tessera.train(steps=1, stage_starts=(4, 9))
+
+
 def test_mixed_precision_halves_activations_and_reports_the_loss_scale():
     kw = dict(model="convnext-atto", input=(3, 64, 128), batch=2, steps=2, seed=3, threads=1, mesh="sp=2")
     seen = []

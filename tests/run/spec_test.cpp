@@ -1,7 +1,9 @@
 // The run description: every field parsed and checked once, from text (the CLI, keyword arguments)
 // and from JSON (--config files, the studio, Python); each error names the field and the value;
 // to_json round-trips; resolution applies every field and refuses what cannot run.
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "run/expect.hpp"
 #include "support/catch.hpp"
@@ -20,23 +22,47 @@ TEST_CASE("run spec: each bad value given as text is refused naming the field an
     const char* rule;
   };
   const Bad bad[] = {
-      {"input", "3x5", "expected three positive sizes CxHxW"}, {"input", "3x0x64", "CxHxW"},
-      {"batch", "0", "must be a positive integer"},             {"batch", "two", "expected an integer"},
-      {"mesh", "sp=0", "sp"},                                   {"shard", "Q", "expected one of: W, H, HW"},
-      {"checkpointing", "all", "none, block, stage"},           {"optimizer", "adam", "sgd, adamw"},
-      {"halo_recompute", "always", "keep, exchange"},          {"all_reduce", "ring", "auto, flat, hier"},
-      {"lr", "-1", ">= 0"},                                     {"weight_decay", "x", "expected a number"},
-      {"momentum", "1", "[0, 1)"},                              {"warmup", "-2", "at least 0"},
-      {"clip", "-0.5", ">= 0"},                                 {"steps", "0", "at least 1"},
-      {"seed", "-3", "non-negative integer"},                   {"task", "detect", "classify, segment"},
-      {"classes", "1", "at least 2"},                           {"drop_path", "1.5", "below 1"},
-      {"dtype", "bf16", "use one of: f32, f64"},                {"threads", "-1", "at least 0"},
-      {"precision", "fp8", "expected fp32, bf16 or fp16"},      {"grad_reduce_dtype", "f64", "expected fp32, bf16 or fp16"},
+      {"input", "3x5", "expected three positive sizes CxHxW"},
+      {"input", "3x0x64", "CxHxW"},
+      {"batch", "0", "must be a positive integer"},
+      {"batch", "two", "expected an integer"},
+      {"mesh", "sp=0", "sp"},
+      {"shard", "Q", "expected one of: W, H, HW"},
+      {"checkpointing", "all", "none, block, stage"},
+      {"optimizer", "adam", "sgd, adamw"},
+      {"halo_recompute", "always", "keep, exchange"},
+      {"all_reduce", "ring", "auto, flat, hier"},
+      {"lr", "-1", ">= 0"},
+      {"weight_decay", "x", "expected a number"},
+      {"momentum", "1", "[0, 1)"},
+      {"warmup", "-2", "at least 0"},
+      {"clip", "-0.5", ">= 0"},
+      {"steps", "0", "at least 1"},
+      {"seed", "-3", "non-negative integer"},
+      {"task", "detect", "classify, segment"},
+      {"classes", "1", "at least 2"},
+      {"drop_path", "1.5", "below 1"},
+      {"dtype", "bf16", "use one of: f32, f64"},
+      {"threads", "-1", "at least 0"},
+      {"precision", "fp8", "expected fp32, bf16 or fp16"},
+      {"grad_reduce_dtype", "f64", "expected fp32, bf16 or fp16"},
       {"loss_scale", "-2", "positive number"},
-      {"timeout_s", "0", "positive number of seconds"},        {"overlap", "maybe", "expected true or false"},
-      {"bucket_mib", "0", "at least 1"},                        {"tf32", "2", "expected true or false"},
-      {"data", "", "synthetic"},                                {"backend", "", "backend name"},
-      {"topology", "", "preset"},                               {"model", "", "preset"},
+      {"timeout_s", "0", "positive number of seconds"},
+      {"overlap", "maybe", "expected true or false"},
+      {"bucket_mib", "0", "at least 1"},
+      {"tf32", "2", "expected true or false"},
+      {"data", "", "synthetic"},
+      {"backend", "", "backend name"},
+      {"topology", "", "preset"},
+      {"model", "", "preset"},
+      {"micro_batches", "0", "at least 1"},
+      {"micro_batches", "2.5", "expected an integer"},
+      {"schedule", "zigzag", "expected one of: 1f1b, gpipe"},
+      {"stage_starts", "4,2", "increasing unit indices"},
+      {"stage_starts", "0", "indices >= 1"},
+      {"stage_starts", "4,,9", "separated by commas"},
+      {"stage_starts", "4,", "separated by commas"},
+      {"stage_starts", "x", "e.g. 4,9"},
   };
   for (const Bad& b : bad) {
     INFO(b.field << " = '" << b.value << "'");
@@ -96,18 +122,126 @@ TEST_CASE("run spec: JSON errors name the origin, the field and what it must be"
   REQUIRE(has(msg("{\"input\": \"3x5\"}"), "field \"input\" is \"3x5\": expected three positive sizes CxHxW"));
   REQUIRE(has(msg("{\"classes\": 1}"), "field \"classes\" is 1: must be at least 2"));
   REQUIRE(has(msg("{\"shard\": [1]}"), "field \"shard\" must be a string"));
+  REQUIRE(has(msg("{\"micro_batches\": \"4\"}"), "field \"micro_batches\" must be an integer"));
+  REQUIRE(has(msg("{\"micro_batches\": 0}"), "field \"micro_batches\" is 0: must be at least 1"));
+  REQUIRE(has(msg("{\"schedule\": \"GPipe\"}"),
+              "field \"schedule\" is \"GPipe\": expected one of: 1f1b, gpipe"));
+  REQUIRE(has(msg("{\"stage_starts\": \"9,4\"}"),
+              "field \"stage_starts\" is \"9,4\": expected increasing"));
+  REQUIRE(has(msg("{\"stage_starts\": [4, 1.5]}"), "field \"stage_starts\" must be a string"));
+}
+
+TEST_CASE("run spec: micro-batches, schedule and stage starts from text and JSON", "[run]") {
+  RunSpec s;
+  REQUIRE(s.micro_batches == 1);
+  REQUIRE(s.schedule == "1f1b");
+  REQUIRE(s.stage_starts.empty());
+  s.set("micro_batches", "4");
+  s.set("schedule", "gpipe");
+  s.set("stage_starts", "4,9");
+  REQUIRE(s.micro_batches == 4);
+  REQUIRE(s.schedule == "gpipe");
+  REQUIRE(s.stage_starts == "4,9");
+  REQUIRE(s.get("micro_batches") == "4");
+  REQUIRE(RunSpec::value_kind("micro_batches") == "INT");
+  REQUIRE(RunSpec::value_kind("stage_starts") == "TEXT");
+  const RunSpec j = RunSpec::from_json(
+      R"({"micro_batches": 8, "schedule": "1f1b", "stage_starts": "3"})", RunSpec{}, "t");
+  REQUIRE(j.micro_batches == 8);
+  REQUIRE(j.schedule == "1f1b");
+  REQUIRE(j.stage_starts == "3");
+  // A JSON list of unit indices is the same as its text.
+  REQUIRE(RunSpec::from_json(R"({"stage_starts": [4, 9]})", RunSpec{}, "t").stage_starts == "4,9");
+  REQUIRE(RunSpec::from_json(R"({"stage_starts": []})", s, "t").stage_starts.empty());
+  REQUIRE(run::parse_stage_starts("4,9") == std::vector<int>{4, 9});
+  REQUIRE(run::parse_stage_starts("").empty());
+  for (const char* f : {"micro_batches", "schedule", "stage_starts"}) {
+    INFO(f);
+    const auto& sim = RunSpec::simulation_fields();
+    REQUIRE(std::find(sim.begin(), sim.end(), f) != sim.end());
+  }
+}
+
+TEST_CASE("run spec: micro-batches and stage starts reach the trainer, or are refused early",
+          "[run]") {
+  RunSpec s = RunSpec::for_simulation();
+  for (auto [f, v] : {std::pair{"input", "3x64x128"},
+                      {"batch", "8"},
+                      {"mesh", "dp=2,sp=2"},
+                      {"micro_batches", "4"},
+                      {"schedule", "gpipe"}})
+    s.set(f, v);
+  const run::SimSetup r = run::resolve_sim(s);
+  REQUIRE(r.train.micro_batches == 4);
+  REQUIRE(r.train.schedule == nn::PipelineSchedule::GPipe);
+  REQUIRE(r.train.stage_starts.empty());
+  REQUIRE(run::resolve_sim(RunSpec::for_simulation()).train.schedule ==
+          nn::PipelineSchedule::OneFOneB);
+  RunSpec odd = s;
+  odd.batch = 6;
+  REQUIRE(has(message([&] { run::resolve_sim(odd); }),
+              "batch 6 is not a multiple of micro_batches 4 (--micro-batches); use batch 8 or "
+              "micro_batches 3"));
+  RunSpec thin = s;  // micro-batches of 2 samples over dp=4
+  thin.mesh = "dp=4";
+  REQUIRE(has(message([&] { run::resolve_sim(thin); }),
+              "batch 8 in micro_batches 4 gives micro-batches of 2 samples, fewer than the 4 ranks "
+              "of mesh dim dp (dp=4); use batch 16 or more, or micro_batches 2"));
+  RunSpec starts = s;  // no dim pp: no stage to start
+  starts.stage_starts = "4";
+  REQUIRE(has(message([&] { run::resolve_sim(starts); }),
+              "stage_starts '4': mesh dp=2,sp=2 has no pipeline stages (no dim pp); leave "
+              "stage_starts empty"));
+  RunSpec piped = s;  // with a dim pp the starts reach the trainer as unit indices
+  piped.mesh = "pp=2,sp=2";
+  piped.stage_starts = "3";
+  REQUIRE(run::resolve_sim(piped).train.stage_starts == std::vector<int>{3});
+  piped.mesh = "pp=3,sp=2";
+  piped.topology = "dgx-a100:2";
+  REQUIRE(has(message([&] { run::resolve_sim(piped); }),
+              "stage_starts '3': 1 stage start(s) but mesh pp=3,sp=2 has 3 pipeline stages (dim "
+              "pp); give 2 increasing unit indices"));
+  RunSpec one = RunSpec::for_simulation();  // one micro-batch: the batch against dp as before
+  one.mesh = "dp=4";
+  one.batch = 2;
+  REQUIRE_FALSE(has(message([&] { run::resolve_sim(one); }), "micro_batches"));
 }
 
 TEST_CASE("run spec: to_json round-trips every field, over any base", "[run]") {
   RunSpec s = RunSpec::for_simulation();
-  for (auto [f, v] : {std::pair{"model", "regnety-400mf"}, {"input", "3x64x128"}, {"batch", "4"}, {"mesh", "dp=2,sp=2"},
-                      {"shard", "H"}, {"checkpointing", "block"}, {"optimizer", "sgd"}, {"lr", "0.125"},
-                      {"weight_decay", "0"}, {"momentum", "0.5"}, {"warmup", "0"}, {"clip", "0"}, {"steps", "3"},
-                      {"seed", "7"}, {"task", "segment"}, {"classes", "7"}, {"drop_path", "0.25"}, {"dtype", "f64"},
-                      {"threads", "2"}, {"timeout_s", "12.5"}, {"overlap", "false"}, {"bucket_mib", "2"},
-                      {"topology", "cpu-host:4"}, {"device", "cpu-host"}, {"calibration", "cal.json"},
-                      {"tf32", "true"}, {"trace", "t.json"}, {"metrics", "m.jsonl"}, {"save", "c.ckpt"},
-                      {"resume", "r.ckpt"}})
+  for (auto [f, v] : {std::pair{"model", "regnety-400mf"},
+                      {"input", "3x64x128"},
+                      {"batch", "4"},
+                      {"mesh", "dp=2,sp=2"},
+                      {"shard", "H"},
+                      {"checkpointing", "block"},
+                      {"optimizer", "sgd"},
+                      {"lr", "0.125"},
+                      {"weight_decay", "0"},
+                      {"momentum", "0.5"},
+                      {"warmup", "0"},
+                      {"clip", "0"},
+                      {"steps", "3"},
+                      {"seed", "7"},
+                      {"task", "segment"},
+                      {"classes", "7"},
+                      {"drop_path", "0.25"},
+                      {"dtype", "f64"},
+                      {"threads", "2"},
+                      {"timeout_s", "12.5"},
+                      {"overlap", "false"},
+                      {"bucket_mib", "2"},
+                      {"topology", "cpu-host:4"},
+                      {"device", "cpu-host"},
+                      {"calibration", "cal.json"},
+                      {"tf32", "true"},
+                      {"trace", "t.json"},
+                      {"metrics", "m.jsonl"},
+                      {"save", "c.ckpt"},
+                      {"resume", "r.ckpt"},
+                      {"micro_batches", "2"},
+                      {"schedule", "gpipe"},
+                      {"stage_starts", "4,9"}})
     s.set(f, v);
   REQUIRE_FALSE(s == RunSpec{});
   REQUIRE(RunSpec::from_json(s.to_json(), RunSpec{}, "t") == s);

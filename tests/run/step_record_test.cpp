@@ -33,6 +33,7 @@ nn::StepStats rank_figures(double step_time_s, std::size_t peak) {
   s.step_time_s = step_time_s;
   s.data_time_s = 0.01;
   s.load_time_s = 0.02;
+  s.pipeline_wait_s = step_time_s / 4;
   s.loss_scale = 65536;
   s.grad_comm_bytes = 1000;
   s.grad_dense_bytes = 2000;
@@ -56,6 +57,7 @@ TEST_CASE("the training step's record has exactly the fields and types docs/reco
     CHECK(rec["images_per_s"] == 8.0);
     CHECK(rec["ranks"][0]["step_time_s"] == 0.25);
     CHECK(rec["ranks"][1]["peak_bytes"]["total"] == 8192);
+    CHECK(rec["ranks"][1]["pipeline_wait_s"] == 0.125);  // each rank's own, not the slowest's
   }
   SECTION("a step that fired an alarm with a checkpoint: every field") {
     run::Alarm a;

@@ -34,6 +34,8 @@ struct PlanArgs {
   std::string checkpointing = "none,block,stage";
   std::string precisions;    ///< empty: the run description's precision (--precision, fp32)
   std::string compressions;  ///< empty: the run description's one (--grad-compression, none)
+  std::vector<int> pp_list;  ///< empty: no pipeline stages
+  std::vector<int> micro_batches_list;  ///< empty: --micro-batches's one
   int devices = 0;
   int top = 0;
   int threads = 0;
@@ -72,6 +74,8 @@ int run_plan(const PlanArgs& a) {
   c.checkpointing = split_list(a.checkpointing);
   c.precisions = split_list(a.precisions);      // empty: --precision's one
   c.compressions = split_list(a.compressions);  // empty: --grad-compression's one
+  c.pipeline_stages = a.pp_list;
+  c.micro_batches = a.micro_batches_list;
   c.exhaustive = a.exhaustive;
   c.threads = a.threads;
   if (isatty(fileno(stderr))) c.progress = show_progress;  // a log file gets no \r lines
@@ -88,11 +92,11 @@ void add_plan_command(CLI::App& app, Action& action) {
       app.add_subcommand("plan",
                          "Rank meshes, shard dimensions, checkpointing and precisions by simulated "
                          "iteration time, with memory fit");
-  a->spec.add(
-      *c,
-      {"model", "input", "batch", "topology", "optimizer", "task", "classes", "dtype", "precision",
-       "device", "calibration", "bucket_mib", "overlap", "tf32", "grad_compression", "topk_ratio"},
-      /*with_config=*/true);
+  a->spec.add(*c,
+              {"model", "input", "batch", "topology", "optimizer", "task", "classes", "dtype",
+               "precision", "device", "calibration", "bucket_mib", "overlap", "tf32",
+               "grad_compression", "topk_ratio", "micro_batches", "schedule"},
+              /*with_config=*/true);
   c->add_option("--devices", a->devices, "Use the first N devices (default: all of the topology)");
   c->add_option("--memory-cap", a->memory_cap,
                 "Memory limit per device, e.g. 80GB (default: the device's)");
@@ -105,6 +109,13 @@ void add_plan_command(CLI::App& app, Action& action) {
       "--compressions", a->compressions,
       "Gradient compressions to compare: none, topk (at --topk-ratio), e.g. none,topk; prints "
       "whether top-k pays (default: --grad-compression's one)");
+  c->add_option("--pp-list", a->pp_list,
+                "Pipeline stage counts to try (mesh dim pp, cut by the simulator's balance), "
+                "e.g. 1,2,4 (default: 1)")
+      ->delimiter(',');
+  c->add_option("--micro-batches-list", a->micro_batches_list,
+                "Micro-batch counts to try, e.g. 1,2,4 (default: --micro-batches's one)")
+      ->delimiter(',');
   c->add_option("--top", a->top, "Print only the N fastest rows (and the fastest that fits)");
   c->add_flag("--exhaustive", a->exhaustive,
               "Simulate every candidate (default: skip those whose lower bound is above the best "

@@ -21,6 +21,12 @@ std::string mib(std::size_t b) {
   return buf;
 }
 
+/// The size of the mesh dim named pp (1 without one).
+int pipeline_stages(const run::TrainSetup& cfg) {
+  const int d = cfg.mesh.find_dim("pp");
+  return d >= 0 ? cfg.mesh.dim_size(d) : 1;
+}
+
 void print_step(const run::TrainSetup& cfg, const std::vector<nn::StepStats>& ranks, bool tty) {
   const nn::StepStats& s = ranks[0];
   double worst = 0;
@@ -31,6 +37,14 @@ void print_step(const run::TrainSetup& cfg, const std::vector<nn::StepStats>& ra
                 cfg.train.batch / worst, s.lr);
   line += buf;
   for (std::size_t r = 0; r < ranks.size(); ++r) line += " r" + std::to_string(r) + " " + mib(ranks[r].memory.peak_total);
+  if (pipeline_stages(cfg) > 1) {
+    // The rank that waited longest for a neighbouring stage: the pipeline's bubble, at its worst.
+    std::size_t w = 0;
+    for (std::size_t r = 1; r < ranks.size(); ++r)
+      if (ranks[r].pipeline_wait_s > ranks[w].pipeline_wait_s) w = r;
+    std::snprintf(buf, sizeof buf, "  pipeline wait r%zu %.3f s", w, ranks[w].pipeline_wait_s);
+    line += buf;
+  }
   if (tty) std::printf("\r%-150s", line.c_str());
   else std::printf("%s\n", line.c_str());
   std::fflush(stdout);
@@ -71,6 +85,14 @@ int run_train_command(const run::TrainSetup& cfg, bool json) {
               cfg.train.model.name.c_str(), core::shape_str(cfg.train.input).c_str(), cfg.train.batch,
               cfg.mesh.to_string().c_str(), cfg.train.shard.c_str(), cfg.backend.c_str(), cfg.train.steps,
               cfg.train.checkpointing.c_str(), cfg.train.optimizer.kind.c_str());
+  if (pipeline_stages(cfg) > 1)
+    std::printf("  %d pipeline stages, schedule %s, %d micro-batch(es) of %d\n",
+                pipeline_stages(cfg),
+                std::string(nn::pipeline_schedule_name(cfg.train.schedule)).c_str(),
+                cfg.train.micro_batches, cfg.train.batch / cfg.train.micro_batches);
+  else if (cfg.train.micro_batches > 1)
+    std::printf("  %d micro-batches of %d (gradient accumulation)\n", cfg.train.micro_batches,
+                cfg.train.batch / cfg.train.micro_batches);
   run::TrainResult res;
   try {
     callbacks.on_step = [&](const std::vector<nn::StepStats>& ranks,
@@ -104,11 +126,54 @@ int run_train_command(const run::TrainSetup& cfg, bool json) {
 void add_train_command(CLI::App& app, Action& action) {
   auto a = std::make_shared<TrainCommandArgs>();
   CLI::App* c = app.add_subcommand("train", "Train a model spatially sharded over in-process ranks");
-  a->spec.add(*c, {"model", "input", "batch", "mesh", "shard", "backend", "steps", "checkpointing", "halo_recompute", "optimizer", "lr",
-                   "weight_decay", "momentum", "warmup", "clip", "seed", "task", "classes", "drop_path", "data", "prefetch",
-                   "loader_workers", "shuffle", "save",
-                   "resume", "trace", "metrics", "threads", "timeout_s", "overlap", "dtype", "precision", "loss_scale", "grad_reduce_dtype", "grad_compression", "topk_ratio", "all_reduce", "node_dim", "bucket_mib", "device",
-                   "tf32", "alarm", "metrics_port", "metrics_textfile"},
+  a->spec.add(*c,
+              {"model",
+               "input",
+               "batch",
+               "mesh",
+               "shard",
+               "backend",
+               "steps",
+               "checkpointing",
+               "halo_recompute",
+               "optimizer",
+               "lr",
+               "weight_decay",
+               "momentum",
+               "warmup",
+               "clip",
+               "seed",
+               "task",
+               "classes",
+               "drop_path",
+               "data",
+               "prefetch",
+               "loader_workers",
+               "shuffle",
+               "save",
+               "resume",
+               "trace",
+               "metrics",
+               "threads",
+               "timeout_s",
+               "overlap",
+               "dtype",
+               "precision",
+               "loss_scale",
+               "grad_reduce_dtype",
+               "grad_compression",
+               "topk_ratio",
+               "all_reduce",
+               "node_dim",
+               "bucket_mib",
+               "micro_batches",
+               "schedule",
+               "stage_starts",
+               "device",
+               "tf32",
+               "alarm",
+               "metrics_port",
+               "metrics_textfile"},
               /*with_config=*/true);
   c->add_flag("--json", a->json, "Print the run's summary as one JSON object (steps[], wall_s, parameters, summary) "
                                  "instead of the progress lines");

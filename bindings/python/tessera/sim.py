@@ -55,6 +55,9 @@ def simulate(
     calibration: str = "",
     precision: str = "fp32",
     engine: str = "fast",
+    micro_batches: int = 1,
+    schedule: str = "1f1b",
+    stage_starts: Union[str, Sequence[int]] = "",
 ) -> "SimResult":
     """Simulates one training iteration (memory from a meta replay of the real trainer, time
     from the event engine), as ``tessera sim run`` with the same options. ``topology`` is a
@@ -64,12 +67,17 @@ def simulate(
     ``"fp16"`` (mixed precision: 16-bit activations and halos, convolutions at the device's 16-bit
     peak), as ``--precision``. ``engine``: ``"fast"`` (symmetric ranks, routes and collective
     groups simulated once per class) or ``"exact"`` (every one on its own: the reference), as
-    ``--engine``. ``to_dict()`` is ``json.loads`` of
+    ``--engine``. ``micro_batches``, ``schedule``, ``stage_starts``: gradient accumulation and, with
+    a mesh dim named ``pp``, the pipeline's schedule (``"1f1b"``, ``"gpipe"``) and stage cut, as
+    ``--micro-batches``, ``--schedule``, ``--stage-starts``. ``to_dict()`` is ``json.loads`` of
     ``to_json()``, the text ``tessera sim run --json`` prints for the same description."""
     spec = _spec_json(model=model, input=_text(input), batch=batch, mesh=_text(mesh), topology=topology,
                       shard=shard, checkpointing=checkpointing, optimizer=optimizer, task=task,
                       classes=classes, device=device, tf32=tf32, bucket_mib=bucket_mib, overlap=overlap,
-                      dtype=dtype, calibration=calibration, precision=precision, engine=engine)
+                      dtype=dtype, calibration=calibration, precision=precision, engine=engine,
+                      micro_batches=micro_batches, schedule=schedule,
+                      stage_starts=stage_starts if isinstance(stage_starts, str)
+                      else ",".join(str(int(v)) for v in stage_starts))
     return _s.simulate(spec, trace)
 
 

@@ -20,6 +20,12 @@ def _input_text(input) -> str:
     return "x".join(str(int(v)) for v in input)
 
 
+def _stage_starts_text(starts: Union[str, Sequence[int]]) -> str:
+    if isinstance(starts, str):
+        return starts
+    return ",".join(str(int(v)) for v in starts)
+
+
 def train(
     model: Union[str, _tessera.ModelSpec] = "convnext-atto",
     input: Union[str, Sequence[int]] = (3, 64, 256),
@@ -67,6 +73,9 @@ def train(
     on_alarm: Optional[Callable[[dict], None]] = None,
     metrics_port: int = -1,
     metrics_textfile: str = "",
+    micro_batches: int = 1,
+    schedule: str = "1f1b",
+    stage_starts: Union[str, Sequence[int]] = "",
 ) -> dict:
     """Trains ``model`` (a preset name, a model JSON file path, or a ModelSpec) on synthetic data
     over ``mesh`` in-process ranks, exactly as ``tessera train --backend local`` does.
@@ -133,6 +142,13 @@ def train(
     ``metrics_port``: serve live Prometheus metrics on ``http://127.0.0.1:PORT/metrics`` while
     training (0: any free port; the address is printed to ``sys.stdout``); ``metrics_textfile``: write them to that file after every
     step (docs/training.md, "Live metrics").
+    ``micro_batches``: gradient accumulation, as ``tessera train --micro-batches``: the batch is cut
+    into that many micro-batches (it must divide ``batch``), each runs forward and backward in turn
+    and the optimizer steps once. With a mesh dim named ``pp`` (pipeline stages, e.g.
+    ``"dp=2,pp=2,sp=2"``): ``schedule`` is ``"1f1b"`` or ``"gpipe"``, the order each stage runs its
+    micro-batches, and ``stage_starts`` the unit where each stage after the first begins (``pp - 1``
+    increasing indices such as ``(4, 9)`` or ``"4,9"``; empty: balanced by cost). Each step's
+    ``ranks`` then say ``pipeline_wait_s``, what the rank waited for a neighbouring stage.
     """
     fields = dict(model=model.to_json() if isinstance(model, _tessera.ModelSpec) else model,
                   input=_input_text(input), batch=batch, mesh=_mesh_text(mesh), shard=shard, steps=steps,
@@ -145,5 +161,6 @@ def train(
                   resume=resume, device="" if device == "cpu" else device, tf32=tf32,
                   precision=precision, loss_scale=str(loss_scale), grad_reduce_dtype=grad_reduce_dtype,
                   grad_compression=grad_compression, topk_ratio=topk_ratio, all_reduce=all_reduce,
-                  node_dim=node_dim, alarm=alarm, metrics_port=metrics_port, metrics_textfile=metrics_textfile)
+                  node_dim=node_dim, alarm=alarm, metrics_port=metrics_port, metrics_textfile=metrics_textfile,
+                  micro_batches=micro_batches, schedule=schedule, stage_starts=_stage_starts_text(stage_starts))
     return _tessera._train(json.dumps(fields), callback, on_alarm)

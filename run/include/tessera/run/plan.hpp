@@ -28,6 +28,12 @@ struct PlanChoices {
   /// Gradient compressions to compare (none, topk); empty: the RunSpec's grad_compression, with
   /// the same rule as precisions.
   std::vector<std::string> compressions;
+  /// Pipeline stage counts to compare (the mesh dim "pp", sim::PlanOptions::pipeline_stages);
+  /// empty: {1}, no pipeline.
+  std::vector<int> pipeline_stages;
+  /// Micro-batch counts to compare (sim::PlanOptions::micro_batches); empty: the RunSpec's
+  /// micro_batches, with the same rule as precisions.
+  std::vector<int> micro_batches;
   /// Simulate every candidate (sim::PlanOptions::exhaustive); otherwise branch and bound.
   bool exhaustive = false;
   int threads = 0;  ///< candidates evaluated at once; 0: every core

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "tessera/comm/mesh_comm.hpp"
 #include "tessera/run/alarms.hpp"
@@ -19,6 +20,11 @@ namespace tessera::run {
 
 /// "3x512x2048" as {3, 512, 2048}; throws InvalidArgument naming field `input`.
 core::Shape parse_chw(const std::string& s);
+
+/// "4,9" as {4, 9}: the units where pipeline stages after the first begin, strictly increasing
+/// and >= 1 ("" : none, the default balance). Throws InvalidArgument naming field `stage_starts`.
+/// Whether they fit the model and the mesh's pp is the Trainer's check (nn::check_stage_starts).
+std::vector<int> parse_stage_starts(const std::string& s);
 
 /// A topology preset name, a path to a topology JSON file when one exists there, or the
 /// topology's JSON itself (text starting with '{'); devices (the cpu-host presets' links) from

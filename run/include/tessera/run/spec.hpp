@@ -48,6 +48,9 @@ struct RunSpec {
   double timeout_s = 300;            ///< deadline of every communication wait
   bool overlap = true;               ///< overlap halo exchange and gradient all-reduce with compute
   int bucket_mib = 4;                ///< gradient all-reduce bucket size
+  int micro_batches = 1;             ///< micro-batches per step (gradient accumulation)
+  std::string schedule = "1f1b";     ///< with a mesh dim named pp: 1f1b or gpipe
+  std::string stage_starts;          ///< with pp: where stages 1.. begin, "4,9" ("": balanced)
   std::string topology = "dgx-a100"; ///< simulation: a preset, a topology JSON file or inline JSON
   std::string device;                ///< training: cpu (empty), cuda, cuda:N; simulation: device model (empty: the topology's)
   std::string calibration;           ///< simulation: a `tessera calibrate` file; empty: built-in figures
