@@ -3,6 +3,8 @@
 // the 16-bit precisions with a dtype other than f32.
 #include "config_panel.hpp"
 
+#include <algorithm>
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QFileDialog>
@@ -11,6 +13,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
+#include <QSignalBlocker>
 #include <QSpinBox>
 #include <QStandardItemModel>
 #include <QVBoxLayout>
@@ -90,6 +93,20 @@ ConfigPanel::ConfigPanel(QWidget* parent) : QWidget(parent) {
   bucketMib_->setRange(1, 1024);
   bucketMib_->setSuffix(QStringLiteral(" MiB"));
   bucketMib_->setToolTip(QStringLiteral("Gradient all-reduce bucket size"));
+  microBatches_ = new QSpinBox;
+  microBatches_->setRange(1, 1);  // up to the batch: enableMicroBatches
+  microBatches_->setToolTip(QStringLiteral(
+      "Micro-batches per step (gradient accumulation; with a mesh dim pp, what fills the "
+      "pipeline): must divide the batch"));
+  schedule_ = combo({"1f1b", "gpipe"}, false);
+  schedule_->setToolTip(QStringLiteral(
+      "With a mesh dim pp: 1f1b (backwards as soon as the last stage can; fewer micro-batches in "
+      "flight) or gpipe (every forward first)"));
+  stageStarts_ = new QLineEdit;
+  stageStarts_->setPlaceholderText(QStringLiteral("balanced"));
+  stageStarts_->setToolTip(QStringLiteral(
+      "With a mesh dim pp: the unit where each stage after the first begins, e.g. 4,9 for pp=3; "
+      "empty: balanced by cost"));
   calibration_ = new QLineEdit;
   calibration_->setPlaceholderText(QStringLiteral("none (built-in figures)"));
   calibration_->setToolTip(QStringLiteral(
@@ -126,6 +143,9 @@ ConfigPanel::ConfigPanel(QWidget* parent) : QWidget(parent) {
   form->addRow(QStringLiteral("Classes"), classes_);
   form->addRow(QStringLiteral("Device"), device_);
   form->addRow(QStringLiteral("Bucket"), bucketMib_);
+  form->addRow(QStringLiteral("Micro-batches"), microBatches_);
+  form->addRow(QStringLiteral("Schedule"), schedule_);
+  form->addRow(QStringLiteral("Stage starts"), stageStarts_);
   form->addRow(overlap_);
   form->addRow(tf32_);
   form->addRow(QStringLiteral("Calibration"), row(calibration_, calibrationFile));
@@ -141,25 +161,44 @@ ConfigPanel::ConfigPanel(QWidget* parent) : QWidget(parent) {
   setConfig(StudioConfig{});
 
   // The JSON field each widget edits names it (the tests find the knobs by these names).
-  const std::pair<QWidget*, const char*> names[] = {
-      {model_, "model"},       {input_, "input"},         {batch_, "batch"},
-      {mesh_, "mesh"},         {shard_, "shard"},         {checkpointing_, "checkpointing"},
-      {optimizer_, "optimizer"}, {topology_, "topology"}, {dtype_, "dtype"},
-      {precision_, "precision"}, {gradReduce_, "grad_reduce_dtype"},
-      {overlap_, "overlap"},   {calibration_, "calibration"}, {task_, "task"},
-      {classes_, "classes"},   {device_, "device"},       {tf32_, "tf32"},
-      {bucketMib_, "bucket_mib"}};
+  const std::pair<QWidget*, const char*> names[] = {{model_, "model"},
+                                                    {input_, "input"},
+                                                    {batch_, "batch"},
+                                                    {mesh_, "mesh"},
+                                                    {shard_, "shard"},
+                                                    {checkpointing_, "checkpointing"},
+                                                    {optimizer_, "optimizer"},
+                                                    {topology_, "topology"},
+                                                    {dtype_, "dtype"},
+                                                    {precision_, "precision"},
+                                                    {gradReduce_, "grad_reduce_dtype"},
+                                                    {overlap_, "overlap"},
+                                                    {calibration_, "calibration"},
+                                                    {task_, "task"},
+                                                    {classes_, "classes"},
+                                                    {device_, "device"},
+                                                    {tf32_, "tf32"},
+                                                    {bucketMib_, "bucket_mib"},
+                                                    {microBatches_, "micro_batches"},
+                                                    {schedule_, "schedule"},
+                                                    {stageStarts_, "stage_starts"}};
   for (const auto& [w, n] : names) w->setObjectName(QString::fromLatin1(n));
 
   connect(model_, &QComboBox::currentTextChanged, this, [this] { emitChanged(); });
   connect(input_, &QLineEdit::editingFinished, this, [this] { emitChanged(); });
-  for (QSpinBox* b : {batch_, classes_, bucketMib_})
+  connect(batch_, &QSpinBox::valueChanged, this, [this] {
+    enableMicroBatches();
+    enableModels();
+    emitChanged();
+  });
+  connect(task_, &QComboBox::currentTextChanged, this, [this] { enableModels(); });
+  for (QSpinBox* b : {classes_, bucketMib_, microBatches_})
     connect(b, &QSpinBox::valueChanged, this, [this] { emitChanged(); });
   connect(mesh_, &QLineEdit::editingFinished, this, [this] {
     enableTopologies();
     emitChanged();
   });
-  for (QComboBox* c : {shard_, checkpointing_, optimizer_, topology_, task_, device_})
+  for (QComboBox* c : {shard_, checkpointing_, optimizer_, topology_, task_, device_, schedule_})
     connect(c, &QComboBox::currentTextChanged, this, [this] { emitChanged(); });
   for (QComboBox* c : {dtype_, precision_, gradReduce_})
     connect(c, &QComboBox::currentTextChanged, this, [this] {
@@ -167,7 +206,8 @@ ConfigPanel::ConfigPanel(QWidget* parent) : QWidget(parent) {
       emitChanged();
     });
   for (QCheckBox* b : {overlap_, tf32_}) connect(b, &QCheckBox::toggled, this, [this] { emitChanged(); });
-  connect(calibration_, &QLineEdit::editingFinished, this, [this] { emitChanged(); });
+  for (QLineEdit* e : {calibration_, stageStarts_})
+    connect(e, &QLineEdit::editingFinished, this, [this] { emitChanged(); });
   connect(modelFile, &QPushButton::clicked, this, [this] {
     const QString f = QFileDialog::getOpenFileName(this, QStringLiteral("Model JSON"), {}, QStringLiteral("JSON (*.json)"));
     if (!f.isEmpty()) model_->setEditText(f);
@@ -204,6 +244,9 @@ StudioConfig ConfigPanel::config() const {
   c.device = device_->currentText();
   c.tf32 = tf32_->isChecked();
   c.bucketMib = bucketMib_->value();
+  c.microBatches = microBatches_->value();
+  c.schedule = schedule_->currentText();
+  c.stageStarts = stageStarts_->text().trimmed();
   c.calibration = calibration_->text().trimmed();
   return c;
 }
@@ -227,9 +270,14 @@ void ConfigPanel::setConfig(const StudioConfig& c) {
   setComboText(device_, c.device);
   tf32_->setChecked(c.tf32);
   bucketMib_->setValue(c.bucketMib);
+  enableMicroBatches();
+  microBatches_->setValue(c.microBatches);
+  setComboText(schedule_, c.schedule);
+  stageStarts_->setText(c.stageStarts);
   calibration_->setText(c.calibration);
   enableTopologies();
   enablePrecisions();
+  enableModels();
   quiet_ = false;
 }
 
@@ -246,6 +294,36 @@ void ConfigPanel::enableTopologies() {
                           : QStringLiteral("%1 has %2 device(s) but the mesh %3 needs %4; choose a smaller mesh")
                                 .arg(item->text()).arg(devices).arg(mesh).arg(ranks));
   }
+}
+
+void ConfigPanel::enableModels() {
+  for (int i = 0; i < model_->count(); ++i) {
+    nn::ModelSpec m;
+    try {
+      m = nn::model_preset(model_->itemText(i).toStdString());
+    } catch (const std::exception&) {
+      continue;  // a model file: the simulator's message says what is wrong with it
+    }
+    QString why;
+    if (m.views > 1 && batch_->value() % m.views != 0)
+      why =
+          QStringLiteral(
+              "%1 fuses %2 camera views per scene: the batch (%3 images) must be a multiple of %2")
+              .arg(model_->itemText(i))
+              .arg(m.views)
+              .arg(batch_->value());
+    else if (m.views > 1 && task_->currentText() != QStringLiteral("classify"))
+      why =
+          QStringLiteral("%1 classifies scenes: set the task to classify").arg(model_->itemText(i));
+    setItemEnabled(model_, i, why.isEmpty(), why);
+  }
+}
+
+void ConfigPanel::enableMicroBatches() {
+  // At most one micro-batch per sample; whether the count divides the batch is the run layer's
+  // check, whose message the status line shows.
+  const QSignalBlocker quiet(microBatches_);  // the batch's own change is what emits
+  microBatches_->setMaximum(std::max(1, batch_->value()));
 }
 
 void ConfigPanel::enablePrecisions() {

@@ -1,5 +1,6 @@
 // The Configuration panel: model, input, batch, mesh, shard, checkpointing, optimizer, topology,
-// dtype, precision, gradient reduction dtype, overlap, calibration file. It offers only values that can run; every edit emits
+// dtype, precision, gradient reduction dtype, overlap, calibration file, micro-batches and the
+// pipeline's schedule and stage starts. It offers only values that can run; every edit emits
 // configChanged (the main window re-simulates in the background).
 #pragma once
 
@@ -38,6 +39,11 @@ class ConfigPanel : public QWidget {
   /// Disables bf16/fp16 (precision, gradient reduction) unless the dtype is f32, and f64 while
   /// either is 16-bit (tooltips: why): mixed precision keeps f32 master weights.
   void enablePrecisions();
+  /// Lets the micro-batch count go up to the batch.
+  void enableMicroBatches();
+  /// Disables the multi-camera presets unless the batch is whole scenes of their views and the
+  /// task is classify (tooltip: why).
+  void enableModels();
   QComboBox* model_;
   QLineEdit* input_;
   QSpinBox* batch_;
@@ -56,6 +62,9 @@ class ConfigPanel : public QWidget {
   QComboBox* device_;
   QCheckBox* tf32_;
   QSpinBox* bucketMib_;
+  QSpinBox* microBatches_;
+  QComboBox* schedule_;
+  QLineEdit* stageStarts_;
   QLabel* status_;
   QList<int> topologyDevices_;  ///< devices of each topology item (presetDevices)
   bool quiet_ = false;

@@ -1,5 +1,6 @@
 // ShardMapView: paints ShardMap (core's layouts and halo plans) — own part per rank, the halo
-// regions each rank receives outlined in its colour, with widths in pixels and bytes.
+// regions each rank receives outlined in its colour, with widths in pixels and bytes. With pipeline
+// stages, a layer shows the ranks of the stage that runs it, each labelled with its stage.
 #include "shard_map_view.hpp"
 
 #include <QHelpEvent>
@@ -42,13 +43,20 @@ class ShardCanvas : public QWidget {
  public:
   explicit ShardCanvas(ShardMapView* view) : QWidget(view), view_(view) { setMouseTracking(true); }
   const ShardLayer* layer() const { return view_->shownLayer(); }
+  const ShardMap& map() const { return view_->snapshot()->shards; }
+  /// Whether `s`'s rank runs the shown layer: with pipeline stages, only the ranks of its stage.
+  bool runs(const ShardInfo& s) const {
+    const ShardLayer* l = layer();
+    return !l || l->stage < 0 || map().stageOf(s.rank) == l->stage;
+  }
   /// One panel per data-parallel slice (distinct batch range), stacked vertically.
   std::vector<std::pair<std::int64_t, PlaneGeometry>> panels() const {
     std::vector<std::pair<std::int64_t, PlaneGeometry>> out;
     const ShardLayer* l = layer();
     if (!l) return out;
     std::map<std::int64_t, int> slices;
-    for (const ShardInfo& s : l->shards) slices.emplace(s.own.r[0].begin, 0);
+    for (const ShardInfo& s : l->shards)
+      if (runs(s)) slices.emplace(s.own.r[0].begin, 0);
     const int n = static_cast<int>(slices.size());
     const QRectF all = QRectF(rect()).adjusted(12, 12, -12, -150);
     const double h = all.height() / n;
@@ -74,7 +82,7 @@ class ShardCanvas : public QWidget {
     const auto ps = panels();
     for (const auto& [nBegin, g] : ps) {
       for (const ShardInfo& s : l->shards) {
-        if (s.own.r[0].begin != nBegin) continue;
+        if (s.own.r[0].begin != nBegin || !runs(s)) continue;
         const QRectF r = g.rectOf(s.own);
         QColor fill = rankColor(s.rank);
         fill.setAlpha(60);
@@ -85,7 +93,7 @@ class ShardCanvas : public QWidget {
       // Halo regions: where each rank's received pieces lie (inside the sender's part), hatched in
       // the receiver's colour; at least 3 pixels wide so a one-column halo stays visible.
       for (const ShardInfo& s : l->shards) {
-        if (s.own.r[0].begin != nBegin) continue;
+        if (s.own.r[0].begin != nBegin || !runs(s)) continue;
         for (const HaloRegion& h : s.recvs) {
           QRectF r = g.rectOf(h.box);
           if (r.width() < 3) r.adjust(-(3 - r.width()) / 2, 0, (3 - r.width()) / 2, 0);
@@ -98,10 +106,15 @@ class ShardCanvas : public QWidget {
       }
       p.setPen(Qt::black);
       for (const ShardInfo& s : l->shards) {
-        if (s.own.r[0].begin != nBegin) continue;
+        if (s.own.r[0].begin != nBegin || !runs(s)) continue;
         const QRectF r = g.rectOf(s.own);
-        const QString text = QStringLiteral("rank %1 %2\n%3×%4").arg(s.rank).arg(coordsText(s.coords))
-                                 .arg(s.own.r[2].size()).arg(s.own.r[3].size());
+        const int stage = map().stageOf(s.rank);
+        const QString stageText = stage >= 0 ? QStringLiteral(" · stage %1").arg(stage) : QString();
+        const QString text = QStringLiteral("rank %1 %2%3\n%4×%5")
+                                 .arg(s.rank)
+                                 .arg(coordsText(s.coords), stageText)
+                                 .arg(s.own.r[2].size())
+                                 .arg(s.own.r[3].size());
         p.drawText(r.adjusted(4, 4, -4, -4), Qt::AlignCenter | Qt::TextWordWrap, text);
       }
       p.drawText(QRectF(g.area.left(), g.area.top() + g.height * g.scale() + 2, g.area.width(), 16), Qt::AlignLeft,
@@ -110,7 +123,7 @@ class ShardCanvas : public QWidget {
     // Legend: what each rank receives, widths in pixels and bytes.
     QStringList lines;
     for (const ShardInfo& s : l->shards) {
-      if (s.recvs.empty()) continue;
+      if (s.recvs.empty() || !runs(s)) continue;
       QStringList parts;
       for (const HaloRegion& h : s.recvs)
         parts << QStringLiteral("from %1: %2, %3").arg(h.peer).arg(haloSize(h.box, s.own), formatBytes(h.bytes));
@@ -134,11 +147,14 @@ class ShardCanvas : public QWidget {
       const auto [row, col] = g.elementAt(he->pos());
       if (row < 0) continue;
       for (const ShardInfo& s : l->shards) {
-        if (s.own.r[0].begin != nBegin || row < s.own.r[2].begin || row >= s.own.r[2].end ||
-            col < s.own.r[3].begin || col >= s.own.r[3].end)
+        if (s.own.r[0].begin != nBegin || !runs(s) || row < s.own.r[2].begin ||
+            row >= s.own.r[2].end || col < s.own.r[3].begin || col >= s.own.r[3].end)
           continue;
         QString t = QStringLiteral("<b>rank %1</b> mesh coords %2<br>local shape %3 (N×C×H×W)<br>reads %4")
                         .arg(s.rank).arg(coordsText(s.coords), shapeText(s.own.shape()), shapeText(s.need.shape()));
+        const int stage = map().stageOf(s.rank);
+        if (stage >= 0)
+          t += QStringLiteral("<br>pipeline ") + map().stageText(stage).toHtmlEscaped();
         for (const HaloRegion& h : s.recvs)
           t += QStringLiteral("<br>receives from %1: %2, %3").arg(h.peer).arg(haloSize(h.box, s.own), formatBytes(h.bytes));
         for (const HaloRegion& h : s.sends)
@@ -233,12 +249,19 @@ void ShardMapView::updateLabel() {
     return;
   }
   const ShardLayer& l = *shown;
+  std::size_t regions = 0;  // of the ranks shown: with stages, those of the layer's stage
+  for (const ShardInfo& s : l.shards)
+    if (l.stage < 0 || snap_->shards.stageOf(s.rank) == l.stage) regions += s.recvs.size();
   QString text = QStringLiteral("<b>%1</b> (%2 of %3): input %4 of <i>%5</i>, halo regions %6")
                      .arg(l.name)
                      .arg(layer_ + 1)
                      .arg(snap_->shards.layers.size())
                      .arg(shapeText(l.shape), l.conv)
-                     .arg(l.haloRegions());
+                     .arg(regions);
+  if (l.stage >= 0)
+    text += QStringLiteral(", run by pipeline stage %1 of %2 (its ranks shown)")
+                .arg(l.stage)
+                .arg(snap_->shards.stages.size());
   if (!snap_->shards.complete())
     text += QStringLiteral(
                 " in replica %1 of %2 (%3 ranks each; the other replicas hold the other "

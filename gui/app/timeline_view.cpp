@@ -1,24 +1,57 @@
 // TimelineView: paints TimelineData through TimeAxis; wheel zooms about the cursor, drag pans,
-// double-click fits the iteration; tooltips name op, layer, bytes and duration.
+// double-click fits the iteration; tooltips name op, layer, micro-batch, bytes and duration.
 #include "timeline_view.hpp"
 
 #include <QHelpEvent>
 #include <QMouseEvent>
 #include <QToolTip>
 #include <QWheelEvent>
+#include <algorithm>
 #include <cmath>
 
 namespace tessera::studio {
 
-namespace {
+QColor TimelineView::microBatchColor(int micro) {
+  // No red: red outlines the critical path.
+  static const QColor palette[] = {
+      {78, 121, 167}, {242, 142, 43},  {89, 161, 79},  {148, 103, 189}, {118, 183, 178},
+      {237, 201, 72}, {176, 122, 161}, {23, 190, 207}, {156, 117, 95},  {186, 176, 172}};
+  return palette[(micro < 0 ? 0 : micro) % 10];
+}
 
-QColor eventColor(const TimelineEvent& e) {
-  if (e.cat == QLatin1String("halo")) return QColor(242, 142, 43);
+QColor TimelineView::eventColor(const TimelineEvent& e, bool byMicro) {
+  if (e.cat == QLatin1String("halo"))  // transfers between pipeline stages apart from halos
+    return e.pipeline() ? QColor(200, 40, 120) : QColor(242, 142, 43);
+  if (byMicro && e.micro >= 0 && e.cat == QLatin1String("compute")) {
+    const QColor c = microBatchColor(e.micro);
+    return e.op.contains(QLatin1String("backward")) ? c.darker(140) : c;
+  }
   if (e.cat == QLatin1String("comm")) return QColor(89, 161, 79);
   if (e.op.contains(QLatin1String("backward"))) return QColor(156, 117, 197);
   if (e.op.startsWith(QLatin1String("conv2d"))) return QColor(78, 121, 167);
   if (e.op.contains(QLatin1String("adamw")) || e.op.contains(QLatin1String("sgd"))) return QColor(186, 176, 172);
   return QColor(118, 183, 178);
+}
+
+namespace {
+
+/// Micro-batch legend, right-aligned at `right` on the ruler: a swatch per micro-batch (at most
+/// ten; the palette repeats). Returns where it begins, for what is drawn left of it.
+int drawMicroLegend(QPainter& p, int right, int micro) {
+  const int shown = std::min(micro, 10);
+  const QString text = QStringLiteral("micro-batch (backward darker):");
+  const int tw = p.fontMetrics().horizontalAdvance(text);
+  const int left = right - tw - 6 - shown * 24;
+  p.fillRect(QRect(left - 4, 3, right - left + 4, 18), Qt::white);
+  p.setPen(Qt::black);
+  p.drawText(QPointF(left, 16), text);
+  for (int m = 0; m < shown; ++m) {
+    const QRect box(left + tw + 6 + m * 24, 6, 20, 13);
+    p.fillRect(box, TimelineView::microBatchColor(m));
+    p.setPen(Qt::white);
+    p.drawText(box, Qt::AlignCenter, QString::number(m));
+  }
+  return left - 12;
 }
 
 }  // namespace
@@ -36,9 +69,10 @@ void TimelineView::fit() {
 void TimelineView::snapshotChanged() {
   fitted_ = false;
   labelWidth_ = kLabelWidth;
-  if (hasData())
-    for (const TimelineLane& l : snap_->timeline.lanes)
-      if (l.mirrors > 0) labelWidth_ = kLabelWidth + kMirrorsWidth;
+  if (!hasData()) return;
+  for (const TimelineLane& l : snap_->timeline.lanes)
+    if (l.mirrors > 0) labelWidth_ = kLabelWidth + kMirrorsWidth;
+  if (snap_->timeline.stages > 0) labelWidth_ += kStageWidth;
 }
 
 void TimelineView::resizeEvent(QResizeEvent*) {
@@ -69,6 +103,7 @@ void TimelineView::paintEvent(QPaintEvent*) {
   p.fillRect(rect(), Qt::white);
   const TimelineData& d = snap_->timeline;
   const int plotW = width() - labelWidth();
+  const bool byMicro = d.microBatches > 1;
   // Ruler: about one tick per 120 pixels, at round times.
   p.setPen(Qt::black);
   const double span = static_cast<double>(axis_.psPerPixel()) * 120;
@@ -109,19 +144,22 @@ void TimelineView::paintEvent(QPaintEvent*) {
       p.drawRect(r);
       continue;
     }
-    p.fillRect(r, eventColor(e));
+    p.fillRect(r, eventColor(e, byMicro));
     if (e.critical) {  // the critical path (sim::SimResult::critical_path): outlined in red
       p.setPen(QPen(QColor(215, 25, 28), 2));
       p.drawRect(r.adjusted(-1, -2, 1, 2));
     }
     if (r.width() > 60) {
       p.setPen(Qt::white);
-      p.drawText(r.adjusted(2, 0, -2, 0), Qt::AlignVCenter | Qt::AlignLeft, e.layer.isEmpty() ? e.name : e.layer);
+      const QString text = e.layer.isEmpty() ? e.name : e.layer;
+      p.drawText(r.adjusted(2, 0, -2, 0), Qt::AlignVCenter | Qt::AlignLeft,
+                 e.micro >= 0 ? QStringLiteral("m%1 %2").arg(e.micro).arg(text) : text);
     }
   }
-  // Legend of the critical path, top right of the ruler.
+  // Legends of the critical path and of the micro-batches, top right of the ruler.
   p.setClipping(false);
   const auto& path = snap_->result.critical_path;
+  int legendRight = width() - 4;
   if (!path.empty()) {
     const QString text = QStringLiteral("critical path: %1 ops, red outline").arg(path.size());
     const int tw = p.fontMetrics().horizontalAdvance(text);
@@ -130,15 +168,19 @@ void TimelineView::paintEvent(QPaintEvent*) {
     p.drawRect(QRect(width() - tw - 26, 7, 14, 10));
     p.setPen(Qt::black);
     p.drawText(QPointF(width() - tw - 6, 16), text);
+    legendRight = width() - tw - 36;
   }
+  if (byMicro) drawMicroLegend(p, legendRight, d.microBatches);
   p.setClipRect(QRect(labelWidth(), kRulerHeight, plotW, height() - kRulerHeight));
-  // Halo arrows: from the start of a send to the end of its receive.
+  // Halo arrows: from the start of a send to the end of its receive; transfers between pipeline
+  // stages (activations forward, gradients back) bold.
   p.setRenderHint(QPainter::Antialiasing, true);
-  p.setPen(QPen(QColor(200, 60, 20, 160), 1));
+  const QPen haloPen(QColor(200, 60, 20, 160), 1), stagePen(QColor(200, 40, 120, 220), 2);
   int drawn = 0;
   for (const TimelineArrow& a : d.arrows) {
     const TimelineEvent& s = d.events[a.from];
     const TimelineEvent& r = d.events[a.to];
+    p.setPen(s.pipeline() ? stagePen : haloPen);
     const double xs = axis_.x(s.startPs), xr = axis_.x(r.endPs());
     if ((xs < 0 && xr < 0) || (xs > plotW && xr > plotW)) continue;
     if (++drawn > 2000) break;
@@ -189,6 +231,10 @@ bool TimelineView::event(QEvent* ev) {
       lane < static_cast<int>(snap_->timeline.lanes.size())) {
     const TimelineLane& l = snap_->timeline.lanes[lane];
     QString t = l.label;
+    if (l.stage >= 0)
+      t += QStringLiteral("<br>pipeline stage %1 of %2 (its coordinate on the mesh dim pp)")
+               .arg(l.stage)
+               .arg(snap_->timeline.stages);
     if (l.mirrors > 0)
       t += QStringLiteral("<br>also %1 other ranks: the same as rank %2 (simulated once)")
                .arg(l.mirrors)
@@ -207,6 +253,7 @@ bool TimelineView::event(QEvent* ev) {
                        formatPs(e.startPs), formatPs(e.durPs));
   if (e.bytes >= 0) t += QStringLiteral("<br>bytes %1").arg(formatBytes(e.bytes));
   if (e.flops >= 0) t += QStringLiteral("<br>flops %1").arg(e.flops, 0, 'g', 4);
+  if (e.micro >= 0) t += QStringLiteral("<br>micro-batch %1").arg(e.micro);
   if (e.peer >= 0) t += QStringLiteral("<br>peer rank %1").arg(e.peer);
   if (e.critical) t += QStringLiteral("<br><b>on the critical path</b>");
   QToolTip::showText(he->globalPos(), t, this);

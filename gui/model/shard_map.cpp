@@ -5,11 +5,15 @@
 
 #include <algorithm>
 #include <functional>
+#include <numeric>
 
+#include "tessera/comm/mesh_comm.hpp"
 #include "tessera/core/allocator.hpp"
+#include "tessera/data/dataset.hpp"
 #include "tessera/nn/layers.hpp"
 #include "tessera/nn/models.hpp"
 #include "tessera/nn/precision.hpp"
+#include "tessera/sim/replay.hpp"
 
 namespace tessera::studio {
 
@@ -64,7 +68,84 @@ std::pair<std::vector<int>, int> batchDims(const core::Layout& in) {
   return {dims, n};
 }
 
+/// Images of the run's shape and classes, no pixels: the stage trainer below is never stepped, and
+/// the synthetic generator refuses most class counts. (sim/src/replay.cpp has its twin.)
+class ShapesOnly final : public data::Dataset {
+ public:
+  explicit ShapesOnly(const nn::TrainOptions& o) : o_(o) {}
+  data::Task task() const noexcept override {
+    return o_.model.task == nn::Task::Classify ? data::Task::Classify : data::Task::Segment;
+  }
+  int num_classes() const noexcept override { return o_.model.num_classes; }
+  core::Shape image_shape() const override { return o_.input; }
+  std::int64_t size() const noexcept override { return 1; }
+  void load_into(std::span<const std::int64_t>, const core::Layout&, int,
+                 data::Batch&) const override {}
+
+ private:
+  nn::TrainOptions o_;
+};
+
+/// The Trainer's own cut of the model into pipeline stages (explicit stage starts, or its default
+/// balance): one trainer for rank 0 on a meta allocator with the simulator's recording backends
+/// (nothing computed or sent), asked for its units and stage starts. Empty without a dim "pp".
+std::vector<ShardStage> pipelineStages(const nn::TrainOptions& train,
+                                       const core::DeviceMesh& mesh) {
+  const int pp = mesh.find_dim("pp");
+  if (pp < 0 || mesh.dim_size(pp) < 2) return {};
+  auto alloc = std::make_shared<core::Allocator>("studio stages", /*meta=*/true);
+  sim::ProgramLog log(alloc);
+  sim::RecordingCompute compute(log);
+  std::vector<int> world(mesh.size());
+  std::iota(world.begin(), world.end(), 0);
+  sim::RecordingComm comm(log, compute, 0, world);
+  comm::MeshComm meshComm(mesh, comm);
+  nn::TrainOptions o = train;
+  o.loader.prefetch = 0;  // its loader never loads: no thread
+  const nn::Trainer t(o, &meshComm, compute, alloc, std::make_shared<ShapesOnly>(train));
+  std::vector<int> bounds{0};
+  bounds.insert(bounds.end(), t.stage_starts().begin(), t.stage_starts().end());
+  bounds.push_back(static_cast<int>(t.units().size()));
+  std::vector<ShardStage> stages;
+  for (std::size_t k = 0; k + 1 < bounds.size(); ++k) {
+    ShardStage st{bounds[k], bounds[k + 1], {}};
+    for (int i = st.first; i < st.end; ++i)
+      st.units << QString::fromStdString(t.units()[static_cast<std::size_t>(i)]->name());
+    stages.push_back(std::move(st));
+  }
+  return stages;
+}
+
+/// The stage whose units include module `name` (a unit's name or a dot-separated prefix of it, as
+/// sim::unit_times assigns ops); -1 when none does.
+int stageOfModule(const std::vector<ShardStage>& stages, const QString& name) {
+  for (int k = 0; k < static_cast<int>(stages.size()); ++k)
+    for (const QString& u : stages[k].units)
+      if (name == u || name.startsWith(u + QLatin1Char('.'))) return k;
+  return -1;
+}
+
 }  // namespace
+
+int ShardMap::stageOf(int rank) const {
+  if (stages.empty() || !source) return -1;
+  const int pp = source->mesh.find_dim("pp");
+  return pp < 0 || rank < 0 || rank >= source->mesh.size() ? -1 : source->mesh.coord(rank, pp);
+}
+
+QString ShardMap::stageText(int stage) const {
+  if (stage < 0 || stage >= static_cast<int>(stages.size())) return {};
+  const ShardStage& s = stages[stage];
+  const QString span = s.units.size() == 1
+                           ? s.units.front()
+                           : s.units.front() + QStringLiteral(" … ") + s.units.back();
+  return QStringLiteral("stage %1 of %2: units %3–%4 (%5)")
+      .arg(stage)
+      .arg(stages.size())
+      .arg(s.first)
+      .arg(s.end - 1)
+      .arg(span);
+}
 
 bool ShardMap::complete() const {
   return !layers.empty() && !layers[0].shards.empty() &&
@@ -104,7 +185,9 @@ ShardLayer ShardMap::layer(int index, int replica) const {
 ShardMap buildShardMap(const nn::TrainOptions& train, const core::DeviceMesh& mesh,
                        int fullMaxRanks) {
   const core::Layout in =
-      nn::input_layout(mesh, train.shard, train.batch, train.input, train.model.total_stride());
+      // One micro-batch's activations, as the Trainer holds them.
+      nn::input_layout(mesh, train.shard, train.batch / std::max(1, train.micro_batches),
+                       train.input, train.model.total_stride());
   std::unique_ptr<nn::Sequential> model = nn::build_model(train.model, train.checkpointing);
   nn::SetupContext ctx;
   ctx.rank = 0;
@@ -127,9 +210,11 @@ ShardMap buildShardMap(const nn::TrainOptions& train, const core::DeviceMesh& me
   src->elementBytes = static_cast<std::int64_t>(
       core::dtype_size(nn::precision_dtype(train.precision, train.dtype)));
   ShardMap map;
+  map.stages = pipelineStages(train, mesh);
   for (nn::Conv2d* c : convs) {
     src->plans.push_back({c->spec(), c->input_layout(), c->output_layout()});
     map.layers.push_back(describeLayer(*c));
+    map.layers.back().stage = stageOfModule(map.stages, map.layers.back().name);
   }
   map.source = src;
   map.replicas = src->plans.empty() ? 1 : batchDims(src->plans[0].in).second;

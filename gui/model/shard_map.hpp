@@ -5,6 +5,7 @@
 #pragma once
 
 #include <QString>
+#include <QStringList>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -41,6 +42,7 @@ struct ShardLayer {
   core::Shape shape;                ///< global input shape (N,C,H,W)
   QString layout;                   ///< core::Layout::to_string()
   std::vector<ShardInfo> shards;    ///< by rank (a complete map), or the ranks asked for
+  int stage = -1;                   ///< the pipeline stage that runs it; -1 without stages
   std::size_t haloRegions() const;  ///< received pieces over the ranks in `shards`
 };
 
@@ -62,6 +64,13 @@ struct ShardMapSource {
   core::DeviceMesh mesh;
 };
 
+/// One pipeline stage (mesh dimension "pp") as the Trainer cuts the model: units [first, end) of
+/// nn::Trainer::units(), every rank whose "pp" coordinate is its index running them.
+struct ShardStage {
+  int first = 0, end = 0;
+  QStringList units;  ///< their names, in order
+};
+
 struct ShardMap {
   /// Every convolution in forward order; [0] reads the model input. `shards` filled for every
   /// rank when complete(), empty otherwise (see layer()).
@@ -69,6 +78,12 @@ struct ShardMap {
   std::shared_ptr<const ShardMapSource> source;
   int replicas = 1;         ///< data-parallel replicas: distinct batch slices of the input
   int ranksPerReplica = 1;  ///< ranks sharing one batch slice (the spatial shards)
+  std::vector<ShardStage> stages;  ///< one per pipeline stage; empty without a dim "pp" over 1
+
+  /// The stage rank `rank` holds (its "pp" coordinate, as nn::Trainer::stage()); -1 without stages.
+  int stageOf(int rank) const;
+  /// "stage 1 of 2: units 7–12 (stages.2 … head)", "" for a stage that does not exist.
+  QString stageText(int stage) const;
 
   bool complete() const;
   /// The ranks of replica `replica` (0 ≤ replica < replicas) of layer `index`, ascending: the

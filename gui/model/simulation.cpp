@@ -32,6 +32,7 @@ void buildViewsData(Snapshot& s, const run::SimRun& run, TopologyCache* cache) {
   s.shards = buildShardMap(rc.train, rc.mesh);
   t.shardMapS = since(at);
   s.timeline = buildTimeline(s.result.trace, s.result.devices);
+  setLaneStages(s.timeline, rc.mesh);
   t.timelineS = since(at);
   s.memory = buildMemoryBars(s.result, rc.catalog);
   if (static_cast<int>(s.memory.size()) > kMemoryBarsMax)

@@ -67,14 +67,25 @@ int meshRanks(const QString& mesh) {
 }
 
 QJsonObject StudioConfig::toJson() const {
-  QJsonObject o{{"model", model},         {"input", input},
-                {"batch", batch},         {"mesh", mesh},
-                {"shard", shard},         {"checkpointing", checkpointing},
-                {"optimizer", optimizer}, {"topology", topology},
-                {"dtype", dtype},         {"precision", precision},
-                {"grad_reduce_dtype", gradReduce}, {"overlap", overlap},
-                {"task", task},           {"classes", classes},
-                {"tf32", tf32},           {"bucket_mib", bucketMib}};
+  QJsonObject o{{"model", model},
+                {"input", input},
+                {"batch", batch},
+                {"mesh", mesh},
+                {"shard", shard},
+                {"checkpointing", checkpointing},
+                {"optimizer", optimizer},
+                {"topology", topology},
+                {"dtype", dtype},
+                {"precision", precision},
+                {"grad_reduce_dtype", gradReduce},
+                {"overlap", overlap},
+                {"task", task},
+                {"classes", classes},
+                {"tf32", tf32},
+                {"bucket_mib", bucketMib},
+                {"micro_batches", microBatches},
+                {"schedule", schedule}};
+  if (!stageStarts.isEmpty()) o.insert("stage_starts", stageStarts);
   if (!device.isEmpty()) o.insert("device", device);
   if (!calibration.isEmpty()) o.insert("calibration", calibration);
   return o;
@@ -99,6 +110,9 @@ run::RunSpec StudioConfig::toSpec() const {
   s.device = device.toStdString();
   s.tf32 = tf32;
   s.bucket_mib = bucketMib;
+  s.micro_batches = microBatches;
+  s.schedule = schedule.toStdString();
+  s.stage_starts = stageStarts.toStdString();
   s.calibration = calibration.toStdString();
   return s;
 }
@@ -122,6 +136,9 @@ StudioConfig StudioConfig::fromSpec(const run::RunSpec& s) {
   c.device = q(s.device);
   c.tf32 = s.tf32;
   c.bucketMib = s.bucket_mib;
+  c.microBatches = s.micro_batches;
+  c.schedule = q(s.schedule);
+  c.stageStarts = q(s.stage_starts);
   c.calibration = q(s.calibration);
   return c;
 }

@@ -36,6 +36,12 @@ struct StudioConfig {
   QString device;      ///< device model of every rank; empty: the topology's
   bool tf32 = false;   ///< time convolutions at the TF32 tensor-core peak
   int bucketMib = 4;   ///< gradient all-reduce bucket size (JSON field "bucket_mib")
+  int microBatches = 1;  ///< micro-batches per step (JSON field "micro_batches"); divides batch
+  /// With a mesh dim named pp: 1f1b or gpipe (JSON field "schedule").
+  QString schedule = QStringLiteral("1f1b");
+  /// With pp: where each stage after the first begins, "4,9" (JSON field "stage_starts"; empty:
+  /// balanced).
+  QString stageStarts;
   /// A `tessera calibrate` file applied as `tessera sim run --calibration` does (the measured
   /// cpu-host device, its shared-memory links and kernel rates); empty: the built-in figures.
   QString calibration;

@@ -52,6 +52,7 @@ TimelineEvent timelineEvent(const core::TraceEvent& e, int lane,
   t.flops = e.flops;
   t.peer = e.peer;
   t.critical = e.critical;
+  t.micro = e.micro;
   return t;
 }
 
@@ -91,6 +92,7 @@ TimelineData timelineOf(const std::vector<core::TraceEvent>& trace, std::vector<
     if (!e.flow_id.empty() && e.flow_in) recvs.emplace_back(e.flow_id, idx);
     d.events.push_back(timelineEvent(e, laneOfRank[e.pid], intern));
     d.endPs = std::max(d.endPs, d.events.back().endPs());
+    d.microBatches = std::max(d.microBatches, e.micro + 1);
   }
   for (const auto& [id, to] : recvs) {
     auto it = sends.find(id);
@@ -126,6 +128,20 @@ TimelineData buildTimeline(const std::vector<core::TraceEvent>& trace,
   std::vector<int> sameAs(devices.size());
   for (std::size_t r = 0; r < devices.size(); ++r) sameAs[r] = devices[r].simulated_as;
   return timelineOf(trace, std::move(sameAs));
+}
+
+void setLaneStages(TimelineData& d, const core::DeviceMesh& mesh) {
+  const int pp = mesh.find_dim("pp");
+  if (pp < 0 || mesh.dim_size(pp) < 2) return;
+  d.stages = mesh.dim_size(pp);
+  for (TimelineLane& l : d.lanes) {
+    if (l.rank < 0 || l.rank >= mesh.size()) continue;
+    l.stage = mesh.coord(l.rank, pp);
+    l.label = QStringLiteral("r%1 · stage %2 %3")
+                  .arg(l.rank)
+                  .arg(l.stage)
+                  .arg(l.comm ? QStringLiteral("comm") : QStringLiteral("compute"));
+  }
 }
 
 TimeAxis::TimeAxis(sim::Picos originPs, sim::Picos psPerPixel)

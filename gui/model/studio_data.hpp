@@ -36,6 +36,7 @@ struct TimelineLane {
   bool comm = false;  ///< false: compute kernels; true: collectives and halo transfers
   QString label;
   int mirrors = 0;  ///< other ranks the same as this one (folded: simulated once, as `rank`)
+  int stage = -1;   ///< the rank's pipeline stage (setLaneStages); -1 without stages
 };
 
 struct TimelineEvent {
@@ -46,7 +47,10 @@ struct TimelineEvent {
   double flops = -1;
   int peer = -1;
   bool critical = false;  ///< on the critical path (sim::SimResult::critical_path, via the trace)
+  int micro = -1;         ///< the micro-batch it belongs to (the trace's args "micro"); -1: none
   sim::Picos endPs() const { return startPs + durPs; }
+  /// A transfer between pipeline stages (layer "pipeline.send_activation", ...).
+  bool pipeline() const { return layer.startsWith(QLatin1String("pipeline.")); }
 };
 
 /// A halo send joined to its receive (indices into events).
@@ -59,6 +63,8 @@ struct TimelineData {
   std::vector<TimelineEvent> events;  ///< the simulator's complete events, in trace order
   std::vector<TimelineArrow> arrows;
   sim::Picos endPs = 0;
+  int microBatches = 0;  ///< 1 + the largest micro-batch of an event; 0 when none carries one
+  int stages = 0;        ///< pipeline stages (setLaneStages); 0 without
   /// Per rank: the rank whose lanes show it (itself, or with folding the simulated rank it is
   /// the same as).
   std::vector<int> sameAs;
@@ -76,6 +82,10 @@ TimelineData buildTimeline(const std::vector<core::TraceEvent>& trace, int numRa
 /// simulated as. O(events + ranks).
 TimelineData buildTimeline(const std::vector<core::TraceEvent>& trace,
                            const std::vector<sim::DeviceResult>& devices);
+
+/// With a mesh dimension named "pp" of more than one stage: each lane's stage (the rank's "pp"
+/// coordinate, nn::Trainer::stage()) and its label "r3 · stage 1 compute"; nothing otherwise.
+void setLaneStages(TimelineData& timeline, const core::DeviceMesh& mesh);
 
 /// Time ↔ pixel mapping of the timeline: integer picoseconds per pixel, so that
 /// timeAt(x(t)) == t for every t and x(timeAt(px)) == px for every whole pixel.

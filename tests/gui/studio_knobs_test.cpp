@@ -112,8 +112,9 @@ TEST_CASE("every value every knob of the panel offers renders every view", "[gui
   for (const Offer& o : all)
     if (!knobs.contains(o.knob)) knobs << o.knob;
   // The panel's knobs with values to offer; a widget without a name would be tested unnamed.
-  for (const char* k : {"model", "batch", "shard", "checkpointing", "optimizer", "topology", "dtype", "precision",
-                        "grad_reduce_dtype", "overlap"})
+  for (const char* k :
+       {"model", "batch", "shard", "checkpointing", "optimizer", "topology", "dtype", "precision",
+        "grad_reduce_dtype", "overlap", "micro_batches", "schedule"})
     REQUIRE(knobs.contains(k));
   REQUIRE_FALSE(knobs.contains(QString()));
 

@@ -6,6 +6,7 @@
 #include <QJsonDocument>
 #include <cmath>
 #include <random>
+#include <set>
 
 #include "gui_app.hpp"
 #include "simulation.hpp"
@@ -36,8 +37,16 @@ TEST_CASE("studio config round-trips through JSON and rejects bad input with a m
   c.batch = 3;
   c.overlap = false;
   c.dtype = "f64";
+  c.microBatches = 3;
+  c.schedule = "gpipe";
+  c.stageStarts = "4,9";
   const QByteArray text = QJsonDocument(c.toJson()).toJson();
   REQUIRE(StudioConfig::fromJsonText(text) == c);
+  const run::RunSpec spec = c.toSpec();  // what the studio simulates
+  REQUIRE(spec.micro_batches == 3);
+  REQUIRE(spec.schedule == "gpipe");
+  REQUIRE(spec.stage_starts == "4,9");
+  REQUIRE(StudioConfig::fromSpec(spec) == c);
   auto message = [](const QByteArray& t) {
     try {
       StudioConfig::fromJsonText(t, "test.json");
@@ -50,6 +59,8 @@ TEST_CASE("studio config round-trips through JSON and rejects bad input with a m
   REQUIRE(message("[1, 2]").find("expected a JSON object") != std::string::npos);
   REQUIRE(message("{\"meshh\": \"sp=2\"}").find("unknown field \"meshh\"") != std::string::npos);
   REQUIRE(message("{\"batch\": 0}").find("field \"batch\" is 0: must be a positive integer") != std::string::npos);
+  REQUIRE(message("{\"schedule\": \"zigzag\"}").find("expected one of: 1f1b, gpipe") !=
+          std::string::npos);
   REQUIRE(message("{\"mesh\": 4}").find("\"mesh\" must be a string") != std::string::npos);
   // A dtype the trainer cannot train in: the field, the value and the dtypes that work.
   const std::string bf16 = message("{\"dtype\": \"bf16\"}");
@@ -386,4 +397,81 @@ TEST_CASE("memory bars grouped by equal figures keep every rank and figure", "[g
     }
   }
   REQUIRE(seen == std::vector<int>(10, 1));  // every rank in exactly one group
+}
+
+TEST_CASE("a pipelined run's timeline names each lane's stage and each kernel's micro-batch",
+          "[gui]") {
+  StudioConfig c = docsConfig();
+  c.model = "convnext-atto";
+  c.input = "3x64x256";
+  c.batch = 4;
+  c.microBatches = 2;
+  c.mesh = "pp=2,sp=2";
+  const auto s = simulate(c);
+  INFO(s->error.toStdString());
+  REQUIRE(s->ok());
+  const TimelineData& t = s->timeline;
+  const core::DeviceMesh mesh = core::DeviceMesh::parse("pp=2,sp=2");
+  REQUIRE(t.stages == 2);
+  REQUIRE(t.microBatches == 2);
+  REQUIRE(t.lanes.size() == 8);
+  for (const TimelineLane& l : t.lanes) {
+    REQUIRE(l.stage == mesh.coord(l.rank, mesh.dim_index("pp")));
+    REQUIRE(l.label == QStringLiteral("r%1 · stage %2 %3")
+                           .arg(l.rank)
+                           .arg(l.stage)
+                           .arg(l.comm ? QStringLiteral("comm") : QStringLiteral("compute")));
+  }
+  // Every rank's kernels of both micro-batches, and arrows between the stages.
+  std::vector<std::set<int>> micro(4);
+  for (const TimelineEvent& e : t.events)
+    if (e.cat == QLatin1String("compute") && e.micro >= 0)
+      micro[t.lanes[e.lane].rank].insert(e.micro);
+  for (int r = 0; r < 4; ++r) REQUIRE(micro[r] == std::set<int>{0, 1});
+  int stageArrows = 0;
+  for (const TimelineArrow& a : t.arrows) {
+    if (!t.events[a.from].pipeline()) continue;
+    ++stageArrows;
+    REQUIRE(t.lanes[t.events[a.from].lane].stage != t.lanes[t.events[a.to].lane].stage);
+  }
+  // Per rank pair across the cut: 2 activations forward and 2 gradients back.
+  REQUIRE(stageArrows == 2 * 2 * 2);
+  // Without pipeline stages or micro-batches nothing changes.
+  const auto plain = simulate(docsConfig());
+  REQUIRE(plain->timeline.stages == 0);
+  REQUIRE(plain->timeline.microBatches == 0);
+  REQUIRE(plain->timeline.lanes[0].label == "rank 0 compute");
+  REQUIRE(plain->shards.stages.empty());
+  REQUIRE(plain->shards.stageOf(0) == -1);
+}
+
+TEST_CASE("a pipelined run's shard map says which stage each rank holds and its units", "[gui]") {
+  StudioConfig c = docsConfig();
+  c.model = "convnext-atto";
+  c.input = "3x64x256";
+  c.batch = 4;
+  c.microBatches = 2;
+  c.mesh = "pp=2,sp=2";
+  const auto s = simulate(c);
+  INFO(s->error.toStdString());
+  REQUIRE(s->ok());
+  const ShardMap& m = s->shards;
+  REQUIRE(m.stages.size() == 2);
+  // The stages tile the trainer's units in order.
+  REQUIRE(m.stages[0].first == 0);
+  REQUIRE(m.stages[0].end == m.stages[1].first);
+  REQUIRE(m.stages[1].end > m.stages[1].first);
+  for (const ShardStage& st : m.stages) REQUIRE(st.units.size() == st.end - st.first);
+  const core::DeviceMesh mesh = core::DeviceMesh::parse("pp=2,sp=2");
+  for (int r = 0; r < 4; ++r) REQUIRE(m.stageOf(r) == mesh.coord(r, mesh.dim_index("pp")));
+  const QString prefix = QStringLiteral("stage 1 of 2: units %1–").arg(m.stages[1].first);
+  REQUIRE(m.stageText(1).startsWith(prefix));
+  REQUIRE(m.stageText(2).isEmpty());
+  // Each convolution is run by one stage, stage 0's first; the stem on stage 0, the last on 1.
+  REQUIRE(m.layers.front().stage == 0);
+  REQUIRE(m.layers.back().stage == 1);
+  for (std::size_t i = 1; i < m.layers.size(); ++i)
+    REQUIRE(m.layers[i].stage >= m.layers[i - 1].stage);
+  // One micro-batch's activations: batch 4 in 2 micro-batches.
+  REQUIRE(m.layers.front().shape[0] == 2);
 }

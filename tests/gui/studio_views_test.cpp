@@ -16,6 +16,7 @@
 #include "shard_map_view.hpp"
 #include "support/catch.hpp"
 #include "tessera/core/error.hpp"
+#include "timeline_view.hpp"
 
 using namespace tessera;
 using namespace tessera::studio;
@@ -110,4 +111,40 @@ TEST_CASE("screenshot mode renders one non-blank PNG per view", "[gui]") {
     REQUIRE_THROWS_AS(renderScreenshots(bad.path() + "/out", c), Error);
     REQUIRE_FALSE(QDir(bad.path() + "/out").exists());
   }
+}
+
+TEST_CASE("a pipelined run's timeline colours kernels by micro-batch and widens stage labels",
+          "[gui]") {
+  guiApp();
+  StudioConfig c = small();
+  c.input = "3x64x256";
+  c.batch = 4;
+  c.microBatches = 2;
+  c.mesh = "pp=2,sp=2";
+  const auto s = simulate(c);
+  INFO(s->error.toStdString());
+  REQUIRE(s->ok());
+  TimelineView timeline;
+  timeline.resize(1200, 400);
+  timeline.setSnapshot(s);
+  REQUIRE(timeline.labelWidth() == TimelineView::kLabelWidth + TimelineView::kStageWidth);
+  REQUIRE_FALSE(timeline.grab().toImage().isNull());
+  ShardMapView shards;
+  shards.resize(800, 600);
+  shards.setSnapshot(s);
+  REQUIRE_FALSE(shards.grab().toImage().isNull());
+  // Kernels of micro-batches 0 and 1 differ, a backward is darker than its forward, and an event
+  // of no micro-batch keeps the colour of its kind.
+  TimelineEvent f0, f1, b0, opt;
+  f0.cat = f1.cat = b0.cat = opt.cat = QStringLiteral("compute");
+  f0.op = f1.op = QStringLiteral("conv2d_forward");
+  b0.op = QStringLiteral("conv2d_backward_input");
+  opt.op = QStringLiteral("adamw");
+  f0.micro = b0.micro = 0;
+  f1.micro = 1;
+  REQUIRE(TimelineView::eventColor(f0, true) != TimelineView::eventColor(f1, true));
+  REQUIRE(TimelineView::eventColor(b0, true).lightness() <
+          TimelineView::eventColor(f0, true).lightness());
+  REQUIRE(TimelineView::eventColor(opt, true) == TimelineView::eventColor(opt, false));
+  REQUIRE(TimelineView::eventColor(f0, false) == TimelineView::eventColor(f1, false));
 }
