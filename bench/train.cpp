@@ -25,14 +25,19 @@
 // the time the collectives' data moved (Work::moved: local moves it in the last rank's post) and
 // how much of that, and of the halo events, lay under the rank's compute events (0 with
 // TESSERA_LOCAL_PROGRESS=calls, where every rank waits in its post).
+// --mesh SPEC trains every run on that mesh instead of sp=P, --micro-batches M,.. each with M
+// micro-batches; on a mesh with a dim pp (pipeline stages), in each --schedule, with the pipeline
+// figures of train_pipeline.hpp per stage (bubble measured and simulated, activation bound).
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -51,6 +56,7 @@
 #include "tessera/sim/calibrate.hpp"
 #include "train_args.hpp"
 #include "train_gpu.hpp"
+#include "train_pipeline.hpp"
 
 #ifdef TESSERA_BENCH_HAVE_TORCH
 #include <torch/nn.h>
@@ -122,6 +128,10 @@ CommFigures comm_figures(const std::vector<core::TraceEvent>& events, const std:
 
 struct Run {
   int ranks = 0, threads = 0;
+  std::string mesh;  // "sp=P", or --mesh
+  int micro_batches = 1;
+  std::string schedule;                 // with a pp dim: "1f1b" or "gpipe"; else ""
+  std::optional<PipelineFigures> pipe;  // with a pp dim
   std::string checkpointing, precision;
   bool overlap = true;
   std::string halos;  // halo recompute with checkpointing (keep, exchange), "-" without
@@ -155,11 +165,52 @@ nn::TrainOptions train_options(const TrainBenchOptions& o, const std::string& ch
   t.precision = *nn::parse_precision(precision);
   t.overlap = overlap;
   if (halos != "-") t.halo_recompute = *nn::parse_halo_recompute(halos);
+  t.micro_batches = o.micro_batches.front();
+  t.schedule = *nn::parse_pipeline_schedule(o.schedules.front());
   return t;
+}
+
+/// `o` for one run of M micro-batches in `schedule` (train_options reads the first of each).
+TrainBenchOptions one_run(TrainBenchOptions o, int M, const std::string& schedule) {
+  o.micro_batches = {M};
+  o.schedules = {schedule};
+  return o;
+}
+
+/// The runs' mesh with P ranks: --mesh, else "sp=P".
+std::string mesh_of(const TrainBenchOptions& o, int P) {
+  return o.mesh.empty() ? "sp=" + std::to_string(P) : o.mesh;
 }
 
 /// "none", "block/keep", "block/exchange".
 std::string ckpt_label(const Run& r) { return r.halos == "-" ? r.checkpointing : r.checkpointing + "/" + r.halos; }
+
+/// ckpt_label, then the mesh (when not sp=P), the micro-batches (when more than one) and the
+/// schedule (with a pipeline): "none pp=2 M=4 1f1b".
+std::string run_label(const Run& r) {
+  std::string s = ckpt_label(r);
+  if (r.mesh != "sp=" + std::to_string(r.ranks)) s += " " + r.mesh;
+  if (r.micro_batches > 1) s += " M=" + std::to_string(r.micro_batches);
+  if (!r.schedule.empty()) s += " " + r.schedule;
+  return s;
+}
+
+/// Whether q ran on r's mesh with r's micro-batches and schedule.
+bool same_pipeline(const Run& q, const Run& r) {
+  return q.mesh == r.mesh && q.micro_batches == r.micro_batches && q.schedule == r.schedule;
+}
+
+/// Every process's per-rank pipeline samples (each filled only its own rank's slots, all >= 0).
+void gather_pipeline(PipelineFigures& p, comm::Backend& job) {
+  std::vector<double> v;
+  for (const auto* table : {&p.wait_s, &p.step_s})
+    for (const std::vector<double>& step : *table) v.insert(v.end(), step.begin(), step.end());
+  job.all_reduce({v.data(), v.size(), core::DType::F64}, comm::ReduceOp::Max)->wait();
+  std::size_t k = 0;
+  for (auto* table : {&p.wait_s, &p.step_s})
+    for (std::vector<double>& step : *table)
+      for (double& x : step) x = v[k++];
+}
 
 // `job`: this process's rank of a multi-process job (TrainBenchOptions::backend), or null for P
 // local ranks.
@@ -168,9 +219,14 @@ Run measure(const TrainBenchOptions& o, int P, const std::string& checkpointing,
             comm::Backend* job) {
   const nn::TrainOptions t = train_options(o, checkpointing, precision, overlap, halos);
   const std::shared_ptr<const data::Dataset> ds = synthetic_data(o.input, o.classes);
-  const core::DeviceMesh mesh = core::DeviceMesh::parse("sp=" + std::to_string(P));
+  const core::DeviceMesh mesh = core::DeviceMesh::parse(mesh_of(o, P));
   Run r;
   r.ranks = P, r.threads = threads_for(P), r.checkpointing = checkpointing, r.precision = precision;
+  r.mesh = mesh.to_string(), r.micro_batches = t.micro_batches;
+  if (has_pipeline(mesh)) {
+    r.schedule = o.schedules.front();
+    r.pipe = pipeline_figures(mesh, t.micro_batches, r.schedule, o.steps);
+  }
   r.overlap = overlap, r.halos = halos;
   r.peak_mib.assign(P, 0.0);
   r.act_mib.assign(P, 0.0);
@@ -194,6 +250,10 @@ Run measure(const TrainBenchOptions& o, int P, const std::string& checkpointing,
           const nn::StepStats s = trainer.step();
           step_s[s.step][rank] = s.step_time_s;  // own slots: no lock needed
           compute_s[s.step][rank] = s.step_time_s - s.data_time_s;
+          if (r.pipe && s.step > 0) {  // own slots; step 0 is the warm-up
+            r.pipe->wait_s[std::size_t(s.step) - 1][std::size_t(rank)] = s.pipeline_wait_s;
+            r.pipe->step_s[std::size_t(s.step) - 1][std::size_t(rank)] = s.step_time_s;
+          }
           r.peak_mib[rank] = std::max(r.peak_mib[rank], s.memory.peak_total / kMiB);
           r.act_mib[rank] =
               std::max(r.act_mib[rank], s.memory.peak_of(core::MemCategory::Activation) / kMiB);
@@ -232,7 +292,13 @@ Run measure(const TrainBenchOptions& o, int P, const std::string& checkpointing,
                                f.collective_ms, f.coll_under_compute_ms, f.halo_under_compute_ms};
     job->all_reduce({sum.data(), sum.size(), core::DType::F64}, comm::ReduceOp::Avg)->wait();
     f = {sum[0], sum[1], sum[2], sum[3], sum[4], sum[5], sum[6], sum[7]};
+    if (r.pipe) gather_pipeline(*r.pipe, *job);
   }
+  if (r.pipe)
+    for (int q = 0; q < P; ++q) {
+      double& a = r.pipe->act_mib[std::size_t(r.pipe->stage_of_rank[std::size_t(q)])];
+      a = std::max(a, r.act_mib[std::size_t(q)]);
+    }
   std::vector<double> ms, cms;
   for (std::size_t i = 1; i < step_s.size(); ++i) {  // step 0 is the warm-up
     ms.push_back(1e3 * *std::max_element(step_s[i].begin(), step_s[i].end()));
@@ -243,6 +309,23 @@ Run measure(const TrainBenchOptions& o, int P, const std::string& checkpointing,
   r.step_ms = std::move(ms);
   r.compute_step_ms = std::move(cms);
   return r;
+}
+
+/// Per stage: one micro-batch's activation peak for pipeline run `r` of options `o` (one M, one
+/// schedule): r's own with M = 1, else that of one timed step of batch / M samples with M = 1 on
+/// the same mesh (measured once per configuration and M; both schedules share it).
+std::vector<double> micro_activation_mib(const TrainBenchOptions& o, const Run& r,
+                                         comm::Backend* job) {
+  if (r.micro_batches == 1) return r.pipe->act_mib;
+  static std::map<std::string, std::vector<double>> measured;  // by configuration and M
+  const std::string key = r.mesh + " " + ckpt_label(r) + r.precision + (r.overlap ? "+" : "-") +
+                          std::to_string(r.micro_batches);
+  if (auto it = measured.find(key); it != measured.end()) return it->second;
+  TrainBenchOptions ref = one_run(o, 1, o.schedules.front());
+  ref.batch = o.batch / r.micro_batches;
+  ref.steps = 1;
+  const Run q = measure(ref, r.ranks, r.checkpointing, r.precision, r.overlap, r.halos, job);
+  return measured[key] = q.pipe->act_mib;
 }
 
 /// Adds a later round of the same configuration to `r`: its steps join r's (the memory and
@@ -270,14 +353,17 @@ sim::Calibration calibrate_now(int P, int threads, comm::Backend* job) {
 }
 
 /// Simulates run `r` (trained with `t`) on cpu-host:P with calibration `cal`, the engine told the
-/// backend's progress (Capabilities::overlaps_compute: overlaps, else in-calls): the iteration in
-/// ms. The replay runs the same TrainOptions the measured run trained with.
-double simulate_ms(const Run& r, const nn::TrainOptions& t, const sim::Calibration& cal) {
-  run::SimSetup s{t, core::DeviceMesh::parse("sp=" + std::to_string(r.ranks)), {}, {}, {}, {}};
+/// backend's progress (Capabilities::overlaps_compute: overlaps, else in-calls). The replay runs
+/// the same TrainOptions and mesh the measured run trained with. A pipeline run is simulated on
+/// the exact engine with every rank's trace (its receives give the simulated bubble).
+sim::SimResult simulate_run(const Run& r, const nn::TrainOptions& t, const sim::Calibration& cal) {
+  run::SimSetup s{t, core::DeviceMesh::parse(r.mesh), {}, {}, {}, {}};
   sim::apply_calibration(cal, s.catalog, s.engine);
   s.topology = run::load_topology("cpu-host:" + std::to_string(r.ranks), s.catalog);
   s.engine.comm_progress = r.overlaps_compute ? sim::CommProgress::Overlaps : sim::CommProgress::InCalls;
-  return double(run::simulate(std::move(s), false, false).result.iteration_ps) * 1e-9;
+  const bool pipe = r.pipe.has_value();
+  if (pipe) s.engine.engine = sim::EngineKind::Exact;
+  return run::simulate(std::move(s), /*every_rank=*/pipe, /*keep_trace=*/pipe).result;
 }
 
 /// "[1.5, -2.25]": a JSON array of numbers.
@@ -303,7 +389,9 @@ std::string error_range(const std::vector<double>& errors) {
 /// Simulates one round of run `r` with calibration `cal`: `measured` is the round's run (its
 /// median step less loading is what the prediction is paired with); r.sim is over the rounds.
 void simulate_round(Run& r, const Run& measured, const nn::TrainOptions& t, const sim::Calibration& cal) {
-  const double ms = simulate_ms(r, t, cal);
+  const sim::SimResult res = simulate_run(r, t, cal);
+  const double ms = double(res.iteration_ps) * 1e-9;
+  if (r.pipe) add_simulation(*r.pipe, res);
   r.sim_ms.push_back(ms);
   r.sim_errors.push_back(ms / measured.compute_ms.median - 1);
   if (cal.concurrent_ranks != r.ranks || cal.threads_per_rank != r.threads)
@@ -476,6 +564,7 @@ TorchRun measure_torch(const TrainBenchOptions& o) {
       "                   [--device cpu|cuda|cuda:N] [--tf32] [--warmup N]\n"
       "                   [--pointwise linear|conv] [--peer-script FILE] [--python EXE]\n"
       "                   [--simulate [--calibrations K] | --calibration FILE]\n"
+      "                   [--mesh SPEC] [--micro-batches 1,2,4] [--schedule 1f1b|gpipe|both]\n"
       "  training steps of --model (default convnext-t) at --input (3x256x1024), --batch\n"
       "      (2), AdamW, sharded along W over --ranks (1,2,4) local ranks, --checkpointing\n"
       "      none and block; step time, images/s, peak memory per rank and category; beside\n"
@@ -499,6 +588,14 @@ TorchRun measure_torch(const TrainBenchOptions& o) {
       "      simulated on cpu-host:P with the same TrainOptions and the backend's progress\n"
       "      (overlaps, else in-calls); --json: simulated_step_ms with its min/max over the\n"
       "      rounds, simulated_errors per round and their median simulated_error\n"
+      "  --mesh: every run on this mesh (\"pp=2\", \"pp=2,sp=2\") instead of sp=P for each of\n"
+      "      --ranks; --micro-batches: every configuration with each micro-batch count M\n"
+      "      (gradient accumulation; M divides --batch); with a mesh dim pp, --schedule (1f1b,\n"
+      "      the default) orders each stage's micro-batches, and a pipeline table gives per\n"
+      "      stage the bubble (time waited for another stage over the step time, measured and,\n"
+      "      with --simulate/--calibration, simulated) beside the ideal (pp-1)/(M+pp-1), and\n"
+      "      the activation peak beside in-flight micro-batches x one micro-batch's peak (an\n"
+      "      extra M=1 run of batch/M); --json: each run's \"pipeline\" object\n"
       "  --backend ucx: run under `tessera launch --nproc P -- bench_train --backend ucx`;\n"
       "      each process is one rank, --ranks is the job's size, rank 0 prints (no libtorch)\n"
       "  --device cuda: one unsharded rank on the cuda compute backend (default input\n"
@@ -546,6 +643,15 @@ int run(int argc, char** argv) {
     job = make_world_backend(o.backend, std::chrono::minutes(10));
     rank_counts = {job.world->size()};
   }
+  if (!o.mesh.empty()) {
+    const int size = core::DeviceMesh::parse(o.mesh).size();
+    if (job.world && job.world->size() != size)
+      throw tessera::InvalidArgument("bench_train: --mesh " + o.mesh + " has " +
+                                     std::to_string(size) + " ranks but the job has " +
+                                     std::to_string(job.world->size()) +
+                                     "; launch it with --nproc " + std::to_string(size));
+    rank_counts = {size};  // --ranks does not apply
+  }
   const bool printer = !job.world || job.world->rank() == 0;
   if (o.simulate && !o.calibration.empty()) throw tessera::InvalidArgument("bench_train: --simulate and --calibration FILE both "
                                                                   "say which calibration to simulate with; give one");
@@ -571,37 +677,59 @@ int run(int argc, char** argv) {
         std::size_t config = 0;
         for (const std::string& pr : o.precisions)
           for (const bool ov : o.overlaps)
-            for (const std::string& halos : ck == "none" ? std::vector<std::string>{"-"} : o.halo_recomputes) {
-              if (!ov && P == 1 && o.overlaps.size() > 1) continue;  // one rank exchanges nothing
-              if (printer)
-                std::fprintf(stderr, "training %s %s batch %d on %d %s rank(s), checkpointing %s%s, %s, overlap %s...\n",
-                             o.model.c_str(), input.c_str(), o.batch, P, o.backend.c_str(), ck.c_str(),
-                             halos == "-" ? "" : (" (halos " + halos + ")").c_str(), pr.c_str(), ov ? "on" : "off");
-              Run measured = measure(o, P, ck, pr, ov, halos, job.world.get());
-              if (round == 0)
-                runs.push_back(measured);
-              else
-                add_round(runs[first + config], measured);
-              if (cal && printer)
-                simulate_round(runs[first + config], measured, train_options(o, ck, pr, ov, halos), *cal);
-              ++config;
-            }
+            for (const std::string& halos :
+                 ck == "none" ? std::vector<std::string>{"-"} : o.halo_recomputes)
+              for (const int M : o.micro_batches)
+                for (const std::string& sched : o.schedules) {
+                  if (!ov && P == 1 && o.overlaps.size() > 1)
+                    continue;  // one rank exchanges nothing
+                  // One micro-batch runs F0 B0 in either schedule: the first schedule's run says
+                  // it.
+                  if (M == 1 && sched != o.schedules.front()) continue;
+                  const TrainBenchOptions one = one_run(o, M, sched);
+                  const std::string where = o.mesh.empty()
+                                                ? std::to_string(P) + " " + o.backend + " rank(s)"
+                                                : o.mesh + " (" + o.backend + ")";
+                  const std::string pipe = o.mesh.empty() ? "" : ", " + sched;
+                  const std::string micro =
+                      M > 1 || !o.mesh.empty() ? ", M=" + std::to_string(M) + pipe : "";
+                  if (printer)
+                    std::fprintf(
+                        stderr,
+                        "training %s %s batch %d on %s, checkpointing %s%s, %s, overlap %s%s...\n",
+                        o.model.c_str(), input.c_str(), o.batch, where.c_str(), ck.c_str(),
+                        halos == "-" ? "" : (" (halos " + halos + ")").c_str(), pr.c_str(),
+                        ov ? "on" : "off", micro.c_str());
+                  Run measured = measure(one, P, ck, pr, ov, halos, job.world.get());
+                  if (round == 0) {
+                    if (measured.pipe)
+                      measured.pipe->micro_act_mib =
+                          micro_activation_mib(one, measured, job.world.get());
+                    runs.push_back(measured);
+                  } else {
+                    add_round(runs[first + config], measured);
+                  }
+                  if (cal && printer)
+                    simulate_round(runs[first + config], measured,
+                                   train_options(one, ck, pr, ov, halos), *cal);
+                  ++config;
+                }
       }
     }
   if (!printer) return 0;
   // The fp32 run of the same configuration (for the mixed-precision ratios).
   auto fp32_of = [&](const Run& r) -> const Run* {
     for (const Run& q : runs)
-      if (q.ranks == r.ranks && q.checkpointing == r.checkpointing && q.halos == r.halos && q.precision == "fp32" &&
-          q.overlap == r.overlap)
+      if (q.ranks == r.ranks && q.checkpointing == r.checkpointing && q.halos == r.halos &&
+          q.precision == "fp32" && q.overlap == r.overlap && same_pipeline(q, r))
         return &q;
     return nullptr;
   };
   // The same configuration with overlap on (for the overlap-off ratios).
   auto overlapped_of = [&](const Run& r) -> const Run* {
     for (const Run& q : runs)
-      if (q.ranks == r.ranks && q.checkpointing == r.checkpointing && q.halos == r.halos && q.precision == r.precision &&
-          q.overlap)
+      if (q.ranks == r.ranks && q.checkpointing == r.checkpointing && q.halos == r.halos &&
+          q.precision == r.precision && q.overlap && same_pipeline(q, r))
         return &q;
     return nullptr;
   };
@@ -645,6 +773,8 @@ int run(int argc, char** argv) {
         cat.num(std::string(core::mem_category_name(static_cast<core::MemCategory>(c))), r.category_mib[c]);
       Json j;
       j.num("ranks", r.ranks)
+          .str("mesh", r.mesh)
+          .num("micro_batches", r.micro_batches)
           .num("threads_per_rank", r.threads)
           .str("backend", o.backend)
           .str("checkpointing", r.checkpointing)
@@ -657,16 +787,17 @@ int run(int argc, char** argv) {
           .num("peak_total_mib_max", max_of(r.peak_mib))
           .num("peak_activation_mib_max", max_of(r.act_mib))
           .raw("memory", json_array(per_rank))
-          .raw("comm_per_step", Json()
-                                    .num("halo_exchanges", r.comm.halo_exchanges)
-                                    .num("halo_mib_sent", r.comm.halo_mib)
-                                    .num("collectives", r.comm.collectives)
-                                    .num("collective_mib", r.comm.collective_mib)
-                                    .num("wait_ms", r.comm.wait_ms)
-                                    .num("collective_ms", r.comm.collective_ms)
-                                    .num("collective_under_compute_ms", r.comm.coll_under_compute_ms)
-                                    .num("halo_under_compute_ms", r.comm.halo_under_compute_ms)
-                                    .str());
+          .raw("comm_per_step",
+               Json()
+                   .num("halo_exchanges", r.comm.halo_exchanges)
+                   .num("halo_mib_sent", r.comm.halo_mib)
+                   .num("collectives", r.comm.collectives)
+                   .num("collective_mib", r.comm.collective_mib)
+                   .num("wait_ms", r.comm.wait_ms)
+                   .num("collective_ms", r.comm.collective_ms)
+                   .num("collective_under_compute_ms", r.comm.coll_under_compute_ms)
+                   .num("halo_under_compute_ms", r.comm.halo_under_compute_ms)
+                   .str());
       if (give_ratio && r.ranks == 1 && r.precision == "fp32") j.num("tessera_over_torch", ratio(r));
       if (const Run* f = fp32_of(r); f && r.precision != "fp32")
         j.num("step_time_over_fp32", r.ms.median / f->ms.median)
@@ -684,6 +815,7 @@ int run(int argc, char** argv) {
             .num("simulated_error_max", errors.max)
             .raw("simulated_errors", number_array(r.sim_errors))
             .str("simulated_note", r.sim_note);
+      if (r.pipe) j.raw("pipeline", pipeline_json(*r.pipe));
       rs.push_back(j.str());
     }
     Json top;
@@ -713,9 +845,10 @@ int run(int argc, char** argv) {
       o.model.c_str(), input.c_str(), o.batch, o.classes, o.backend.c_str(), o.steps, "ckpt", "ranks", "thr", "prec", "ovl",
       "median ms", "[min-max] ms", "images/s", "peak MiB", "act MiB");
   for (const Run& r : runs) {
-    std::printf("%-14s %5d %4d %5s %4s %10.0f   [%6.0f - %6.0f] %9.3f %11.1f %11.1f ", ckpt_label(r).c_str(), r.ranks,
-                r.threads, r.precision.c_str(), r.overlap ? "on" : "off", r.ms.median, r.ms.min, r.ms.max, o.batch / (r.ms.median * 1e-3),
-                max_of(r.peak_mib), max_of(r.act_mib));
+    std::printf("%-14s %5d %4d %5s %4s %10.0f   [%6.0f - %6.0f] %9.3f %11.1f %11.1f ",
+                run_label(r).c_str(), r.ranks, r.threads, r.precision.c_str(),
+                r.overlap ? "on" : "off", r.ms.median, r.ms.min, r.ms.max,
+                o.batch / (r.ms.median * 1e-3), max_of(r.peak_mib), max_of(r.act_mib));
     for (int c = 0; c < core::kNumMemCategories; ++c)
       std::printf(" %s %.1f", std::string(core::mem_category_name(static_cast<core::MemCategory>(c))).c_str(),
                   r.category_mib[c]);
@@ -728,10 +861,11 @@ int run(int argc, char** argv) {
               "coll hidden", "halo hidden");
   for (const Run& r : runs)
     if (r.ranks > 1)
-      std::printf("%-14s %5d %5s %4s %8.1f %9.2f %6.1f %9.2f %8.2f %8.2f %11.2f %11.2f\n", ckpt_label(r).c_str(),
-                  r.ranks, r.precision.c_str(), r.overlap ? "on" : "off", r.comm.halo_exchanges, r.comm.halo_mib,
-                  r.comm.collectives, r.comm.collective_mib, r.comm.wait_ms, r.comm.collective_ms,
-                  r.comm.coll_under_compute_ms, r.comm.halo_under_compute_ms);
+      std::printf("%-14s %5d %5s %4s %8.1f %9.2f %6.1f %9.2f %8.2f %8.2f %11.2f %11.2f\n",
+                  run_label(r).c_str(), r.ranks, r.precision.c_str(), r.overlap ? "on" : "off",
+                  r.comm.halo_exchanges, r.comm.halo_mib, r.comm.collectives, r.comm.collective_mib,
+                  r.comm.wait_ms, r.comm.collective_ms, r.comm.coll_under_compute_ms,
+                  r.comm.halo_under_compute_ms);
   std::printf("\n");
   if (std::any_of(runs.begin(), runs.end(), [](const Run& r) { return r.sim.reps > 0; })) {
     std::printf("calibrated simulation (%s), told the backend's progress (overlaps: data moves while the ranks\n"
@@ -744,13 +878,23 @@ int run(int argc, char** argv) {
                 "thr", "prec", "ovl", "progress", "measured ms", "[min-max] ms", "simulated ms", "[min-max] ms", "error");
     for (const Run& r : runs)
       if (r.sim.reps > 0)
-        std::printf("%-14s %5d %4d %5s %4s %9s %12.1f   [%6.1f - %6.1f] %13.1f   [%6.1f - %6.1f] %+7.1f%%%s%s%s\n",
-                    ckpt_label(r).c_str(), r.ranks, r.threads, r.precision.c_str(), r.overlap ? "on" : "off",
-                    r.overlaps_compute ? "overlaps" : "in-calls", r.compute_ms.median, r.compute_ms.min, r.compute_ms.max,
-                    r.sim.median, r.sim.min, r.sim.max, 100 * stats_of(r.sim_errors).median,
-                    error_range(r.sim_errors).c_str(), r.sim_note.empty() ? "" : "  ", r.sim_note.c_str());
+        std::printf(
+            "%-14s %5d %4d %5s %4s %9s %12.1f   [%6.1f - %6.1f] %13.1f   [%6.1f - %6.1f] "
+            "%+7.1f%%%s%s%s\n",
+            run_label(r).c_str(), r.ranks, r.threads, r.precision.c_str(), r.overlap ? "on" : "off",
+            r.overlaps_compute ? "overlaps" : "in-calls", r.compute_ms.median, r.compute_ms.min,
+            r.compute_ms.max, r.sim.median, r.sim.min, r.sim.max,
+            100 * stats_of(r.sim_errors).median, error_range(r.sim_errors).c_str(),
+            r.sim_note.empty() ? "" : "  ", r.sim_note.c_str());
     std::printf("\n");
   }
+  std::vector<const PipelineFigures*> pipes;
+  std::vector<std::string> pipe_labels;
+  for (const Run& r : runs)
+    if (r.pipe)
+      pipes.push_back(&*r.pipe),
+          pipe_labels.push_back(ckpt_label(r) + " " + r.mesh + " " + r.precision);
+  print_pipeline_table(pipes, pipe_labels);
   for (const Run& r : runs)
     if (const Run* f = fp32_of(r); f && r.precision != "fp32")
       std::printf("%s / fp32 (P=%d, checkpointing %s): step time %.2fx, activation peak %.3fx, total peak %.3fx\n",
@@ -758,9 +902,9 @@ int run(int argc, char** argv) {
                   max_of(r.act_mib) / max_of(f->act_mib), max_of(r.peak_mib) / max_of(f->peak_mib));
   for (const Run& r : runs)
     if (const Run* on = overlapped_of(r); on && !r.overlap)
-      std::printf("overlap off / on (P=%d, checkpointing %s, %s): step time %.2fx [%.2f - %.2f]\n", r.ranks,
-                  ckpt_label(r).c_str(), r.precision.c_str(), r.ms.median / on->ms.median, r.ms.min / on->ms.max,
-                  r.ms.max / on->ms.min);
+      std::printf("overlap off / on (P=%d, checkpointing %s, %s): step time %.2fx [%.2f - %.2f]\n",
+                  r.ranks, run_label(r).c_str(), r.precision.c_str(), r.ms.median / on->ms.median,
+                  r.ms.min / on->ms.max, r.ms.max / on->ms.min);
   for (const Run& r : runs)
     for (const Run& q : runs)
       if (r.halos == "keep" && q.halos == "exchange" && q.ranks == r.ranks && q.checkpointing == r.checkpointing &&

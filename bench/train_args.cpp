@@ -6,7 +6,9 @@
 #include <optional>
 #include <sstream>
 
+#include "tessera/core/mesh.hpp"
 #include "tessera/nn/models.hpp"
+#include "tessera/nn/pipeline.hpp"
 #include "tessera/nn/precision.hpp"
 
 namespace tessera::bench {
@@ -109,6 +111,25 @@ TrainBenchOptions parse_train_options(int argc, const char* const* argv) {
         o.overlaps = {true, false};
       else
         throw UsageError("--overlap '" + v + "': use on, off or both");
+    } else if (a == "--mesh" && has_value) {
+      o.mesh = argv[++i];
+      try {
+        core::DeviceMesh::parse(o.mesh);
+      } catch (const std::exception& e) {
+        throw UsageError("--mesh '" + o.mesh + "': " + e.what());
+      }
+    } else if (a == "--micro-batches" && has_value) {
+      o.micro_batches.clear();
+      for (const std::string& p : split(argv[++i]))
+        o.micro_batches.push_back(std::max(1, std::atoi(p.c_str())));
+    } else if (a == "--schedule" && has_value) {
+      const std::string v = argv[++i];
+      if (v == "both")
+        o.schedules = {"1f1b", "gpipe"};
+      else if (nn::parse_pipeline_schedule(v))
+        o.schedules = {v};
+      else
+        throw UsageError("--schedule '" + v + "': use 1f1b, gpipe or both");
     } else if (a == "--checkpointing" && has_value) {
       o.checkpointing = split(argv[++i]);
     } else {

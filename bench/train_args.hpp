@@ -48,6 +48,14 @@ struct TrainBenchOptions {
   int calibrations = 3;  ///< --simulate: rounds per rank count (the prediction: their median)
   std::string calibration;
   bool torch_linear = false;  ///< nn::Linear for the pointwise layers instead of 1x1 convs
+  /// --mesh: the runs' mesh instead of "sp=P" for each of --ranks (e.g. "pp=2", "pp=2,sp=2");
+  /// with a dim named pp, every run also reports its pipeline figures (train_pipeline.hpp).
+  std::string mesh;
+  /// --micro-batches: every configuration with each of these micro-batch counts (each divides
+  /// --batch).
+  std::vector<int> micro_batches = {1};
+  /// --schedule: the pipeline schedules ("1f1b", "gpipe") every configuration with M > 1 runs in.
+  std::vector<std::string> schedules = {"1f1b"};
   // --device cuda (train_gpu.cpp): everything above that applies (gpu_train_options), plus these.
   std::string device = "cpu";
   bool input_set = false, steps_set = false;

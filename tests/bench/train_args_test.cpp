@@ -114,6 +114,8 @@ TEST_CASE("bench_train refuses a bad command line with the option named", "[benc
       {{"--pointwise", "dense"}, "dense"},
       {{"--overlap", "sometimes"}, "sometimes"},
       {{"--halo-recompute", "never"}, "never"},
+      {{"--schedule", "interleaved"}, "interleaved"},
+      {{"--mesh", "pp=two"}, "--mesh 'pp=two'"},
       {{"--input", "3x64"}, "3x64"},
       {{"--bogus"}, "--bogus"},
       {{"--device", "cuda", "--steps"}, "--steps"},
@@ -127,4 +129,17 @@ TEST_CASE("bench_train refuses a bad command line with the option named", "[benc
   }
   REQUIRE_THAT(message, Catch::Matchers::Contains(names));
   REQUIRE(parse({"--help"}).help);
+}
+
+TEST_CASE("bench_train --mesh, --micro-batches and --schedule reach every run", "[bench]") {
+  const TrainBenchOptions d = parse({});
+  REQUIRE(d.mesh.empty());  // the default runs: sp=P, one micro-batch
+  REQUIRE(d.micro_batches == std::vector<int>{1});
+  REQUIRE(d.schedules == std::vector<std::string>{"1f1b"});
+  const TrainBenchOptions o =
+      parse({"--mesh", "pp=2", "--micro-batches", "1,2,8", "--schedule", "both"});
+  REQUIRE(o.mesh == "pp=2");
+  REQUIRE(o.micro_batches == std::vector<int>{1, 2, 8});
+  REQUIRE(o.schedules == std::vector<std::string>{"1f1b", "gpipe"});
+  REQUIRE(parse({"--schedule", "gpipe"}).schedules == std::vector<std::string>{"gpipe"});
 }
