@@ -130,16 +130,10 @@ nn::TrainOptions cam_options(int views, int scenes, int micro_batches) {
 
 /// The index in Trainer::units() of the GatherViews unit.
 int gather_unit(const nn::TrainOptions& o) {
-  test::RankCompute rc = test::cpu_compute(0);
-  nn::TrainOptions zero = o;
-  zero.steps = 0;
-  zero.stage_starts.clear();
-  nn::Trainer t(zero, nullptr, *rc.backend, rc.alloc, test::dataset_for(zero));
-  const auto& u = t.units();
-  const auto it =
-      std::find_if(u.begin(), u.end(), [](nn::Module* m) { return m->kind() == "gather_views"; });
-  REQUIRE(it != u.end());
-  return static_cast<int>(it - u.begin());
+  const std::vector<std::string> kinds = test::unit_kinds(o);
+  const auto it = std::find(kinds.begin(), kinds.end(), "gather_views");
+  REQUIRE(it != kinds.end());
+  return static_cast<int>(it - kinds.begin());
 }
 
 void require_staged_equivalent(const StagedRun& r, const test::Fp32References& refs) {

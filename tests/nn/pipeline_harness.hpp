@@ -155,4 +155,17 @@ inline StagedRun train_staged(const nn::TrainOptions& o, const core::DeviceMesh&
   return out;
 }
 
+/// The kinds of the units (Trainer::units()) of the model of `o`, as a one-rank Trainer lists
+/// them (the stage starts a test gives are indices into this).
+inline std::vector<std::string> unit_kinds(const nn::TrainOptions& o) {
+  RankCompute rc = cpu_compute(0);
+  nn::TrainOptions zero = o;
+  zero.steps = 0;
+  zero.stage_starts.clear();
+  nn::Trainer t(zero, nullptr, *rc.backend, rc.alloc, dataset_for(zero));
+  std::vector<std::string> kinds;
+  for (nn::Module* m : t.units()) kinds.push_back(m->kind());
+  return kinds;
+}
+
 }  // namespace tessera::test
