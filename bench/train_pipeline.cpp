@@ -43,7 +43,10 @@ std::vector<double> stage_means(const std::vector<double>& per_rank,
   return sum;
 }
 
+/// A simulated wait for another stage: a pipeline receive, or the step-end sums over the stages
+/// (the trainer counts both in StepStats::pipeline_wait_s).
 bool is_pipeline_recv(const core::TraceEvent& e) {
+  if (e.cat == "comm") return e.layer == "pipeline.sum_over_stages";
   return e.cat == "halo" && e.name == "recv" &&
          (e.layer == "pipeline.recv_activation" || e.layer == "pipeline.recv_gradient");
 }

@@ -309,6 +309,7 @@ StepStats Trainer::step() {
   StepStats st;
   st.step = step_;
   sends_.clear();  // a step that threw may have left some
+  stage_sum_wait_s_ = 0;
   for (Micro& mb : micro_) mb = Micro();
   for (auto& b : buckets_) {
     b->flat.zero();
@@ -374,6 +375,7 @@ StepStats Trainer::step() {
     st.skipped_steps = scaler_->skipped();
   }
   ++step_;
+  st.pipeline_wait_s += stage_sum_wait_s_;
   st.step_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   st.memory = alloc_->stats();
   return st;

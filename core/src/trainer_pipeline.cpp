@@ -182,7 +182,15 @@ double Trainer::sum_over_stages(double v) {
     h.data<double>()[0] = v;
     t.copy_from(h);
   }
-  mesh_->all_reduce(t, {pp_dim_});
+  // The stages meet here at the step's end: the time a stage spends in this sum is its wait for
+  // the pipeline to drain (the last stage finishes its backwards before the first), so it counts
+  // as pipeline wait.
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    ScopeGuard scope(ctx_, "pipeline.sum_over_stages");
+    mesh_->all_reduce(t, {pp_dim_});
+  }
+  stage_sum_wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return t.is_meta() ? 0.0 : t.to_host().data<double>()[0];
 }
 

@@ -113,8 +113,10 @@ struct StepStats {
   /// What the same buckets' dense all-reduce buffers hold (their elements times the dtype's size):
   /// grad_dense_bytes / grad_comm_bytes is the compression factor.
   std::int64_t grad_dense_bytes = 0;
-  /// Seconds this rank waited for a pipeline stage's activations or gradients (0 without pp):
-  /// its share of the pipeline's bubble.
+  /// Seconds this rank waited for another pipeline stage (0 without pp): for its activations or
+  /// gradients, and at the step's end in the sums of the loss and gradient norm over the stages
+  /// (where a stage that finished early waits for the pipeline to drain). Its share of the
+  /// pipeline's bubble.
   double pipeline_wait_s = 0;
   bool skipped = false;     ///< the gradients overflowed and dynamic loss scaling skipped the update
   std::int64_t skipped_steps = 0;  ///< steps skipped so far in this run (resumes included)
@@ -228,6 +230,7 @@ class Trainer {
   std::vector<int> stage_starts_;
   std::vector<Micro> micro_;
   std::vector<Pending> sends_;
+  double stage_sum_wait_s_ = 0;  ///< this step's time in sum_over_stages (pipeline drain)
 };
 
 }  // namespace tessera::nn
