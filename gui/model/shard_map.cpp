@@ -68,24 +68,6 @@ std::pair<std::vector<int>, int> batchDims(const core::Layout& in) {
   return {dims, n};
 }
 
-/// Images of the run's shape and classes, no pixels: the stage trainer below is never stepped, and
-/// the synthetic generator refuses most class counts. (sim/src/replay.cpp has its twin.)
-class ShapesOnly final : public data::Dataset {
- public:
-  explicit ShapesOnly(const nn::TrainOptions& o) : o_(o) {}
-  data::Task task() const noexcept override {
-    return o_.model.task == nn::Task::Classify ? data::Task::Classify : data::Task::Segment;
-  }
-  int num_classes() const noexcept override { return o_.model.num_classes; }
-  core::Shape image_shape() const override { return o_.input; }
-  std::int64_t size() const noexcept override { return 1; }
-  void load_into(std::span<const std::int64_t>, const core::Layout&, int,
-                 data::Batch&) const override {}
-
- private:
-  nn::TrainOptions o_;
-};
-
 /// The Trainer's own cut of the model into pipeline stages (explicit stage starts, or its default
 /// balance): one trainer for rank 0 on a meta allocator with the simulator's recording backends
 /// (nothing computed or sent), asked for its units and stage starts. Empty without a dim "pp".
@@ -102,7 +84,7 @@ std::vector<ShardStage> pipelineStages(const nn::TrainOptions& train,
   comm::MeshComm meshComm(mesh, comm);
   nn::TrainOptions o = train;
   o.loader.prefetch = 0;  // its loader never loads: no thread
-  const nn::Trainer t(o, &meshComm, compute, alloc, std::make_shared<ShapesOnly>(train));
+  const nn::Trainer t(o, &meshComm, compute, alloc, sim::shape_only_dataset(train));
   std::vector<int> bounds{0};
   bounds.insert(bounds.end(), t.stage_starts().begin(), t.stage_starts().end());
   bounds.push_back(static_cast<int>(t.units().size()));

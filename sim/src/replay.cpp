@@ -31,6 +31,11 @@ class ShapeOnlyDataset final : public data::Dataset {
 
 }  // namespace
 
+std::shared_ptr<const data::Dataset> shape_only_dataset(const nn::TrainOptions& options) {
+  const data::Task task = options.model.task == nn::Task::Classify ? data::Task::Classify : data::Task::Segment;
+  return std::make_shared<ShapeOnlyDataset>(task, options.model.num_classes, options.input);
+}
+
 RankReplay replay_rank(const nn::TrainOptions& options, const core::DeviceMesh& mesh, int rank,
                        const comm::MeshCommOptions& mesh_comm) {
   TESSERA_CHECK(rank >= 0 && rank < mesh.size(), "replay: rank ", rank, " is not in mesh ", mesh.to_string(),
@@ -42,8 +47,7 @@ RankReplay replay_rank(const nn::TrainOptions& options, const core::DeviceMesh& 
   for (int r = 0; r < mesh.size(); ++r) world[r] = r;
   RecordingComm comm(log, compute, rank, world);
   comm::MeshComm mc(mesh, comm, mesh_comm);
-  const data::Task task = options.model.task == nn::Task::Classify ? data::Task::Classify : data::Task::Segment;
-  auto ds = std::make_shared<ShapeOnlyDataset>(task, options.model.num_classes, options.input);
+  auto ds = shape_only_dataset(options);
   nn::Trainer trainer(options, &mc, compute, alloc, ds);
   compute.set_scope_source(trainer.context().scope);
   log.reset();

@@ -143,23 +143,6 @@ void require_staged_equivalent(const StagedRun& r, const test::Fp32References& r
   REQUIRE_FP32_EQUIVALENT(r.run, refs);
 }
 
-void require_close_runs(const StagedRun& r, const test::TrainRun& ref, double rtol) {
-  INFO(r.layout_problems);
-  REQUIRE(r.layout_problems.empty());
-  REQUIRE(r.run.replicas_agree);
-  REQUIRE(r.run.names == ref.names);
-  for (std::size_t i = 0; i < r.run.params.size(); ++i) {
-    INFO("parameter " << ref.names[i]);
-    REQUIRE_CLOSE(r.run.params[i], ref.params[i], rtol);
-  }
-  for (std::size_t i = 0; i < ref.losses.size(); ++i) {
-    INFO("step " << i << ": loss " << r.run.losses[i] << " vs one rank " << ref.losses[i]);
-    REQUIRE(std::abs(r.run.losses[i] - ref.losses[i]) <= rtol * std::abs(ref.losses[i]));
-    REQUIRE(std::abs(r.run.grad_norms[i] - ref.grad_norms[i]) <=
-            rtol * std::abs(ref.grad_norms[i]));
-  }
-}
-
 struct CamCase {
   const char* mesh;
   int views, scenes, micro_batches;
@@ -177,7 +160,7 @@ void check_case(const CamCase& c) {
   const core::DeviceMesh mesh = core::DeviceMesh::parse(c.mesh);
   require_staged_equivalent(test::train_staged(o, mesh), refs);
   o.dtype = core::DType::F64;
-  require_close_runs(test::train_staged(o, mesh), refs.one64, 1e-9);
+  test::require_close_runs(test::train_staged(o, mesh), refs.one64, 1e-9);
 }
 
 }  // namespace

@@ -67,26 +67,6 @@ void require_staged_equivalent(const StagedRun& r, const test::Fp32References& r
   REQUIRE_FP32_EQUIVALENT(r.run, refs);
 }
 
-/// Float64 runs: equal to rtol (tensor-scaled) in every parameter, loss and gradient norm.
-void require_close_runs(const StagedRun& r, const TrainRun& ref, double rtol) {
-  INFO(r.layout_problems);
-  REQUIRE(r.layout_problems.empty());
-  REQUIRE(r.run.replicas_agree);
-  REQUIRE(r.run.names == ref.names);
-  for (std::size_t i = 0; i < r.run.params.size(); ++i) {
-    INFO("parameter " << ref.names[i]);
-    REQUIRE_CLOSE(r.run.params[i], ref.params[i], rtol);
-  }
-  REQUIRE(r.run.losses.size() == ref.losses.size());
-  for (std::size_t i = 0; i < ref.losses.size(); ++i) {
-    INFO("step " << i << ": loss " << r.run.losses[i] << " vs one rank " << ref.losses[i]
-                 << ", gradient norm " << r.run.grad_norms[i] << " vs " << ref.grad_norms[i]);
-    REQUIRE(std::abs(r.run.losses[i] - ref.losses[i]) <= rtol * std::abs(ref.losses[i]));
-    REQUIRE(std::abs(r.run.grad_norms[i] - ref.grad_norms[i]) <=
-            rtol * std::abs(ref.grad_norms[i]));
-  }
-}
-
 /// Both schedules on every mesh of kMeshes, M = 1 and 3, against the one-rank run with the same
 /// M: 1F1B under the float32 rule, GPipe equal to 1F1B bit for bit (both accumulate the
 /// micro-batches' gradients in increasing order).
@@ -167,7 +147,7 @@ TEST_CASE(
       if (c.uneven) p.stage_starts = uneven_starts(o);
       INFO((regnet ? "RegNetY" : "ConvNeXt")
            << " on " << c.mesh << ", " << nn::pipeline_schedule_name(c.schedule));
-      require_close_runs(test::train_staged(p, core::DeviceMesh::parse(c.mesh)), ref, 1e-9);
+      test::require_close_runs(test::train_staged(p, core::DeviceMesh::parse(c.mesh)), ref, 1e-9);
     }
   }
 }
@@ -185,7 +165,7 @@ TEST_CASE("micro-batches on one stage (pp=1) equal the whole batch, BatchNorm as
     m3.micro_batches = 3;
     require_staged_equivalent(test::train_staged(m3, core::DeviceMesh::parse("pp=1")), refs);
     m3.dtype = core::DType::F64;
-    require_close_runs(test::train_staged(m3, kOneRank), refs.one64, 1e-9);
+    test::require_close_runs(test::train_staged(m3, kOneRank), refs.one64, 1e-9);
   }
   SECTION("RegNetY: M = 3 normalises each micro-batch by itself") {
     nn::TrainOptions o = pipe_options(true, 1);
@@ -224,7 +204,7 @@ TEST_CASE("a checkpoint saved on pp=2 continues on one rank, and the reverse",
   continued.run.losses = {a.run.losses[0], a.run.losses[1], b.run.losses[0], b.run.losses[1]};
   continued.run.grad_norms = {a.run.grad_norms[0], a.run.grad_norms[1], b.run.grad_norms[0],
                               b.run.grad_norms[1]};
-  require_close_runs(continued, full, 1e-9);
+  test::require_close_runs(continued, full, 1e-9);
   REQUIRE((to_one_rank ? b : a).max_pipeline_wait_s == 0);  // no pp, no wait
 }
 

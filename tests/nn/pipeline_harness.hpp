@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -16,6 +17,8 @@
 #include <vector>
 
 #include "nn/train_harness.hpp"
+#include "support/catch.hpp"
+#include "support/test_utils.hpp"
 
 namespace tessera::test {
 
@@ -166,6 +169,26 @@ inline std::vector<std::string> unit_kinds(const nn::TrainOptions& o) {
   std::vector<std::string> kinds;
   for (nn::Module* m : t.units()) kinds.push_back(m->kind());
   return kinds;
+}
+
+/// Float64 runs: equal to rtol (tensor-scaled) in every parameter, loss and gradient norm.
+inline void require_close_runs(const StagedRun& r, const TrainRun& ref, double rtol) {
+  INFO(r.layout_problems);
+  REQUIRE(r.layout_problems.empty());
+  REQUIRE(r.run.replicas_agree);
+  REQUIRE(r.run.names == ref.names);
+  for (std::size_t i = 0; i < r.run.params.size(); ++i) {
+    INFO("parameter " << ref.names[i]);
+    REQUIRE_CLOSE(r.run.params[i], ref.params[i], rtol);
+  }
+  REQUIRE(r.run.losses.size() == ref.losses.size());
+  for (std::size_t i = 0; i < ref.losses.size(); ++i) {
+    INFO("step " << i << ": loss " << r.run.losses[i] << " vs one rank " << ref.losses[i]
+                 << ", gradient norm " << r.run.grad_norms[i] << " vs " << ref.grad_norms[i]);
+    REQUIRE(std::abs(r.run.losses[i] - ref.losses[i]) <= rtol * std::abs(ref.losses[i]));
+    REQUIRE(std::abs(r.run.grad_norms[i] - ref.grad_norms[i]) <=
+            rtol * std::abs(ref.grad_norms[i]));
+  }
 }
 
 }  // namespace tessera::test

@@ -153,6 +153,10 @@ struct RankReplay {
 RankReplay replay_rank(const nn::TrainOptions& options, const core::DeviceMesh& mesh, int rank,
                        const comm::MeshCommOptions& mesh_comm = {});
 
+/// A dataset of `options`' image shape, task and classes with no pixels (loading writes nothing),
+/// for a Trainer on meta tensors: what replay_rank trains on, for any number of classes.
+std::shared_ptr<const data::Dataset> shape_only_dataset(const nn::TrainOptions& options);
+
 /// Replays every rank of `mesh` (each alone; cheap on meta tensors).
 std::vector<RankReplay> replay_all(const nn::TrainOptions& options, const core::DeviceMesh& mesh,
                                    const comm::MeshCommOptions& mesh_comm = {});
