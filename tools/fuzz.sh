@@ -4,7 +4,8 @@
 #   tools/fuzz.sh                   every target for 10 s (ctest label fuzz, 2 at a time: about 50 s)
 #   tools/fuzz.sh --time 600        every target for 600 s (by hand, to look harder)
 #   tools/fuzz.sh --time 600 npy    only the targets named (model_json topology_json devices
-#                                   calibration chrome_trace checkpoint npy store_wire)
+#                                   calibration chrome_trace checkpoint npy store_wire image
+#                                   safetensors)
 # A finding leaves its input in build/fuzz/tests/fuzz/corpus/<target>/crash-* (or leak-,
 # timeout-, oom-); docs/testing.md says how it becomes a regression test.
 set -euo pipefail

@@ -10,7 +10,8 @@ set -euo pipefail
 minimal=0
 [ "${1:-}" = "--minimal" ] && minimal=1
 
-required=(build-essential cmake ninja-build pkg-config libeigen3-dev catch2 libcli11-dev nlohmann-json3-dev libboost-graph-dev python3)
+required=(build-essential cmake ninja-build pkg-config libeigen3-dev catch2 libcli11-dev nlohmann-json3-dev libboost-graph-dev python3
+          libjpeg62-turbo-dev libpng-dev)   # the image datasets' decoders
 optional=(
   libucx-dev ucx-utils            # UCX backend and ucx_perftest
   openmpi-bin libopenmpi-dev      # OpenMPI: the collectives peer in bench/comm
@@ -20,6 +21,8 @@ optional=(
   python3-dev python3-pip         # the Python bindings (their PyPI packages: setup_python below)
   clang libfuzzer-14-dev          # the fuzz targets: clang and its libFuzzer (tools/fuzz.sh)
   patchelf                        # the GPU check bundle's library paths (tests/gpu/make_bundle.sh)
+  python3-torch python3-torchvision python3-pil   # the peers in Debian's Python: timm's models
+                                  # (setup_timm), torchvision's DataLoader (bench/bench_loader)
 )
 
 want=("${required[@]}")
@@ -94,10 +97,26 @@ setup_python() {
   python3 -m pip install "${flags[@]}" "${need[@]}"
 }
 
+# timm and safetensors from PyPI for Debian's own Python (/usr/bin/python3, where python3-torch
+# lives), without their dependencies: the reference the weight tests compare against
+# (tests/timm/). Pinned, so the reference does not move under the tests. Skipped with --minimal.
+setup_timm() {
+  [ $minimal -eq 0 ] || return 0
+  [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import torch" 2>/dev/null || return 0
+  if /usr/bin/python3 -c "import timm, safetensors, sys; sys.exit(timm.__version__ != '1.0.12')" 2>/dev/null; then
+    echo "setup: timm 1.0.12 and safetensors already installed for /usr/bin/python3"
+    return 0
+  fi
+  echo "setup: pip installing timm 1.0.12 and safetensors 0.8.0 for /usr/bin/python3 (--no-deps)"
+  as_root /usr/bin/python3 -m pip install --quiet --disable-pip-version-check --break-system-packages --no-deps \
+    timm==1.0.12 safetensors==0.8.0
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#want[@]} packages already installed"
   use_openblas
   setup_python
+  setup_timm
   exit 0
 fi
 
@@ -110,4 +129,5 @@ as_root apt-get update -qq
 as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 use_openblas
 setup_python
+setup_timm
 echo "setup: done"

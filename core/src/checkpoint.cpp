@@ -307,4 +307,23 @@ void restore_tensors(const CheckpointData& data,
   for (const auto& [name, t] : targets) t->copy_from(*saved.at(name));
 }
 
+CheckpointData load_checkpoint_stages(const std::string& path) {
+  CheckpointData data = load_checkpoint(path);
+  const auto it = data.meta.find("pipeline_stages");
+  if (it == data.meta.end()) return data;
+  const int stages = std::stoi(it->second);
+  for (int k = 1; k < stages; ++k) {
+    const std::string f = path + ".stage" + std::to_string(k);
+    CheckpointData part = load_checkpoint(f);
+    TESSERA_CHECK(
+        part.meta["step"] == data.meta["step"] && part.meta["pipeline_stage"] == std::to_string(k),
+        "checkpoint '", f, "' (stage ", k, " of ", stages, ") holds step ", part.meta["step"],
+        " but '", path, "' holds step ", data.meta["step"],
+        ": a save was interrupted between the stages' files; "
+        "resume from an earlier complete checkpoint");
+    for (auto& t : part.tensors) data.tensors.push_back(std::move(t));
+  }
+  return data;
+}
+
 }  // namespace tessera::nn

@@ -473,33 +473,8 @@ void Trainer::save(const std::string& path) {
   if (mesh_) mesh_->world().barrier();
 }
 
-namespace {
-
-/// A checkpoint and, when it was written by pipeline stages, every stage's file merged into one:
-/// the tensors of all stages, checked to be of the same step.
-CheckpointData load_stages(const std::string& path) {
-  CheckpointData data = load_checkpoint(path);
-  const auto it = data.meta.find("pipeline_stages");
-  if (it == data.meta.end()) return data;
-  const int stages = std::stoi(it->second);
-  for (int k = 1; k < stages; ++k) {
-    const std::string f = path + ".stage" + std::to_string(k);
-    CheckpointData part = load_checkpoint(f);
-    TESSERA_CHECK(
-        part.meta["step"] == data.meta["step"] && part.meta["pipeline_stage"] == std::to_string(k),
-        "checkpoint '", f, "' (stage ", k, " of ", stages, ") holds step ", part.meta["step"],
-        " but '", path, "' holds step ", data.meta["step"],
-        ": a save was interrupted between the stages' files; "
-        "resume from an earlier complete checkpoint");
-    for (auto& t : part.tensors) data.tensors.push_back(std::move(t));
-  }
-  return data;
-}
-
-}  // namespace
-
 void Trainer::load(const std::string& path) {
-  const CheckpointData data = load_stages(path);
+  const CheckpointData data = load_checkpoint_stages(path);
   auto get = [&](const std::string& k) {
     auto it = data.meta.find(k);
     TESSERA_CHECK(it != data.meta.end(), "checkpoint '", path, "' lacks the '", k, "' entry; it was not written by tessera's trainer");

@@ -26,8 +26,13 @@ Batch Dataset::load_samples(std::span<const std::int64_t> samples, const core::L
 
 Batch Dataset::load(std::int64_t step, const core::Layout& layout, int rank, const core::AllocatorPtr& allocator) const {
   TESSERA_CHECK(layout.ndim() == 4, "batch layout ", layout.to_string(), " is not an (N,C,H,W) layout");
+  TESSERA_CHECK(rank >= 0 && rank < layout.mesh().size(), "dataset: rank ", rank,
+                " is not in the batch layout's mesh ", layout.mesh().to_string());
   const SampleOrder order(size(), /*shuffle=*/false, 0);
-  return load_samples(order.batch(step, layout.global_shape()[0]), layout, rank, allocator);
+  const std::int64_t batch = layout.global_shape()[0];
+  Batch b = allocate_batch(layout, rank, task(), allocator);
+  load_into_at(order.batch(step, batch), step * batch, layout, rank, b);
+  return b;
 }
 
 }  // namespace tessera::data

@@ -95,8 +95,10 @@ Loader::~Loader() {
 
 Batch Loader::load_now(std::int64_t step) {
   const auto t0 = Clock::now();
-  const std::vector<std::int64_t> samples = order_.batch(step, layout_.global_shape()[0]);
-  Batch b = data_->load_samples(samples, layout_, rank_, device_ ? nullptr : host_);
+  const std::int64_t batch = layout_.global_shape()[0];
+  const std::vector<std::int64_t> samples = order_.batch(step, batch);
+  Batch b = allocate_batch(layout_, rank_, data_->task(), device_ ? nullptr : host_);
+  data_->load_into_at(samples, step * batch, layout_, rank_, b);
   if (device_) {
     b.images = b.images.to(device_, core::MemCategory::Activation);
     b.labels = b.labels.to(device_, core::MemCategory::Activation);
@@ -130,7 +132,7 @@ void Loader::worker() {
     std::exception_ptr error;
     try {
       const std::vector<std::int64_t> samples = order_.batch(step, batch);
-      data_->load_into(samples, layout_, rank_, slot.host);
+      data_->load_into_at(samples, step * batch, layout_, rank_, slot.host);
       if (device_) {
         core::DeviceMemory* dm = device_->device();
         dm->upload(slot.device.images.raw_data(), slot.host.images.raw_data(), bytes_of(slot.host.images));

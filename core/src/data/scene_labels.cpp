@@ -22,7 +22,13 @@ class SceneLabels final : public Dataset {
 
   void load_into(std::span<const std::int64_t> samples, const core::Layout& layout, int rank,
                  Batch& out) const override {
-    inner_->load_into(samples, layout, rank, out);
+    load_into_at(samples, 0, layout, rank, out);
+  }
+  DataStats stats(int rank) const override { return inner_->stats(rank); }
+
+  void load_into_at(std::span<const std::int64_t> samples, std::int64_t first_position,
+                    const core::Layout& layout, int rank, Batch& out) const override {
+    inner_->load_into_at(samples, first_position, layout, rank, out);
     if (views_ == 1 || out.labels.is_meta()) return;
     std::vector<std::int64_t> firsts(samples.begin(), samples.end());
     for (std::int64_t& i : firsts) i = i / views_ * views_;

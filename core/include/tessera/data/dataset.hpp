@@ -20,6 +20,19 @@ struct Batch {
   core::Tensor labels;  ///< i64
 };
 
+/// What a dataset read and decoded: the input side of a rank's I/O, in its metrics.
+struct DataStats {
+  std::int64_t samples = 0;         ///< sample parts loaded (one per batch row this rank holds)
+  std::int64_t files = 0;           ///< image and mask files opened for decoding
+  std::int64_t pixels_decoded = 0;  ///< pixels the decoders produced (images and masks)
+  std::int64_t pixels_total = 0;    ///< pixels of the same files in full: decoded / total is the
+                                    ///< share a rank decoded with shard-only decoding
+  std::int64_t bytes_read = 0;      ///< bytes read from the files
+  double decode_s = 0;              ///< seconds in decoding and transforms (summed over threads)
+  std::int64_t bad_skipped = 0;     ///< bad samples skipped (skip_bad_samples), at open and since
+  std::int64_t labels_ignored = 0;  ///< labels set to ignore (-1) because their value was bad
+};
+
 /// A dataset of fixed-size images. Implementations must produce identical pixels for a global
 /// index whatever the layout: the sharded run sees exactly the unsharded run's data.
 class Dataset {
@@ -40,6 +53,24 @@ class Dataset {
   /// other shapes.
   virtual void load_into(std::span<const std::int64_t> samples, const core::Layout& layout, int rank,
                          Batch& out) const = 0;
+  /// load_into() for the batch whose row n sits at position first_position + n of the run's
+  /// sample order (SampleOrder: position p is in epoch p / size()). A dataset with random
+  /// transforms draws them from (its seed, the sample, the sample's epoch), so each epoch sees new
+  /// draws and every rank that holds part of a sample the same ones. The Loader calls this; the
+  /// default ignores the position (datasets without random transforms).
+  virtual void load_into_at(std::span<const std::int64_t> samples, std::int64_t first_position,
+                            const core::Layout& layout, int rank, Batch& out) const {
+    (void)first_position;
+    load_into(samples, layout, rank, out);
+  }
+  /// What this dataset object has read and decoded so far for `rank` (its load_into calls with
+  /// that rank, from any thread), or for all ranks with rank −1; cumulative since it was opened
+  /// (bad_skipped includes the files left out at open). In-process ranks share one dataset
+  /// object, hence the rank. Datasets that decode files count them; the others report zeros.
+  virtual DataStats stats(int rank = -1) const {
+    (void)rank;
+    return {};
+  }
 
   /// allocate_batch() with `allocator` (null: unbooked host memory), then load_into().
   Batch load_samples(std::span<const std::int64_t> samples, const core::Layout& layout, int rank,

@@ -27,6 +27,11 @@ void save_checkpoint(const std::string& path, const std::map<std::string, std::s
 /// foreign file throws InvalidArgument saying which and naming the path.
 CheckpointData load_checkpoint(const std::string& path);
 
+/// load_checkpoint, and when `path` was written by pipeline stages, every stage's file
+/// (`path`.stage1, ...) merged into one: the tensors of all stages, checked to be of the same step
+/// (a save interrupted between the stages' files throws InvalidArgument naming both files).
+CheckpointData load_checkpoint_stages(const std::string& path);
+
 /// Copies the checkpoint's tensors into `targets` by name. Every target must be present with the
 /// same shape and dtype, and the checkpoint must hold nothing else: otherwise throws
 /// InvalidArgument naming the first mismatch ("checkpoint was written for another model") and

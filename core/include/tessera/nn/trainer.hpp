@@ -19,6 +19,7 @@
 #include "tessera/nn/optimizer.hpp"
 #include "tessera/nn/pipeline.hpp"
 #include "tessera/nn/precision.hpp"
+#include "tessera/nn/weights.hpp"
 
 namespace tessera::nn {
 
@@ -156,6 +157,11 @@ class Trainer {
   /// one is missing or of another step); each rank takes its own stage's tensors, so a run
   /// resumes on any pipeline cut, or none.
   void load(const std::string& path);
+  /// Starts from pretrained weights: copies the safetensors file `path` into this rank's
+  /// parameters and running statistics (load_weights: timm's or tessera's names, a classifier of
+  /// another class count re-initialised). Every rank reads the file and gets the same report;
+  /// call it before the first step. The optimizer state stays fresh.
+  WeightReport init_from(const std::string& path);
 
   Sequential& model() noexcept { return *model_; }
   const std::vector<Parameter*>& parameters() const noexcept { return params_; }
