@@ -48,6 +48,38 @@ class Text {
 
 std::string rank_label(std::size_t r) { return "{rank=\"" + std::to_string(r) + "\"}"; }
 
+/// What each rank's dataset decoded since the run began (a run on an image folder).
+void data_series(Text& t, const std::vector<data::DataStats>& total) {
+  if (total.empty()) return;
+  struct Series {
+    const char* name;
+    const char* help;
+    double (*value)(const data::DataStats&);
+  };
+  static const Series series[] = {
+      {"tessera_data_pixels_decoded_total",
+       "Pixels each rank's decoders produced (images and masks).",
+       [](const data::DataStats& d) { return double(d.pixels_decoded); }},
+      {"tessera_data_pixels_total",
+       "Pixels of the files each rank decoded, in full (decoded / this: the share it decoded).",
+       [](const data::DataStats& d) { return double(d.pixels_total); }},
+      {"tessera_data_decode_seconds_total",
+       "Seconds each rank's loading spent decoding and transforming (summed over threads).",
+       [](const data::DataStats& d) { return d.decode_s; }},
+      {"tessera_data_bad_samples_total",
+       "Bad samples each rank skipped (skip_bad_samples), those left out at open included.",
+       [](const data::DataStats& d) { return double(d.bad_skipped); }},
+      {"tessera_data_labels_ignored_total",
+       "Labels each rank set to ignore because their mask value was bad.",
+       [](const data::DataStats& d) { return double(d.labels_ignored); }},
+  };
+  for (const Series& s : series) {
+    t.family(s.name, "counter", s.help);
+    for (std::size_t r = 0; r < total.size(); ++r)
+      t.sample(s.name + rank_label(r), s.value(total[r]));
+  }
+}
+
 }  // namespace
 
 std::string prometheus_text(const LiveFigures& f) {
@@ -106,6 +138,7 @@ std::string prometheus_text(const LiveFigures& f) {
   for (int k = 0; k < kNumAlarmKinds; ++k)
     t.sample("tessera_alarms_total{alarm=\"" + std::string(alarm_kind_name(static_cast<AlarmKind>(k))) + "\"}",
              f.alarms[std::size_t(k)]);
+  data_series(t, f.data_total);
   return t.str();
 }
 

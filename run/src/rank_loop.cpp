@@ -14,6 +14,18 @@ namespace tessera::run {
 
 namespace {
 
+/// What a dataset read and decoded between two of its cumulative stats.
+data::DataStats stats_since(const data::DataStats& now, const data::DataStats& then) {
+  return {now.samples - then.samples,
+          now.files - then.files,
+          now.pixels_decoded - then.pixels_decoded,
+          now.pixels_total - then.pixels_total,
+          now.bytes_read - then.bytes_read,
+          now.decode_s - then.decode_s,
+          now.bad_skipped - then.bad_skipped,
+          now.labels_ignored - then.labels_ignored};
+}
+
 /// One rank's layers under its Trainer, innermost first: the compute backend and allocator, the
 /// trace recorders (--trace; they share the layer scope the modules set), the fault injector
 /// (TESSERA_FAULT), the counter of halo and collective bytes (live metrics), the mesh
@@ -108,6 +120,7 @@ class RankLoop {
  private:
   Gathered train_step();
   void act(std::vector<Alarm>& fired, const Gathered* step);
+  void init_weights();
 
   const RankContext& ctx_;
   comm::Backend& world_;
@@ -119,6 +132,11 @@ class RankLoop {
   std::unique_ptr<RunMetrics> metrics_;  ///< rank 0's
   AlarmActions alarms_;
   Bytes seen_{0, 0};  ///< this rank's bytes at the end of the previous step
+  /// The run decodes image files (data images:DIR): its steps carry what each rank decoded.
+  const bool decodes_;
+  /// This rank's dataset stats at the end of the previous step: zeros at first, so the first
+  /// step also counts what opening the folder left out (its bad_skipped).
+  data::DataStats data_seen_;
 };
 
 RankLoop::RankLoop(const RankContext& context, comm::Backend& world, int device_index,
@@ -131,11 +149,23 @@ RankLoop::RankLoop(const RankContext& context, comm::Backend& world, int device_
       trainer_(context.setup.train, &stack_.mesh_comm(), stack_.compute(), stack_.allocator(),
                context.dataset),
       monitor_(context.setup.alarms),
-      alarms_(context.setup, trainer_) {
+      alarms_(context.setup, trainer_),
+      decodes_(context.setup.images != nullptr) {
   trainer_.context().scope = &stack_.scope();
+  // resolve_train refuses init_from with resume: a resumed run has its own weights.
+  if (!ctx_.setup.init_from.empty()) init_weights();
   if (!ctx_.setup.resume.empty()) trainer_.load(ctx_.setup.resume);
   if (lead_) ctx_.result.parameters = nn::count_parameters(trainer_.model());
   if (lead_) metrics_ = std::make_unique<RunMetrics>(ctx_.setup, ctx_.callbacks);
+}
+
+/// Pretrained weights into this rank's model; rank 0 keeps the report and notices it once.
+void RankLoop::init_weights() {
+  nn::WeightReport report = trainer_.init_from(ctx_.setup.init_from);
+  if (!lead_) return;
+  notify(ctx_.callbacks, core::ReportLevel::Info,
+         "init_from " + ctx_.setup.init_from + ": " + report.summary());
+  ctx_.result.weights = std::move(report);
 }
 
 /// Every rank runs this with the same alarms (decided from the same figures): save is
@@ -145,7 +175,7 @@ void RankLoop::act(std::vector<Alarm>& fired, const Gathered* step) {
   alarms_.save(fired);
   if (!lead_) return;
   if (step)
-    metrics_->add_step(step->ranks, fired);
+    metrics_->add_step(step->ranks, fired, decodes_ ? step->data : std::vector<data::DataStats>{});
   else
     metrics_->add_alarm_lines(fired);
   alarms_.report(fired, ctx_.result, ctx_.callbacks);
@@ -163,8 +193,11 @@ Gathered RankLoop::train_step() {
     throw;
   }
   const Bytes now = stack_.bytes();
-  Gathered step = gather_(st, {now[0] - seen_[0], now[1] - seen_[1]}, stack_.allocator());
+  const data::DataStats data_now = ctx_.dataset->stats(world_.rank());
+  Gathered step = gather_(st, {now[0] - seen_[0], now[1] - seen_[1]},
+                          stats_since(data_now, data_seen_), stack_.allocator());
   seen_ = now;
+  data_seen_ = data_now;
   return step;
 }
 
@@ -173,9 +206,11 @@ void RankLoop::run() {
     const Gathered step = train_step();
     std::vector<Alarm> fired = monitor_.observe(step.ranks);
     if (lead_) ctx_.result.steps.push_back(step.ranks);
+    if (lead_ && decodes_) ctx_.result.step_data.push_back(step.data);
     act(fired, &step);
     if (lead_) {
       metrics_->publish(step, monitor_.counts());
+      if (decodes_ && ctx_.callbacks.on_step_data) ctx_.callbacks.on_step_data(step.data);
       if (ctx_.callbacks.on_step) ctx_.callbacks.on_step(step.ranks, fired);
     }
     AlarmActions::stop_if_asked(fired);

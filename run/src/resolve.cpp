@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "resolve_images.hpp"
 #include "tessera/builtin_backends.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/file_io.hpp"
@@ -116,6 +117,8 @@ void check_stage_count(const std::string& text, const std::vector<int>& starts,
                 ", or leave it empty for the balanced default");
 }
 
+}  // namespace
+
 nn::ModelSpec load_model(const std::string& m) {
   if (!m.empty() && m.front() == '{') return nn::model_from_json(m, "model JSON");
   if (m.size() > 5 && m.substr(m.size() - 5) == ".json") {
@@ -124,8 +127,6 @@ nn::ModelSpec load_model(const std::string& m) {
   }
   return nn::model_preset(m);
 }
-
-}  // namespace
 
 TrainSetup resolve_train(const RunSpec& spec, bool check_backend) {
   spec.validate();
@@ -168,6 +169,9 @@ TrainSetup resolve_train(const RunSpec& spec, bool check_backend) {
   t.loader.prefetch = spec.prefetch >= 0 ? spec.prefetch : on_gpu ? 2 : 0;
   t.loader.workers = spec.loader_workers;
   t.loader.shuffle = spec.shuffle;
+  // A training run opens an image folder now: its layout gives the task and classes the model
+  // is built with (a simulation reads no data).
+  if (check_backend) resolve_image_folder(spec, c);
   t.model.validate();
   c.mesh = core::DeviceMesh::parse(spec.mesh);
   check_micro_batches(spec, c.mesh);
@@ -224,6 +228,8 @@ TrainSetup resolve_train(const RunSpec& spec, bool check_backend) {
   c.data = spec.data;
   c.save = spec.save;
   c.resume = spec.resume;
+  check_init_from(spec);
+  c.init_from = spec.init_from;
   c.trace = spec.trace;
   c.metrics = spec.metrics;
   c.metrics_port = spec.metrics_port;

@@ -1,6 +1,7 @@
 // Rank 0's metrics: the metrics file of step records and the live Prometheus text.
 #include "run_metrics.hpp"
 
+#include "step_record_json.hpp"
 #include "tessera/core/file_io.hpp"
 
 namespace tessera::run {
@@ -31,10 +32,10 @@ RunMetrics::~RunMetrics() = default;
 
 void RunMetrics::write_file() { core::write_file_atomic(setup_.metrics, text_); }
 
-void RunMetrics::add_step(const std::vector<nn::StepStats>& ranks,
-                          const std::vector<Alarm>& fired) {
+void RunMetrics::add_step(const std::vector<nn::StepStats>& ranks, const std::vector<Alarm>& fired,
+                          const std::vector<data::DataStats>& data) {
   if (setup_.metrics.empty()) return;
-  text_ += step_record(setup_.train.batch, ranks, fired) + "\n";
+  text_ += step_record(setup_.train.batch, ranks, fired, data) + "\n";
   write_file();
 }
 
@@ -59,6 +60,7 @@ void RunMetrics::publish(const Gathered& step,
     figures_.halo_bytes_total[r] += step.bytes[r][0];
     figures_.collective_bytes_total[r] += step.bytes[r][1];
   }
+  if (setup_.images) add_data_stats(figures_.data_total, step.data);
   figures_.alarms = alarm_counts;
   const std::string text = prometheus_text(figures_);
   if (!setup_.metrics_textfile.empty()) core::write_file_atomic(setup_.metrics_textfile, text);

@@ -25,8 +25,10 @@ class RunMetrics {
   RunMetrics(const TrainSetup& setup, const TrainCallbacks& callbacks);
   ~RunMetrics();
 
-  /// A completed step: its record, with the alarms it fired, is appended to the metrics file.
-  void add_step(const std::vector<nn::StepStats>& ranks, const std::vector<Alarm>& fired);
+  /// A completed step: its record, with the alarms it fired and what each rank decoded (empty
+  /// when the run decodes no files), is appended to the metrics file.
+  void add_step(const std::vector<nn::StepStats>& ranks, const std::vector<Alarm>& fired,
+                const std::vector<data::DataStats>& data);
   /// A step that did not complete (non-finite): each alarm is a line of its own.
   void add_alarm_lines(const std::vector<Alarm>& fired);
   /// Publishes the step's live figures (server and textfile), with the alarms fired so far.

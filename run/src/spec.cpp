@@ -51,6 +51,32 @@ std::string one_of(const std::string& v, std::initializer_list<const char*> allo
   return "expected one of: " + list;
 }
 
+/// zoom "MIN:MAX" with 1 <= MIN <= MAX.
+std::string zoom_rule(const std::string& text) {
+  const char* rule = "expected MIN:MAX with 1 <= MIN <= MAX, e.g. 1:1.5";
+  try {
+    const auto [lo, hi] = parse_zoom(text);
+    return ok_or(lo >= 1 && lo <= hi && std::isfinite(hi), rule);
+  } catch (const Error&) {
+    return rule;
+  }
+}
+
+/// mean / std: one value, or three (r,g,b); std's positive.
+std::string channel_values_rule(const std::string& text, bool positive) {
+  const char* rule =
+      positive ? "expected r,g,b (or one value), each a number > 0, e.g. 0.229,0.224,0.225"
+               : "expected r,g,b (or one value), e.g. 0.485,0.456,0.406";
+  try {
+    const std::vector<double> v = parse_channel_values(text);
+    for (double x : v)
+      if (!std::isfinite(x) || (positive && x <= 0)) return rule;
+    return {};
+  } catch (const Error&) {
+    return rule;
+  }
+}
+
 const std::vector<Field>& fields() {
   static const std::vector<Field> table = {
       {"model", &RunSpec::model,
@@ -132,8 +158,14 @@ const std::vector<Field>& fields() {
        [](RunSpec& s) {
          return ok_or(s.drop_path < 1, "must be below 1 (negative: the model's own)");
        }},
-      {"data", &RunSpec::data, "synthetic, or a folder of .npy images with labels.npy",
-       [](RunSpec& s) { return ok_or(!s.data.empty(), "expected synthetic or a folder"); }},
+      {"data", &RunSpec::data,
+       "synthetic; images:DIR, a folder of JPEG/PNG images (DIR/images + DIR/masks: "
+       "segmentation; one folder per class: classification); or a folder of .npy images with "
+       "labels.npy",
+       [](RunSpec& s) {
+         return ok_or(!s.data.empty() && s.data != "images:",
+                      "expected synthetic, images:DIR or a folder of .npy files");
+       }},
       {"prefetch", &RunSpec::prefetch,
        "Batches each rank's loader threads load ahead of the step being trained, each booked as "
        "activation memory "
@@ -151,6 +183,36 @@ const std::vector<Field>& fields() {
       {"shuffle", &RunSpec::shuffle,
        "Visit the samples in a new order every epoch, drawn from the seed (every rank "
        "draws the same one); false: in index order",
+       [](RunSpec&) { return std::string(); }},
+      {"augment", &RunSpec::augment,
+       "With data images:DIR: random zoom, crop and flip drawn from the seed (false: resize to "
+       "cover the input and centre-crop, as for evaluation)",
+       [](RunSpec&) { return std::string(); }},
+      {"zoom", &RunSpec::zoom,
+       "With data images:DIR and augment: MIN:MAX, the range of the random zoom over the size "
+       "that covers the input (1 <= MIN <= MAX, e.g. 1:1.5)",
+       [](RunSpec& s) { return zoom_rule(s.zoom); }},
+      {"flip", &RunSpec::flip,
+       "With data images:DIR and augment: flip left-right with probability 1/2",
+       [](RunSpec&) { return std::string(); }},
+      {"mean", &RunSpec::mean,
+       "With data images:DIR: per-channel mean r,g,b of pixel values in [0, 1] subtracted "
+       "(ImageNet's by default, what timm's pretrained models expect)",
+       [](RunSpec& s) { return channel_values_rule(s.mean, false); }},
+      {"std", &RunSpec::std,
+       "With data images:DIR: per-channel standard deviation r,g,b the values are divided by "
+       "(ImageNet's by default)",
+       [](RunSpec& s) { return channel_values_rule(s.std, true); }},
+      {"mask_ignore", &RunSpec::mask_ignore,
+       "With a segmentation folder: the mask value of pixels the loss ignores (255 as in "
+       "Cityscapes and ADE20K)",
+       [](RunSpec& s) {
+         return ok_or(s.mask_ignore >= 0 && s.mask_ignore <= 65535,
+                      "must be a mask value in [0, 65535]");
+       }},
+      {"skip_bad_samples", &RunSpec::skip_bad_samples,
+       "With data images:DIR: leave out unreadable, truncated or corrupt files and bad masks and "
+       "count them (in the metrics) instead of stopping with an error naming the file",
        [](RunSpec&) { return std::string(); }},
       {"dtype", &RunSpec::dtype,
        "Training dtype: f32, or f64 (float64: the exact answer a float32 run is compared against)",
@@ -320,6 +382,11 @@ const std::vector<Field>& fields() {
       {"save", &RunSpec::save, "Write a checkpoint here at the end",
        [](RunSpec&) { return std::string(); }},
       {"resume", &RunSpec::resume, "Resume from this checkpoint",
+       [](RunSpec&) { return std::string(); }},
+      {"init_from", &RunSpec::init_from,
+       "Start from the weights of this .safetensors file (timm's pretrained ConvNeXt or RegNet, "
+       "or a tessera export); a classifier of another class count is re-initialised. Not with "
+       "resume",
        [](RunSpec&) { return std::string(); }},
       {"metrics_port", &RunSpec::metrics_port,
        "Serve live Prometheus metrics on http://127.0.0.1:PORT/metrics while training (0: any free "
@@ -493,6 +560,11 @@ void RunSpec::set(const std::string& name, const std::string& value) {
   const std::string rule = f.check(next);
   TESSERA_CHECK(rule.empty(), name, " '", value, "': ", rule);
   *this = std::move(next);
+  if (!given.has(name)) given.names.push_back(name);
+}
+
+bool RunSpec::Given::has(const std::string& name) const {
+  return std::find(names.begin(), names.end(), name) != names.end();
 }
 
 RunSpec RunSpec::from_json(const std::string& text, const RunSpec& base, const std::string& origin) {
@@ -512,6 +584,7 @@ RunSpec RunSpec::from_json(const std::string& text, const RunSpec& base, const s
     TESSERA_CHECK(parse_json(s, f, v, expected), origin, ": field \"", key, "\" must be ", expected);
     const std::string rule = f.check(s);
     TESSERA_CHECK(rule.empty(), origin, ": field \"", key, "\" is ", v.dump(), ": ", rule);
+    if (!s.given.has(key)) s.given.names.push_back(key);
   }
   return s;
 }

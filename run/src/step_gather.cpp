@@ -10,15 +10,17 @@ namespace tessera::run {
 LocalGatherBoard::LocalGatherBoard(int ranks) {
   current_.ranks.resize(static_cast<std::size_t>(ranks));
   current_.bytes.resize(static_cast<std::size_t>(ranks));
+  current_.data.resize(static_cast<std::size_t>(ranks));
 }
 
 Gathered LocalGatherBoard::exchange(comm::Backend& world, const nn::StepStats& mine,
-                                    const Bytes& bytes) {
+                                    const Bytes& bytes, const data::DataStats& data) {
   const auto r = static_cast<std::size_t>(world.rank());
   {
     std::lock_guard<std::mutex> lock(mu_);
     current_.ranks[r] = mine;
     current_.bytes[r] = bytes;
+    current_.data[r] = data;
   }
   world.barrier();  // every rank has posted
   Gathered all;
@@ -35,8 +37,21 @@ namespace {
 /// A step's figures as doubles, in this order: step, loss, grad_norm, lr, step_time_s,
 /// data_time_s, peak_total, loss_scale, skipped, skipped_steps, the category peaks,
 /// grad_comm_bytes, grad_dense_bytes, halo bytes, collective bytes, load_time_s,
-/// pipeline_wait_s.
-constexpr std::size_t kStatDoubles = 16 + core::kNumMemCategories;
+/// pipeline_wait_s, then the data figures (kDataDoubles).
+constexpr std::size_t kDataDoubles = 8;
+constexpr std::size_t kStatDoubles = 16 + core::kNumMemCategories + kDataDoubles;
+
+void pack_data(const data::DataStats& d, std::vector<double>& v) {
+  for (double x :
+       {double(d.samples), double(d.files), double(d.pixels_decoded), double(d.pixels_total),
+        double(d.bytes_read), d.decode_s, double(d.bad_skipped), double(d.labels_ignored)})
+    v.push_back(x);
+}
+
+data::DataStats unpack_data(const double* v) {
+  const auto i = [](double x) { return static_cast<std::int64_t>(x); };
+  return {i(v[0]), i(v[1]), i(v[2]), i(v[3]), i(v[4]), v[5], i(v[6]), i(v[7])};
+}
 
 std::vector<double> pack(const nn::StepStats& st, const Bytes& bytes) {
   std::vector<double> v = {double(st.step),
@@ -104,16 +119,21 @@ void gather_doubles(comm::Backend& world, std::vector<double>& mine, std::vector
 }  // namespace
 
 Gathered all_gather_figures(comm::Backend& world, const nn::StepStats& mine, const Bytes& bytes,
-                            const core::AllocatorPtr& memory) {
+                            const data::DataStats& data, const core::AllocatorPtr& memory) {
   const auto n = static_cast<std::size_t>(world.size());
   std::vector<double> packed = pack(mine, bytes);
+  pack_data(data, packed);
   std::vector<double> all(kStatDoubles * n);
   gather_doubles(world, packed, all, memory);
   Gathered out;
   out.ranks.resize(n);
   out.bytes.resize(n);
-  for (std::size_t r = 0; r < n; ++r)
-    unpack(all.data() + r * kStatDoubles, out.ranks[r], out.bytes[r]);
+  out.data.resize(n);
+  for (std::size_t r = 0; r < n; ++r) {
+    const double* v = all.data() + r * kStatDoubles;
+    unpack(v, out.ranks[r], out.bytes[r]);
+    out.data[r] = unpack_data(v + kStatDoubles - kDataDoubles);
+  }
   return out;
 }
 

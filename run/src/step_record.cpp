@@ -33,9 +33,41 @@ Json rank_json(std::size_t rank, const nn::StepStats& r) {
 
 }  // namespace
 
+Json data_stats_json(const data::DataStats& d) {
+  Json j;
+  j["pixels_decoded"] = d.pixels_decoded;
+  j["pixels_total"] = d.pixels_total;
+  // The share of its files' pixels a rank decoded: about 1/sp with shard-only decoding.
+  j["decoded_share"] = d.pixels_total > 0 ? double(d.pixels_decoded) / double(d.pixels_total) : 0.0;
+  j["decode_s"] = d.decode_s;
+  j["bad_skipped"] = d.bad_skipped;
+  j["labels_ignored"] = d.labels_ignored;
+  j["files"] = d.files;
+  j["bytes_read"] = d.bytes_read;
+  return j;
+}
+
+void add_data_stats(std::vector<data::DataStats>& total, const std::vector<data::DataStats>& step) {
+  total.resize(step.size());
+  for (std::size_t r = 0; r < step.size(); ++r) {
+    data::DataStats& t = total[r];
+    const data::DataStats& d = step[r];
+    t.samples += d.samples;
+    t.files += d.files;
+    t.pixels_decoded += d.pixels_decoded;
+    t.pixels_total += d.pixels_total;
+    t.bytes_read += d.bytes_read;
+    t.decode_s += d.decode_s;
+    t.bad_skipped += d.bad_skipped;
+    t.labels_ignored += d.labels_ignored;
+  }
+}
+
 Json step_record_json(int batch, const std::vector<nn::StepStats>& ranks,
-                      const std::vector<Alarm>& alarms) {
+                      const std::vector<Alarm>& alarms, const std::vector<data::DataStats>& data) {
   TESSERA_CHECK(!ranks.empty(), "run: a step record needs the figures of at least one rank");
+  TESSERA_CHECK(data.empty() || data.size() == ranks.size(), "run: a step record has ",
+                ranks.size(), " ranks' figures but ", data.size(), " ranks' data figures");
   // The step takes as long as its slowest rank: the others wait for it at the next collective.
   double step_time = 0, data_time = 0, load_time = 0;
   for (const nn::StepStats& r : ranks) {
@@ -59,7 +91,10 @@ Json step_record_json(int batch, const std::vector<nn::StepStats>& ranks,
   d["grad_comm_bytes"] = s.grad_comm_bytes;
   d["grad_dense_bytes"] = s.grad_dense_bytes;
   Json per_rank = Json::array();
-  for (std::size_t r = 0; r < ranks.size(); ++r) per_rank.push_back(rank_json(r, ranks[r]));
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    per_rank.push_back(rank_json(r, ranks[r]));
+    if (!data.empty()) per_rank.back()["data"] = data_stats_json(data[r]);
+  }
   d["ranks"] = std::move(per_rank);
   if (!alarms.empty()) {
     Json fired = Json::array();
@@ -70,8 +105,9 @@ Json step_record_json(int batch, const std::vector<nn::StepStats>& ranks,
 }
 
 std::string step_record(int batch, const std::vector<nn::StepStats>& ranks,
-                        const std::vector<Alarm>& alarms) {
-  return step_record_json(batch, ranks, alarms).dump();
+                        const std::vector<Alarm>& alarms,
+                        const std::vector<data::DataStats>& data) {
+  return step_record_json(batch, ranks, alarms, data).dump();
 }
 
 }  // namespace tessera::run

@@ -12,6 +12,13 @@ namespace tessera::run {
 
 /// step_record's object (docs/records.md, "Training step").
 nlohmann::ordered_json step_record_json(int batch, const std::vector<nn::StepStats>& ranks,
-                                        const std::vector<Alarm>& alarms);
+                                        const std::vector<Alarm>& alarms,
+                                        const std::vector<data::DataStats>& data = {});
+
+/// One rank's data figures (step_record's "data", and the run's totals in train_json).
+nlohmann::ordered_json data_stats_json(const data::DataStats& d);
+
+/// Adds a step's data figures (per rank) to the run's totals per rank.
+void add_data_stats(std::vector<data::DataStats>& total, const std::vector<data::DataStats>& step);
 
 }  // namespace tessera::run

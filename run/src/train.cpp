@@ -22,6 +22,10 @@ namespace tessera::run {
 namespace {
 
 std::shared_ptr<const data::Dataset> make_images(const TrainSetup& c) {
+  if (c.images) return c.images;  // images:DIR, opened by resolve_train
+  TESSERA_CHECK(c.data.rfind("images:", 0) != 0, "data '", c.data,
+                "': an image folder is opened by run::resolve_train (its layout gives the task "
+                "and classes); resolve the run description with it");
   if (c.data == "synthetic") {
     data::SyntheticOptions o;
     o.task = c.train.model.task == nn::Task::Classify ? data::Task::Classify : data::Task::Segment;
@@ -61,8 +65,8 @@ void run_local(const RankContext& context) {
   LocalGatherBoard board(n);
   comm::local::run(n, [&](comm::Backend& world) {
     const Gather gather = [&](const nn::StepStats& st, const Bytes& bytes,
-                              const core::AllocatorPtr&) {
-      return board.exchange(world, st, bytes);
+                              const data::DataStats& data, const core::AllocatorPtr&) {
+      return board.exchange(world, st, bytes, data);
     };
     rank_loop(context, world, context.setup.device_index, gather);
   });
@@ -83,8 +87,8 @@ void run_distributed(const RankContext& context) {
   comm::Backend* world = job.world.get();
   try {
     const Gather gather = [&](const nn::StepStats& st, const Bytes& bytes,
-                              const core::AllocatorPtr& memory) {
-      return all_gather_figures(*world, st, bytes, memory);
+                              const data::DataStats& data, const core::AllocatorPtr& memory) {
+      return all_gather_figures(*world, st, bytes, data, memory);
     };
     if (!cfg.trace.empty() && info.rank != 0)
       context.result.trace_path = rank_trace_path(cfg.trace, info.rank);

@@ -116,6 +116,33 @@ void alarms_line(std::ostream& os, const TrainSetup& cfg, const TrainResult& r) 
      << (cfg.metrics.empty() ? "" : "; each in " + cfg.metrics) << ")\n";
 }
 
+/// Each rank's totals.
+std::vector<data::DataStats> data_totals(const TrainResult& r) {
+  std::vector<data::DataStats> total;
+  for (const auto& step : r.step_data) add_data_stats(total, step);
+  return total;
+}
+
+/// A run on an image folder: what each rank decoded over the run (shard-only decoding shows as
+/// a share of about 1/sp).
+void data_lines(std::ostream& os, const TrainResult& r) {
+  const std::vector<data::DataStats> total = data_totals(r);
+  if (total.empty()) return;
+  os << "images decoded per rank:\n";
+  char buf[256];
+  for (std::size_t q = 0; q < total.size(); ++q) {
+    const data::DataStats& d = total[q];
+    const double share = d.pixels_total > 0 ? double(d.pixels_decoded) / double(d.pixels_total) : 0;
+    std::snprintf(buf, sizeof buf,
+                  "  rank %zu: %.2f Mpx of %.2f Mpx in its files (%.0f%%), %lld file(s), decode "
+                  "%.3f s; %lld bad sample(s) skipped, %lld label(s) ignored\n",
+                  q, d.pixels_decoded / 1e6, d.pixels_total / 1e6, 100 * share,
+                  static_cast<long long>(d.files), d.decode_s,
+                  static_cast<long long>(d.bad_skipped), static_cast<long long>(d.labels_ignored));
+    os << buf;
+  }
+}
+
 /// The last step's peak memory of every rank, by category.
 void memory_table(std::ostream& os, const std::vector<nn::StepStats>& last) {
   char buf[64];
@@ -148,6 +175,19 @@ void files_lines(std::ostream& os, const TrainSetup& cfg, const TrainResult& r) 
   if (!cfg.save.empty()) os << "checkpoint written to " << cfg.save << "\n";
 }
 
+/// init_from's report.
+nlohmann::ordered_json weights_json(const std::string& path, const nn::WeightReport& w) {
+  nlohmann::ordered_json j;
+  j["path"] = path;
+  j["naming"] = w.naming;
+  j["loaded"] = w.loaded;
+  j["missing"] = w.missing;
+  j["unexpected"] = w.unexpected;
+  j["replaced"] = w.replaced;
+  j["summary"] = w.summary();
+  return j;
+}
+
 }  // namespace
 
 std::string training_summary(const TrainSetup& cfg, const TrainResult& r) {
@@ -158,6 +198,7 @@ std::string training_summary(const TrainSetup& cfg, const TrainResult& r) {
   pipeline_line(os, cfg, r, median_step);
   gradient_line(os, cfg, r.steps.back()[0]);
   alarms_line(os, cfg, r);
+  data_lines(os, r);
   memory_table(os, r.steps.back());
   files_lines(os, cfg, r);
   return os.str();
@@ -173,14 +214,23 @@ std::string train_json(const TrainSetup& setup, const TrainResult& r) {
   o["parameters"] = r.parameters;
   o["wall_s"] = r.wall_s;
   Json steps = Json::array();
-  for (const auto& ranks : r.steps) {
+  for (std::size_t i = 0; i < r.steps.size(); ++i) {
+    const auto& ranks = r.steps[i];
     // The alarms of this step, as its line in the metrics file has them.
     std::vector<Alarm> fired;
     for (const Alarm& a : r.alarms)
       if (a.step == ranks.at(0).step) fired.push_back(a);
-    steps.push_back(step_record_json(setup.train.batch, ranks, fired));
+    steps.push_back(
+        step_record_json(setup.train.batch, ranks, fired,
+                         i < r.step_data.size() ? r.step_data[i] : std::vector<data::DataStats>{}));
   }
   o["steps"] = steps;
+  if (!setup.init_from.empty()) o["init_from"] = weights_json(setup.init_from, r.weights);
+  if (!r.step_data.empty()) {
+    Json totals = Json::array();
+    for (const data::DataStats& d : data_totals(r)) totals.push_back(data_stats_json(d));
+    o["data"] = totals;
+  }
   Json alarms = Json::array();
   for (const Alarm& a : r.alarms) alarms.push_back(Json::parse(alarm_json(a)));
   o["alarms"] = alarms;

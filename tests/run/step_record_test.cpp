@@ -74,4 +74,18 @@ TEST_CASE("the training step's record has exactly the fields and types docs/reco
     CHECK(rec["alarms"][0].contains("checkpoint"));  // the optional field is checked too
     CHECK(rec["alarms"].size() == 1);
   }
+  SECTION("a step on an image folder: every rank's data object") {
+    std::vector<data::DataStats> decoded(2);
+    for (std::size_t r = 0; r < decoded.size(); ++r) {
+      decoded[r].pixels_decoded = 1000 * std::int64_t(r + 1);
+      decoded[r].pixels_total = 4000;
+      decoded[r].decode_s = 0.01;
+      decoded[r].files = 2;
+      decoded[r].bytes_read = 512;
+    }
+    const Json rec = Json::parse(run::step_record(4, ranks, {}, decoded));
+    CHECK(mismatches(rec) == "");
+    CHECK(rec["ranks"][1]["data"]["pixels_decoded"] == 2000);
+    CHECK(rec["ranks"][1]["data"]["decoded_share"] == 0.5);
+  }
 }

@@ -27,7 +27,8 @@ int pipeline_stages(const run::TrainSetup& cfg) {
   return d >= 0 ? cfg.mesh.dim_size(d) : 1;
 }
 
-void print_step(const run::TrainSetup& cfg, const std::vector<nn::StepStats>& ranks, bool tty) {
+void print_step(const run::TrainSetup& cfg, const std::vector<nn::StepStats>& ranks,
+                const std::vector<data::DataStats>& data, bool tty) {
   const nn::StepStats& s = ranks[0];
   double worst = 0;
   for (auto& r : ranks) worst = std::max(worst, r.step_time_s);
@@ -37,6 +38,14 @@ void print_step(const run::TrainSetup& cfg, const std::vector<nn::StepStats>& ra
                 cfg.train.batch / worst, s.lr);
   line += buf;
   for (std::size_t r = 0; r < ranks.size(); ++r) line += " r" + std::to_string(r) + " " + mib(ranks[r].memory.peak_total);
+  if (!data.empty()) {
+    // A run on an image folder: what each rank decoded for this step (a share with sp ranks).
+    line += "  decoded Mpx";
+    for (std::size_t r = 0; r < data.size(); ++r) {
+      std::snprintf(buf, sizeof buf, " r%zu %.2f", r, data[r].pixels_decoded / 1e6);
+      line += buf;
+    }
+  }
   if (pipeline_stages(cfg) > 1) {
     // The rank that waited longest for a neighbouring stage: the pipeline's bubble, at its worst.
     std::size_t w = 0;
@@ -95,8 +104,12 @@ int run_train_command(const run::TrainSetup& cfg, bool json) {
                 cfg.train.batch / cfg.train.micro_batches);
   run::TrainResult res;
   try {
+    std::vector<data::DataStats> step_data;  // this step's, when the run decodes images
+    callbacks.on_step_data = [&](const std::vector<data::DataStats>& d) { step_data = d; };
     callbacks.on_step = [&](const std::vector<nn::StepStats>& ranks,
-                            const std::vector<run::Alarm>&) { print_step(cfg, ranks, tty); };
+                            const std::vector<run::Alarm>&) {
+      print_step(cfg, ranks, step_data, tty);
+    };
     res = run::train(cfg, callbacks);
   } catch (const run::AlarmStopped& e) {
     if (tty) std::printf("\n");
@@ -150,8 +163,16 @@ void add_train_command(CLI::App& app, Action& action) {
                "prefetch",
                "loader_workers",
                "shuffle",
+               "augment",
+               "zoom",
+               "flip",
+               "mean",
+               "std",
+               "mask_ignore",
+               "skip_bad_samples",
                "save",
                "resume",
+               "init_from",
                "trace",
                "metrics",
                "threads",

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   tessera::tools::Action action;
   tessera::tools::add_train_command(app, action);
+  tessera::tools::add_export_command(app, action);
   tessera::tools::add_launch_command(app, action);
   tessera::tools::add_halo_command(app, action);
   tessera::tools::add_verify_command(app, action);

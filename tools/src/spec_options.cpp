@@ -17,6 +17,14 @@ void SpecOptions::add(CLI::App& c, const std::vector<std::string>& fields, bool 
       o = c.add_flag("--no-shuffle", flags_[f], "Visit the samples in index order, not in a new order every epoch");
     } else if (f == "tf32") {
       o = c.add_flag("--tf32", flags_[f], help);
+    } else if (f == "augment") {
+      o = c.add_flag("--no-augment", flags_[f],
+                     "Images: no random zoom, crop or flip; resize to cover the input and "
+                     "centre-crop");
+    } else if (f == "flip") {
+      o = c.add_flag("--no-flip", flags_[f], "Images: no random left-right flip");
+    } else if (f == "skip_bad_samples") {
+      o = c.add_flag("--skip-bad-samples", flags_[f], help);
     } else {
       std::string name = f == "timeout_s" ? "timeout" : f;
       for (char& ch : name)
@@ -36,6 +44,10 @@ run::RunSpec SpecOptions::spec() const {
     if (field == "overlap") s.set("overlap", "false");
     else if (field == "shuffle") s.set("shuffle", "false");
     else if (field == "tf32") s.set("tf32", "true");
+    else if (field == "augment" || field == "flip")
+      s.set(field, "false");
+    else if (field == "skip_bad_samples")
+      s.set(field, "true");
     else s.set(field, text_.at(field));
   }
   return s;

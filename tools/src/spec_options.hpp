@@ -1,5 +1,6 @@
 // The translation from CLI11 options to a run::RunSpec: one --option per field (--weight-decay for
-// weight_decay, --timeout for timeout_s, the flags --no-overlap and --tf32), an optional
+// weight_decay, --timeout for timeout_s, the flags --no-overlap, --no-shuffle, --no-augment,
+// --no-flip, --skip-bad-samples and --tf32), an optional
 // --config FILE holding the description's JSON, explicit options over it.
 #pragma once
 

@@ -7,12 +7,29 @@
 #include "tessera/core/error.hpp"
 #include "tessera/core/report.hpp"
 #include "tessera/run/train.hpp"
+#include "tessera/run/weights.hpp"
 
 namespace tessera::python {
 
 namespace {
 
 py::object loads(const std::string& text) { return py::module_::import("json").attr("loads")(text); }
+
+/// run::load_model_weights as tessera.load_weights' dict; the arrays own their memory.
+py::dict weights_dict(const run::ModelWeights& w) {
+  py::dict d;
+  d["naming"] = w.report.naming;
+  d["loaded"] = w.report.loaded;
+  d["missing"] = w.report.missing;
+  d["unexpected"] = w.report.unexpected;
+  d["replaced"] = w.report.replaced;
+  d["summary"] = w.report.summary();
+  py::dict tensors;
+  for (const auto& [name, t] : w.tensors)
+    tensors[py::str(name)] = array_from_tensor(t).attr("copy")();
+  d["tensors"] = tensors;
+  return d;
+}
 
 }  // namespace
 
@@ -40,11 +57,13 @@ void bind_models(py::module_& m) {
         const run::RunSpec spec = run::RunSpec::from_json(spec_json, run::RunSpec{}, "tessera.train");
         const run::TrainSetup setup = run::resolve_train(spec);
         run::TrainCallbacks callbacks;
+        std::vector<data::DataStats> step_data;  // a run on an image folder: this step's
+        callbacks.on_step_data = [&](const std::vector<data::DataStats>& d) { step_data = d; };
         callbacks.on_step = [&](const std::vector<nn::StepStats>& ranks,
                                 const std::vector<run::Alarm>& alarms) {
           if (callback.is_none()) return;
           py::gil_scoped_acquire gil;
-          callback(loads(run::step_record(setup.train.batch, ranks, alarms)));
+          callback(loads(run::step_record(setup.train.batch, ranks, alarms, step_data)));
         };
         callbacks.on_alarm = [&](const run::Alarm& a) {
           if (on_alarm.is_none()) return;
@@ -69,6 +88,18 @@ void bind_models(py::module_& m) {
       py::arg("spec_json"), py::arg("callback"), py::arg("on_alarm") = py::none(),
       "Trains the run description `spec_json` (RunSpec JSON over the defaults of tessera train); returns "
       "run::train_json as a dict.");
+  m.def(
+      "_load_weights",
+      [](const std::string& path, const std::string& model, int classes, const std::string& task) {
+        run::ModelWeights w;
+        {
+          py::gil_scoped_release nogil;
+          w = run::load_model_weights(path, model, task, classes);
+        }
+        return weights_dict(w);
+      },
+      py::arg("path"), py::arg("model"), py::arg("classes"), py::arg("task"),
+      "run::load_model_weights as a dict (tessera.load_weights).");
 }
 
 }  // namespace tessera::python

@@ -26,6 +26,12 @@ def _stage_starts_text(starts: Union[str, Sequence[int]]) -> str:
     return ",".join(str(int(v)) for v in starts)
 
 
+def _pair_text(v: Union[str, Sequence[float]], sep: str) -> str:
+    if isinstance(v, str):
+        return v
+    return sep.join(repr(float(x)) for x in v)
+
+
 def train(
     model: Union[str, _tessera.ModelSpec] = "convnext-atto",
     input: Union[str, Sequence[int]] = (3, 64, 256),
@@ -39,8 +45,8 @@ def train(
     warmup: int = 0,
     clip: float = 1.0,
     seed: int = 0,
-    task: str = "segment",
-    classes: int = 5,
+    task: Optional[str] = None,
+    classes: Optional[int] = None,
     checkpointing: str = "none",
     halo_recompute: str = "keep",
     threads: int = 0,
@@ -76,6 +82,14 @@ def train(
     micro_batches: int = 1,
     schedule: str = "1f1b",
     stage_starts: Union[str, Sequence[int]] = "",
+    augment: bool = True,
+    zoom: Union[str, Sequence[float]] = "1:1",
+    flip: bool = True,
+    mean: Union[str, Sequence[float]] = "0.485,0.456,0.406",
+    std: Union[str, Sequence[float]] = "0.229,0.224,0.225",
+    mask_ignore: int = 255,
+    skip_bad_samples: bool = False,
+    init_from: str = "",
 ) -> dict:
     """Trains ``model`` (a preset name, a model JSON file path, or a ModelSpec) on synthetic data
     over ``mesh`` in-process ranks, exactly as ``tessera train --backend local`` does.
@@ -153,7 +167,7 @@ def train(
     fields = dict(model=model.to_json() if isinstance(model, _tessera.ModelSpec) else model,
                   input=_input_text(input), batch=batch, mesh=_mesh_text(mesh), shard=shard, steps=steps,
                   optimizer=optimizer, lr=lr, weight_decay=weight_decay, warmup=warmup, clip=clip, seed=seed,
-                  task=task, classes=classes, checkpointing=checkpointing, halo_recompute=halo_recompute,
+                  checkpointing=checkpointing, halo_recompute=halo_recompute,
                   threads=threads, overlap=overlap,
                   trace=trace, timeout_s=timeout_s, backend=backend, dtype=dtype, momentum=momentum,
                   drop_path=drop_path, data=data, prefetch=prefetch, loader_workers=loader_workers,
@@ -162,5 +176,26 @@ def train(
                   precision=precision, loss_scale=str(loss_scale), grad_reduce_dtype=grad_reduce_dtype,
                   grad_compression=grad_compression, topk_ratio=topk_ratio, all_reduce=all_reduce,
                   node_dim=node_dim, alarm=alarm, metrics_port=metrics_port, metrics_textfile=metrics_textfile,
-                  micro_batches=micro_batches, schedule=schedule, stage_starts=_stage_starts_text(stage_starts))
+                  micro_batches=micro_batches, schedule=schedule, stage_starts=_stage_starts_text(stage_starts),
+                  augment=augment, zoom=_pair_text(zoom, ":"), flip=flip, mean=_pair_text(mean, ","),
+                  std=_pair_text(std, ","), mask_ignore=mask_ignore, skip_bad_samples=skip_bad_samples,
+                  init_from=init_from)
+    # Left out when not given: an image folder then decides them.
+    if task is not None:
+        fields["task"] = task
+    if classes is not None:
+        fields["classes"] = classes
     return _tessera._train(json.dumps(fields), callback, on_alarm)
+
+
+def load_weights(path: str, model: Union[str, _tessera.ModelSpec] = "convnext-atto",
+                 classes: Optional[int] = None, task: str = "classify") -> dict:
+    """Loads the safetensors file ``path`` (timm's pretrained ConvNeXt or RegNet, or a ``tessera
+    export``) into ``model`` built for ``task`` with ``classes`` (None: the file's classifier's
+    count when it has one, else the model's own), as ``tessera train --init-from`` does, and
+    returns ``{"naming", "loaded", "missing", "unexpected", "replaced", "summary", "tensors"}``:
+    what loading did, in the terms of PyTorch's ``load_state_dict(strict=False)``, and every
+    tensor of the model under tessera's names as a NumPy array (a re-initialised classifier
+    included). A tensor of another shape raises :class:`tessera.InvalidArgument` naming it."""
+    spec = model.to_json() if isinstance(model, _tessera.ModelSpec) else model
+    return _tessera._load_weights(path, spec, 0 if classes is None else int(classes), task)

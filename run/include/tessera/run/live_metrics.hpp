@@ -25,15 +25,21 @@ struct LiveFigures {
   std::vector<std::int64_t> halo_bytes_total;    ///< per rank, since the run began
   std::vector<std::int64_t> collective_bytes_total;
   std::array<std::int64_t, kNumAlarmKinds> alarms{};  ///< alarms fired so far, by kind
+  /// A run on an image folder: per rank, what its dataset read and decoded since the run began
+  /// (empty otherwise: no tessera_data_* series).
+  std::vector<data::DataStats> data_total;
 };
 
 /// The figures as Prometheus text: tessera_steps_completed, tessera_loss, tessera_grad_norm,
-/// tessera_lr, tessera_loss_scale, tessera_step_time_seconds{rank}, tessera_data_time_seconds{rank},
-/// tessera_load_time_seconds{rank},
-/// tessera_images_per_second, tessera_peak_memory_bytes{rank,category} (category "total" too),
-/// tessera_step_halo_bytes{rank} and tessera_step_collective_bytes{rank} (the last step),
-/// tessera_halo_bytes_total{rank}, tessera_collective_bytes_total{rank},
-/// tessera_alarms_total{alarm} (every kind, 0 included) and tessera_run_info{model,mesh,backend}.
+/// tessera_lr, tessera_loss_scale, tessera_step_time_seconds{rank},
+/// tessera_data_time_seconds{rank}, tessera_load_time_seconds{rank}, tessera_images_per_second,
+/// tessera_peak_memory_bytes{rank,category} (category "total" too), tessera_step_halo_bytes{rank}
+/// and tessera_step_collective_bytes{rank} (the last step), tessera_halo_bytes_total{rank},
+/// tessera_collective_bytes_total{rank}, tessera_alarms_total{alarm} (every kind, 0 included) and
+/// tessera_run_info{model,mesh,backend}; on an image folder
+/// tessera_data_pixels_decoded_total{rank}, tessera_data_pixels_total{rank},
+/// tessera_data_decode_seconds_total{rank}, tessera_data_bad_samples_total{rank} and
+/// tessera_data_labels_ignored_total{rank}.
 std::string prometheus_text(const LiveFigures& f);
 
 /// An HTTP server on 127.0.0.1 that answers GET /metrics with the last published text (and 404

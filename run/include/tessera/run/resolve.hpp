@@ -4,7 +4,9 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/comm/mesh_comm.hpp"
@@ -26,6 +28,15 @@ core::Shape parse_chw(const std::string& s);
 /// Whether they fit the model and the mesh's pp is the Trainer's check (nn::check_stage_starts).
 std::vector<int> parse_stage_starts(const std::string& s);
 
+/// The model field: a preset name, a JSON model file (*.json) or the model's JSON ("{...}").
+nn::ModelSpec load_model(const std::string& model);
+
+/// zoom "1:1.5" as {1, 1.5}; throws InvalidArgument naming field `zoom`.
+std::pair<double, double> parse_zoom(const std::string& s);
+
+/// mean / std "0.485,0.456,0.406" as its values (one or three); throws InvalidArgument.
+std::vector<double> parse_channel_values(const std::string& s);
+
 /// A topology preset name, a path to a topology JSON file when one exists there, or the
 /// topology's JSON itself (text starting with '{'); devices (the cpu-host presets' links) from
 /// `catalog`.
@@ -45,7 +56,11 @@ struct TrainSetup {
   bool tf32 = false;
   int threads = 1;  ///< resolved: spec.threads, or cores / ranks
   std::string data = "synthetic";
+  /// data images:DIR, opened by resolve_train (its layout gave the task and, unless given, the
+  /// classes); null for other data.
+  std::shared_ptr<const data::Dataset> images;
   std::string save, resume, trace, metrics;
+  std::string init_from;         ///< weights to start from (.safetensors), "" for none
   int metrics_port = -1;         ///< live Prometheus metrics on 127.0.0.1 (0: any free port; -1: off)
   std::string metrics_textfile;  ///< the same text, written atomically after every step
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};

@@ -33,10 +33,19 @@ struct RunSpec {
   std::string task = "segment";  ///< classify or segment
   int classes = 5;
   double drop_path = -1;             ///< stochastic-depth rate; < 0: the model's own
-  std::string data = "synthetic";    ///< synthetic, or a folder of .npy images with labels.npy
+  /// synthetic, images:DIR (a JPEG/PNG folder), or a folder of .npy images with labels.npy
+  std::string data = "synthetic";
   int prefetch = -1;                 ///< batches loaded ahead by loader threads (0: in the step; -1 auto: 2 on GPUs, 0 on cpu)
   int loader_workers = 1;            ///< loader threads per rank (with prefetch)
   bool shuffle = true;               ///< a new order of the samples every epoch, drawn from the seed
+  // With data images:DIR: the transforms each sample goes through (data::ImageFolderOptions).
+  bool augment = true;                     ///< random zoom, crop, flip (false: resize, centre crop)
+  std::string zoom = "1:1";                ///< MIN:MAX, the random zoom range (1 <= MIN <= MAX)
+  bool flip = true;                        ///< with augment: flip left-right with probability 1/2
+  std::string mean = "0.485,0.456,0.406";  ///< r,g,b (or one value): per-channel normalisation
+  std::string std = "0.229,0.224,0.225";   ///< r,g,b (or one value), each > 0
+  int mask_ignore = 255;                   ///< the mask value of pixels to ignore
+  bool skip_bad_samples = false;     ///< leave out bad files and count them instead of failing
   std::string dtype = "f32";         ///< one of nn::training_dtypes()
   std::string precision = "fp32";    ///< fp32, or bf16/fp16 (mixed precision: f32 master weights, 16-bit activations)
   std::string loss_scale = "auto";   ///< auto (dynamic for fp16), dynamic, off, or a static scale
@@ -62,8 +71,19 @@ struct RunSpec {
   std::string engine = "fast";         ///< simulation: fast or exact (sim::EngineKind)
   std::string trace;                 ///< write the Chrome trace here (empty: none)
   std::string metrics, save, resume; ///< training: metrics JSON lines, checkpoint out, checkpoint in
+  std::string init_from;             ///< training: start from these weights (.safetensors)
   int metrics_port = -1;             ///< training: live Prometheus metrics on 127.0.0.1:PORT (0: any free port; -1: off)
   std::string metrics_textfile;      ///< training: the same, written to this file after every step
+
+  /// The fields set() and from_json() have set: what a front end was given rather than left at
+  /// the default (an image folder's class count replaces a `classes` not given). What was given
+  /// is not what the run is: equality and the JSON leave it out.
+  struct Given {
+    std::vector<std::string> names;
+    bool has(const std::string& name) const;
+    bool operator==(const Given&) const { return true; }
+  };
+  Given given;
 
   bool operator==(const RunSpec&) const = default;
 

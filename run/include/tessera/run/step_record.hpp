@@ -14,8 +14,14 @@ namespace tessera::run {
 /// loss scale and gradient bytes, which every rank shares), the slowest rank's step, data and load
 /// times, images/s at that step time for `batch` samples, every rank's own times and peak memory
 /// under "ranks", and "alarms" (alarm_json objects) when the step fired any.
-/// `ranks` is every rank's figures of the step, in rank order (at least one).
+/// `ranks` is every rank's figures of the step, in rank order (at least one). `data`: what each
+/// rank's dataset read and decoded in the step (a run on an image folder; empty otherwise), as
+/// each rank's "data" object: pixels_decoded, pixels_total, decoded_share (decoded / total),
+/// decode_s, bad_skipped, labels_ignored, files, bytes_read (Dataset::stats(rank) since the
+/// previous step: with prefetch, what the loader threads decoded meanwhile). Absent when `data`
+/// is empty.
 std::string step_record(int batch, const std::vector<nn::StepStats>& ranks,
-                        const std::vector<Alarm>& alarms = {});
+                        const std::vector<Alarm>& alarms = {},
+                        const std::vector<data::DataStats>& data = {});
 
 }  // namespace tessera::run

@@ -27,10 +27,15 @@ using AlarmCallback = std::function<void(const Alarm&)>;
 /// stdout) and the first alarm of each kind (Warning, with where the later ones go; stderr).
 using NoticeCallback = std::function<void(core::ReportLevel level, const std::string& text)>;
 
+/// Called on rank 0 after every step of a run on an image folder, just before on_step, with what
+/// each rank's dataset read and decoded in that step (rank order); step_record's `data`.
+using StepDataCallback = std::function<void(const std::vector<data::DataStats>& ranks)>;
+
 /// What a front end hears of a run as it goes; every member may be empty. A notice without
 /// on_notice goes to core::report.
 struct TrainCallbacks {
   StepCallback on_step;
+  StepDataCallback on_step_data;
   AlarmCallback on_alarm;
   NoticeCallback on_notice;
 };
@@ -45,6 +50,11 @@ struct TrainResult {
   std::string trace_path;
   std::vector<Alarm>
       alarms;  ///< every alarm that fired, in order (rank 0's; the others' are the same)
+  /// A run on an image folder: [step][rank], what each rank decoded in the step; empty otherwise.
+  std::vector<std::vector<data::DataStats>> step_data;
+  /// With init_from: what loading the weights did (every rank's is the same; `naming` empty
+  /// without init_from). Also noticed (Info) before the first step.
+  nn::WeightReport weights;
 };
 
 /// Trains on mesh.size() ranks; `callbacks.on_step` runs on rank 0 after every step. Writes the
@@ -74,7 +84,9 @@ int process_rank(const TrainSetup& setup);
 std::string training_summary(const TrainSetup& setup, const TrainResult& r);
 
 /// The run as JSON: {"model", "mesh", "backend", "rank", "parameters", "wall_s",
-/// "steps": [step_record...], "alarms": [alarm_json...], "summary": training_summary text}.
+/// "steps": [step_record...], "alarms": [alarm_json...], "summary": training_summary text}, and
+/// with init_from "init_from": {"path", "naming", "loaded", "missing", "unexpected", "replaced",
+/// "summary"}, on an image folder "data": [per rank, the run's totals as step_record's "data"].
 std::string train_json(const TrainSetup& setup, const TrainResult& r);
 
 }  // namespace tessera::run

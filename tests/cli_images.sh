@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Real images and pretrained weights through the command line: `tessera train --data images:DIR`
+# on a segmentation folder gives the same losses at sp=1, sp=2 and dp=2 (f64), each rank
+# decoding about its share of the pixels; a classification folder takes its class count; bad
+# input fails naming the file, or is skipped and counted; --init-from a timm file reports what
+# loaded; `tessera export` gives back the very tensors timm wrote (strict load, torch.equal).
+#   tests/cli_images.sh <tessera binary> <source dir>
+set -euo pipefail
+# shellcheck source=tests/cli_common.sh
+source "$(dirname "$0")/cli_common.sh"
+python3 "$src/tests/make_image_folder.py" "$tmp"
+seg=(--model "$src/examples/convnext-mini.json" --input 3x64x128 --batch 2
+     --classes 4 --dtype f64 --threads 1 --steps 3)
+
+"$bin" train "${seg[@]}" --mesh sp=1 --zoom 1:1.5 --data "images:$tmp/seg" --metrics "$tmp/sp1.jsonl" >"$tmp/sp1.out"
+"$bin" train "${seg[@]}" --mesh sp=2 --zoom 1:1.5 --data "images:$tmp/seg" --metrics "$tmp/sp2.jsonl" >"$tmp/sp2.out"
+"$bin" train "${seg[@]}" --mesh dp=2 --zoom 1:1.5 --data "images:$tmp/seg" --metrics "$tmp/dp2.jsonl" >"$tmp/dp2.out"
+losses() { grep -o "loss [0-9.]*" "$1"; }
+for m in sp2 dp2; do
+  if [ "$(losses "$tmp/sp1.out")" != "$(losses "$tmp/$m.out")" ]; then
+    echo "losses differ between sp=1 and $m:"; paste <(losses "$tmp/sp1.out") <(losses "$tmp/$m.out"); exit 1
+  fi
+done
+grep -q "decoded Mpx r0" "$tmp/sp2.out" || { echo "no decoded pixels on the step line:"; cat "$tmp/sp2.out"; exit 1; }
+grep -q "images decoded per rank" "$tmp/sp2.out" || { echo "no decode summary:"; cat "$tmp/sp2.out"; exit 1; }
+python3 - "$tmp" <<'PY'
+import json, sys
+tmp = sys.argv[1]
+def steps(name):
+    return [json.loads(l) for l in open(f"{tmp}/{name}.jsonl")]
+sp1, sp2, dp2 = steps("sp1"), steps("sp2"), steps("dp2")
+for a, b in zip(sp1, sp2):
+    assert abs(a["loss"] - b["loss"]) <= 1e-9 * abs(a["loss"]), (a["loss"], b["loss"])
+one = sum(s["ranks"][0]["data"]["pixels_decoded"] for s in sp1)
+assert one > 0 and all(s["ranks"][0]["data"]["bad_skipped"] == 0 for s in sp1), sp1[0]
+# Split over W, each rank decodes at most what one rank decodes alone (PNG rows are whole).
+assert all(0 < sum(s["ranks"][r]["data"]["pixels_decoded"] for s in sp2) <= one for r in (0, 1))
+# dp=2: each rank decodes its own samples, whole: together what one rank decodes alone.
+both = sum(s["ranks"][r]["data"]["pixels_decoded"] for s in dp2 for r in (0, 1))
+assert both == one, (both, one)
+PY
+
+# Classification: the folder's three classes, with no --classes; a task given against the layout
+# fails naming both.
+cls=(--model "$src/examples/convnext-mini.json" --data "images:$tmp/cls" --input 3x64x64 --batch 2
+     --threads 1 --steps 2 --no-augment)
+"$bin" train "${cls[@]}" --mesh sp=2 --json --metrics-textfile "$tmp/cls2.prom" >"$tmp/cls2.json"
+grep -qE '^tessera_data_pixels_decoded_total\{rank="1"\} [1-9]' "$tmp/cls2.prom" &&
+  grep -qE '^tessera_data_bad_samples_total\{rank="0"\} 0$' "$tmp/cls2.prom" ||
+  { echo "no data series in the Prometheus text:"; cat "$tmp/cls2.prom"; exit 1; }
+"$bin" train "${cls[@]}" --mesh sp=1 --json >"$tmp/cls1.json"
+python3 - "$tmp" <<'PY'
+import json, sys
+tmp = sys.argv[1]
+two, one = (json.load(open(f"{tmp}/cls{n}.json")) for n in (2, 1))
+assert len(two["steps"]) == 2 and len(two["data"]) == 2, two.keys()
+# JPEG split over W: each rank decodes about half of what one rank alone decodes (whole iMCU
+# columns, and the halo, make it a little more).
+alone = one["data"][0]["pixels_decoded"]
+for d in two["data"]:
+    assert 0.4 * alone < d["pixels_decoded"] < 0.75 * alone, (d, alone)
+    assert 0.4 < d["pixels_decoded"] / d["pixels_total"] < 0.75, d
+PY
+expect_fail "classification layout" train "${cls[@]}" --task segment
+expect_fail "3 class" train "${cls[@]}" --classes 2
+expect_fail "zoom" train "${seg[@]}" --mesh sp=1 --data "images:$tmp/seg" --zoom 0.5:1
+expect_fail "std" train "${seg[@]}" --mesh sp=1 --data "images:$tmp/seg" --std 0.2,0,0.2
+expect_fail "no folder" train "${seg[@]}" --mesh sp=1 --data "images:$tmp/none"
+# A segmentation folder needs the class count its masks hold.
+expect_fail "segmentation folder" train --model "$src/examples/convnext-mini.json" --data "images:$tmp/seg" \
+  --input 3x64x128 --steps 1
+
+# A truncated image: an error naming it, exit 1; with --skip-bad-samples the run goes on and
+# counts it.
+expect_fail "scene_99.jpg" train "${seg[@]}" --mesh sp=1 --data "images:$tmp/seg_bad"
+"$bin" train "${seg[@]}" --mesh sp=1 --data "images:$tmp/seg_bad" --skip-bad-samples --json >"$tmp/bad.json"
+python3 - "$tmp" <<'PY'
+import json, sys
+run = json.load(open(f"{sys.argv[1]}/bad.json"))
+assert run["data"][0]["bad_skipped"] == 1, run["data"]
+PY
+
+# Pretrained weights: timm's convnext_atto, written by timm itself (CI's /usr/bin/python3 has it).
+if ! /usr/bin/python3 -c "import timm, safetensors.torch" 2>/dev/null; then
+  echo "SKIP: /usr/bin/python3 lacks timm or safetensors; --init-from and export are not tested"
+  exit 0
+fi
+/usr/bin/python3 - "$tmp" <<'PY'
+import sys, timm, torch, safetensors.torch
+torch.manual_seed(0)
+m = timm.create_model("convnext_atto", pretrained=False)
+safetensors.torch.save_file({k: v.contiguous() for k, v in m.state_dict().items()}, f"{sys.argv[1]}/atto.safetensors")
+PY
+atto=(--model convnext-atto --data "images:$tmp/cls" --input 3x64x64 --batch 2 --threads 1 --mesh sp=1 --steps 1)
+"$bin" train "${atto[@]}" --init-from "$tmp/atto.safetensors" >"$tmp/init.out"
+grep -q "init_from .*loaded .*timm" "$tmp/init.out" || { echo "no weights report:"; cat "$tmp/init.out"; exit 1; }
+grep -q "replaced (1000 → 3 classes)" "$tmp/init.out" || { echo "head not reported replaced:"; cat "$tmp/init.out"; exit 1; }
+expect_fail "not both" train "${atto[@]}" --init-from "$tmp/atto.safetensors" --resume "$tmp/none.ckpt"
+expect_fail "no such file" train "${atto[@]}" --init-from "$tmp/none.safetensors"
+# Round trip: timm's file in, one step at lr 0 (AdamW moves nothing; ConvNeXt has no running
+# statistics), the checkpoint exported: timm loads it strictly and every tensor equals timm's own.
+"$bin" train "${atto[@]}" --classes 1000 --lr 0 --init-from "$tmp/atto.safetensors" --save "$tmp/atto.ckpt" >"$tmp/rt.out"
+"$bin" export "$tmp/atto.ckpt" --to safetensors -o "$tmp/back.safetensors" >"$tmp/export.out"
+grep -q "timm model: convnext_atto" "$tmp/export.out" || { echo "no timm model name:"; cat "$tmp/export.out"; exit 1; }
+grep -q "load_state_dict" "$tmp/export.out" || { echo "no PyTorch line:"; cat "$tmp/export.out"; exit 1; }
+/usr/bin/python3 - "$tmp" <<'PY'
+import sys, timm, torch, safetensors.torch
+tmp = sys.argv[1]
+orig = safetensors.torch.load_file(f"{tmp}/atto.safetensors")
+back = safetensors.torch.load_file(f"{tmp}/back.safetensors")
+m = timm.create_model("convnext_atto", pretrained=False)
+m.load_state_dict(back, strict=True)
+assert set(orig) == set(back), sorted(set(orig) ^ set(back))
+bad = [k for k in orig if not torch.equal(orig[k], back[k])]
+assert not bad, bad[:5]
+PY
+expect_fail "naming" export "$tmp/atto.ckpt" --to safetensors -o "$tmp/x.safetensors" --naming pytorch
+expect_fail "none.ckpt" export "$tmp/none.ckpt" --to safetensors -o "$tmp/x.safetensors"
+expect_fail "safetensors" export "$tmp/atto.ckpt" --to onnx -o "$tmp/x.onnx"
+echo "cli_images: ok"
