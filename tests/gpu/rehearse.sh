@@ -100,11 +100,22 @@ print("rehearsal: pretending a GPU: every GPU stage failed; gpu-train: " + st["g
 EOF
 fi
 
-# The closure check fails on a library the GPU machine lacks (libz, which cuDNN needs, is not
-# on the allowed list: a bundled file that needs it must carry it).
+# The closure check fails on a library the GPU machine lacks: a planted file that needs a
+# library neither the bundle carries nor the bare machine has (libxml2 needs libicuuc; the first
+# candidate found with such a need is planted: libpng16 and libucs are carried now, with libz).
 cp -a "$bundle" "$tmp/bad"
-lib=$(ldconfig -p | awk '$1 ~ /^libpng16\.so/ && /x86-64/ && !f {print $NF; f = 1}')
-[ -n "$lib" ] || lib=$(ldconfig -p | awk '$1 ~ /^libucs\.so/ && /x86-64/ && !f {print $NF; f = 1}')
+system_lib='^(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux-x86-64)\.so'
+lib=
+for name in libxml2 libtiff libfreetype libpng16 libucs; do
+  cand=$(ldconfig -p | awk -v n="^$name\\.so" '$1 ~ n && /x86-64/ && !f {print $NF; f = 1}')
+  [ -n "$cand" ] || continue
+  for need in $(readelf -d "$cand" 2>/dev/null | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p'); do
+    if ! [[ $need =~ $system_lib ]] && [ -z "$(find "$bundle" -name "$need" -print -quit)" ]; then
+      lib=$cand
+      break 2
+    fi
+  done
+done
 [ -n "$lib" ] || fail "no library here to plant in the bundle for the negative check"
 cp -L "$lib" "$tmp/bad/bin/planted.so"
 if python3 "$tmp/bad/share/bundle_closure.py" "$tmp/bad" >"$tmp/bad.json"; then
