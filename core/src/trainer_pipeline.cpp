@@ -211,7 +211,14 @@ void Trainer::forward_micro(int m, StepStats& st) {
   if (stage_ == 0) {
     // The test hook's dropped micro-batch: micro-batch 1 trains on micro-batch 0's samples again.
     data::Batch batch = take(opt_.defect == TrainOptions::Defect::DropMicroBatch && m == 1 ? 0 : m);
+    // to_precision hands the loader's own tensor on when no conversion is needed. A stage keeps
+    // its in-flight micro-batches' inputs (the stem saves its input for the weight gradient)
+    // until their backward, past later takes, and a prefetching loader refills the slot of an
+    // earlier take once a later one is taken: such an input gets storage of its own (booked
+    // alike in the simulator's replay, which runs this code on meta tensors).
+    const bool slot = precision_dtype(opt_.precision, opt_.dtype) == batch.images.dtype();
     h = to_precision(std::move(batch.images));
+    if (stages_ > 1 && loader_->options().prefetch > 0 && slot) h = h.clone();
     if (last) mb.labels = std::move(batch.labels);
   } else {
     h = receive(stage_ - 1, units_[std::size_t(unit_begin_)]->input_layout(), st);

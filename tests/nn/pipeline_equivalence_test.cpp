@@ -152,6 +152,24 @@ TEST_CASE(
   }
 }
 
+// A stage keeps each in-flight micro-batch's input (its stem saves it for the weight gradient)
+// until that micro-batch's backward, past later take()s of a prefetching loader, which refill the
+// slots of earlier steps: the run must not read a later micro-batch's images there.
+TEST_CASE("a pipeline with a prefetching loader equals the one without, bit for bit",
+          "[nn][train][pipeline]") {
+  for (const PipelineSchedule schedule : {PipelineSchedule::GPipe, PipelineSchedule::OneFOneB}) {
+    nn::TrainOptions o = pipe_options(false, 3);
+    o.schedule = schedule;
+    o.loader.prefetch = 0;
+    const StagedRun sync = test::train_staged(o, core::DeviceMesh::parse("pp=2"));
+    o.loader.prefetch = 2;
+    const StagedRun ahead = test::train_staged(o, core::DeviceMesh::parse("pp=2"));
+    INFO(nn::pipeline_schedule_name(schedule));
+    REQUIRE(ahead.run.losses == sync.run.losses);
+    REQUIRE(ahead.run.params == sync.run.params);
+  }
+}
+
 // Gradient accumulation on one stage: without BatchNorm the micro-batches' gradients add up to
 // the whole batch's (float64: to 1e-9; float32: by the rule against the M = 1 references, with
 // DropPath drawn per sample of the step, not of the micro-batch); with BatchNorm each micro-batch
