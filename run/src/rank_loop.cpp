@@ -14,18 +14,6 @@ namespace tessera::run {
 
 namespace {
 
-/// What a dataset read and decoded between two of its cumulative stats.
-data::DataStats stats_since(const data::DataStats& now, const data::DataStats& then) {
-  return {now.samples - then.samples,
-          now.files - then.files,
-          now.pixels_decoded - then.pixels_decoded,
-          now.pixels_total - then.pixels_total,
-          now.bytes_read - then.bytes_read,
-          now.decode_s - then.decode_s,
-          now.bad_skipped - then.bad_skipped,
-          now.labels_ignored - then.labels_ignored};
-}
-
 /// One rank's layers under its Trainer, innermost first: the compute backend and allocator, the
 /// trace recorders (--trace; they share the layer scope the modules set), the fault injector
 /// (TESSERA_FAULT), the counter of halo and collective bytes (live metrics), the mesh
@@ -194,8 +182,8 @@ Gathered RankLoop::train_step() {
   }
   const Bytes now = stack_.bytes();
   const data::DataStats data_now = ctx_.dataset->stats(world_.rank());
-  Gathered step = gather_(st, {now[0] - seen_[0], now[1] - seen_[1]},
-                          stats_since(data_now, data_seen_), stack_.allocator());
+  Gathered step = gather_(st, {now[0] - seen_[0], now[1] - seen_[1]}, data_now - data_seen_,
+                          stack_.allocator());
   seen_ = now;
   data_seen_ = data_now;
   return step;

@@ -49,18 +49,7 @@ Json data_stats_json(const data::DataStats& d) {
 
 void add_data_stats(std::vector<data::DataStats>& total, const std::vector<data::DataStats>& step) {
   total.resize(step.size());
-  for (std::size_t r = 0; r < step.size(); ++r) {
-    data::DataStats& t = total[r];
-    const data::DataStats& d = step[r];
-    t.samples += d.samples;
-    t.files += d.files;
-    t.pixels_decoded += d.pixels_decoded;
-    t.pixels_total += d.pixels_total;
-    t.bytes_read += d.bytes_read;
-    t.decode_s += d.decode_s;
-    t.bad_skipped += d.bad_skipped;
-    t.labels_ignored += d.labels_ignored;
-  }
+  for (std::size_t r = 0; r < step.size(); ++r) total[r] += step[r];
 }
 
 Json step_record_json(int batch, const std::vector<nn::StepStats>& ranks,

@@ -5,6 +5,29 @@
 
 namespace tessera::data {
 
+DataStats& DataStats::operator+=(const DataStats& o) {
+  samples += o.samples;
+  files += o.files;
+  pixels_decoded += o.pixels_decoded;
+  pixels_total += o.pixels_total;
+  bytes_read += o.bytes_read;
+  decode_s += o.decode_s;
+  bad_skipped += o.bad_skipped;
+  labels_ignored += o.labels_ignored;
+  return *this;
+}
+
+DataStats DataStats::operator-(const DataStats& o) const {
+  return {samples - o.samples,
+          files - o.files,
+          pixels_decoded - o.pixels_decoded,
+          pixels_total - o.pixels_total,
+          bytes_read - o.bytes_read,
+          decode_s - o.decode_s,
+          bad_skipped - o.bad_skipped,
+          labels_ignored - o.labels_ignored};
+}
+
 Batch allocate_batch(const core::Layout& layout, int rank, Task task, const core::AllocatorPtr& allocator) {
   TESSERA_CHECK(layout.ndim() == 4, "batch layout ", layout.to_string(), " is not an (N,C,H,W) layout");
   const core::Shape s = layout.local_shape(rank);

@@ -227,17 +227,6 @@ DecodedRegion decode(const std::string& path, const ImageInfo& info, Region r, D
   }
 }
 
-void add(DataStats& to, const DataStats& s) {
-  to.samples += s.samples;
-  to.files += s.files;
-  to.pixels_decoded += s.pixels_decoded;
-  to.pixels_total += s.pixels_total;
-  to.bytes_read += s.bytes_read;
-  to.decode_s += s.decode_s;
-  to.bad_skipped += s.bad_skipped;
-  to.labels_ignored += s.labels_ignored;
-}
-
 void count_decode(DataStats& st, const DecodedRegion& d, const ImageInfo& info) {
   st.files += 1;
   st.pixels_decoded += d.pixels_decoded;
@@ -302,7 +291,7 @@ class ImageFolder final : public Dataset {
     const std::lock_guard<std::mutex> lock(mutex_);
     DataStats s;
     for (const auto& [r, v] : by_rank_)
-      if (rank == -1 || r == rank) add(s, v);
+      if (rank == -1 || r == rank) s += v;
     s.bad_skipped += open_skipped_;
     return s;
   }
@@ -316,7 +305,7 @@ class ImageFolder final : public Dataset {
  private:
   void record(int rank, const DataStats& st) const {
     const std::lock_guard<std::mutex> lock(mutex_);
-    add(by_rank_[rank], st);
+    by_rank_[rank] += st;
   }
 
   void load_sample(std::int64_t idx, std::int64_t epoch, const internal::BatchPart& p,

@@ -31,6 +31,9 @@ struct DataStats {
   double decode_s = 0;              ///< seconds in decoding and transforms (summed over threads)
   std::int64_t bad_skipped = 0;     ///< bad samples skipped (skip_bad_samples), at open and since
   std::int64_t labels_ignored = 0;  ///< labels set to ignore (-1) because their value was bad
+
+  DataStats& operator+=(const DataStats& o);      ///< adds every count and the seconds
+  DataStats operator-(const DataStats& o) const;  ///< what was done between two cumulative stats
 };
 
 /// A dataset of fixed-size images. Implementations must produce identical pixels for a global
