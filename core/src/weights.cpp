@@ -192,7 +192,8 @@ bool file_uses_timm(const ModelSpec& spec, const std::map<std::string, const Ten
 }  // namespace
 
 std::string timm_model_name(const ModelSpec& spec) {
-  if (spec.views > 1 || spec.task != Task::Classify || spec.in_channels != 3) return "";
+  // A segmentation model maps onto the classifier of its backbone (its head is left out).
+  if (spec.views > 1 || spec.in_channels != 3) return "";
   for (const auto& [preset, timm] : timm_presets()) {
     const ModelSpec p = model_preset(preset);
     if (p.family != spec.family || p.depths != spec.depths || p.widths != spec.widths) continue;
@@ -264,7 +265,8 @@ WeightReport load_weights(const std::string& path, const ModelSpec& spec,
   return r;
 }
 
-NamedTensors export_weights(const CheckpointData& checkpoint, const std::string& naming) {
+NamedTensors export_weights(const CheckpointData& checkpoint, const std::string& naming,
+                            std::vector<std::string>* left_out) {
   TESSERA_CHECK(naming == "timm" || naming == "tessera", "export naming '", naming,
                 "': expected timm or tessera");
   const auto model = checkpoint.meta.find("model");
@@ -281,10 +283,10 @@ NamedTensors export_weights(const CheckpointData& checkpoint, const std::string&
       continue;
     }
     const std::string key = timm_name(spec, name);
-    TESSERA_CHECK(
-        !key.empty(), "tensor '", name, "' of model '", spec.name,
-        "' has no timm name (a segmentation ",
-        "or multi-camera fusion head): export it with tessera's names (naming \"tessera\")");
+    if (key.empty()) {  // a head timm's model does not have: the backbone goes out alone
+      if (left_out) left_out->push_back(name);
+      continue;
+    }
     Tensor v = t.contiguous();
     const bool mlp = ends_with(key, "mlp.fc1.weight") || ends_with(key, "mlp.fc2.weight");
     const bool se = ends_with(key, "se.fc1.weight") || ends_with(key, "se.fc2.weight");
@@ -302,9 +304,9 @@ NamedTensors export_weights(const CheckpointData& checkpoint, const std::string&
 }
 
 std::string export_checkpoint(const std::string& checkpoint, const std::string& out,
-                              const std::string& naming) {
+                              const std::string& naming, std::vector<std::string>* left_out) {
   const CheckpointData data = load_checkpoint_stages(checkpoint);
-  const NamedTensors ts = export_weights(data, naming);
+  const NamedTensors ts = export_weights(data, naming, left_out);
   const ModelSpec spec = model_from_json(data.meta.at("model"), "checkpoint '" + checkpoint + "'");
   const std::string timm_model = timm_model_name(spec);
   std::map<std::string, std::string> meta{{"format", "pt"}, {"tessera_model", spec.to_json()}};

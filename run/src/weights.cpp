@@ -21,13 +21,15 @@ int file_classes(const nn::NamedTensors& tensors) {
   return 0;
 }
 
-/// The Python line that loads `path` into timm's model, strictly (every tensor must fit).
+/// The Python line that loads `path` into timm's model: strictly (every tensor must fit), or
+/// with strict=False when a head timm's model lacks was left out (its classifier then stays).
 std::string pytorch_line(const ExportedWeights& e) {
   if (e.timm_model.empty() || e.naming != "timm") return {};
   std::ostringstream os;
   os << "import timm, safetensors.torch; model = timm.create_model('" << e.timm_model << "'";
   if (e.num_classes > 0) os << ", num_classes=" << e.num_classes;
-  os << "); model.load_state_dict(safetensors.torch.load_file('" << e.path << "'), strict=True)";
+  os << "); model.load_state_dict(safetensors.torch.load_file('" << e.path
+     << "'), strict=" << (e.left_out.empty() ? "True" : "False") << ")";
   return os.str();
 }
 
@@ -40,7 +42,7 @@ ExportedWeights export_weights(const std::string& checkpoint, const std::string&
   ExportedWeights e;
   e.path = out;
   e.naming = naming;
-  e.timm_model = nn::export_checkpoint(checkpoint, out, naming);
+  e.timm_model = nn::export_checkpoint(checkpoint, out, naming, &e.left_out);
   // Read back: the file as a reader sees it (and proof it is whole).
   const nn::NamedTensors written = nn::read_safetensors(out);
   e.tensors = static_cast<std::int64_t>(written.size());

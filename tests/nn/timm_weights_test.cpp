@@ -243,8 +243,6 @@ TEST_CASE("regnety_002 from timm matches timm sharded over 1 to 3 ranks", "[.tim
   check_model("regnety_002", "regnety-200mf", true);
 }
 
-}  // namespace tessera::test
-
 namespace tessera::test {
 
 TEST_CASE("a timm classifier of another class count is re-initialised and the rest loaded",
@@ -463,6 +461,36 @@ TEST_CASE("timm names of ConvNeXt and RegNet tensors", "[weights]") {
   odd.widths[0] = 48;
   CHECK(nn::timm_model_name(odd).empty());
   CHECK(nn::timm_model_name(nn::model_preset("multicam-atto")).empty());
+}
+
+}  // namespace tessera::test
+
+TEST_CASE("a segmentation model exports its backbone under timm's names and names its head",
+          "[weights]") {
+  nn::ModelSpec spec = nn::model_preset("convnext-atto");
+  spec.task = nn::Task::Segment;
+  spec.num_classes = 4;
+  auto m = set_up(spec, kAttoInput, DType::F32);
+  const nn::CheckpointData data = as_checkpoint(spec, *m);
+  std::vector<std::string> left_out;
+  const nn::NamedTensors timm = nn::export_weights(data, "timm", &left_out);
+  CHECK(left_out == std::vector<std::string>{"head.classifier.weight", "head.classifier.bias"});
+  // Every other tensor went out under its timm name; the head's norm is timm's head.norm.
+  CHECK(timm.size() + left_out.size() == data.tensors.size());
+  bool norm = false;
+  for (const auto& [name, t] : timm) {
+    CHECK(name.rfind("head.classifier", 0) != 0);
+    norm = norm || name == "head.norm.weight";
+  }
+  CHECK(norm);
+  // The backbone is timm's convnext_atto, whose mlp weights are 1x1 convolutions.
+  CHECK(nn::timm_model_name(spec) == "convnext_atto");
+  for (const auto& [name, t] : timm)
+    if (name == "stages.0.blocks.0.mlp.fc1.weight") CHECK(t.shape() == core::Shape{160, 40, 1, 1});
+  // Under tessera's names nothing is left out.
+  left_out.clear();
+  CHECK(nn::export_weights(data, "tessera", &left_out).size() == data.tensors.size());
+  CHECK(left_out.empty());
 }
 
 }  // namespace tessera::test

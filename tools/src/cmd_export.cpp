@@ -21,6 +21,12 @@ int run_export(const ExportArgs& a) {
   std::printf("wrote %s: %lld tensors (%s names), %.1f MiB, from checkpoint %s\n", e.path.c_str(),
               static_cast<long long>(e.tensors), e.naming.c_str(), double(e.bytes) / (1 << 20),
               a.checkpoint.c_str());
+  if (!e.left_out.empty()) {
+    std::string names;
+    for (const std::string& n : e.left_out) names += (names.empty() ? "" : ", ") + n;
+    std::printf("left out (timm's model has no such head; --naming tessera keeps them): %s\n",
+                names.c_str());
+  }
   if (e.timm_model.empty()) {
     std::printf("timm has no model of this architecture; the file keeps the names above\n");
   } else {

@@ -34,7 +34,8 @@ void write_safetensors(const std::string& path,
                        const std::vector<std::pair<std::string, const core::Tensor*>>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
-/// The timm model with exactly `spec`'s architecture: convnext_{atto,femto,pico,nano,tiny,small,
+/// The timm model with exactly `spec`'s architecture (for a segmentation model: its backbone's,
+/// whose classifier the model replaces by its own head): convnext_{atto,femto,pico,nano,tiny,small,
 /// base,large,xlarge}, regnetx_002, regnetx_004_tv, regnetx_008, regnety_002, regnety_004,
 /// regnety_008_tv (the _tv ones: torchvision's width rounding, which tessera's presets use); ""
 /// when timm has none (names still map). Its num_classes may differ: create_model(num_classes=).
@@ -77,14 +78,18 @@ WeightReport load_weights(const std::string& path, const ModelSpec& spec,
 /// The timm-named tensors of a tessera checkpoint (its parameters and running statistics, a
 /// num_batches_tracked per BatchNorm, mlp weights shaped as timm's model of that size holds
 /// them), for write_safetensors: timm.create_model(timm_model_name(spec)) + load_state_dict()
-/// takes them unchanged. `naming` "tessera" keeps tessera's names instead. The checkpoint's
-/// stage files are merged first. Throws InvalidArgument for a checkpoint that is not tessera's.
-NamedTensors export_weights(const CheckpointData& checkpoint, const std::string& naming = "timm");
+/// takes them unchanged. `naming` "tessera" keeps tessera's names instead. Under timm's names a
+/// tensor timm's model has no place for (a segmentation or multi-camera fusion head) is left out
+/// and its name appended to *left_out when given: the backbone then loads with
+/// load_state_dict(strict=False). Throws InvalidArgument for a checkpoint that is not tessera's.
+NamedTensors export_weights(const CheckpointData& checkpoint, const std::string& naming = "timm",
+                            std::vector<std::string>* left_out = nullptr);
 
 /// Reads the checkpoint `checkpoint` (with its pipeline stage files) and writes its weights to
 /// the safetensors file `out` (export_weights; metadata: the model's JSON, the timm model name,
 /// the step). Returns the timm model name ("" when none).
 std::string export_checkpoint(const std::string& checkpoint, const std::string& out,
-                              const std::string& naming = "timm");
+                              const std::string& naming = "timm",
+                              std::vector<std::string>* left_out = nullptr);
 
 }  // namespace tessera::nn

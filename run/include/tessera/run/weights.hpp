@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tessera/nn/weights.hpp"
 
@@ -17,7 +18,10 @@ struct ExportedWeights {
   std::int64_t tensors = 0;
   std::int64_t bytes = 0;  ///< the file's size
   int num_classes = 0;     ///< the classifier's classes (0 without one)
-  /// One line of Python that loads the file into timm's model (empty without a timm model).
+  /// Tensors left out under timm's names (a segmentation head timm's model does not have).
+  std::vector<std::string> left_out;
+  /// One line of Python that loads the file into timm's model (empty without a timm model):
+  /// strict, or strict=False when tensors were left out.
   std::string pytorch;
 };
 
