@@ -71,6 +71,7 @@ const std::map<std::string, ModelSpec>& presets() {
 // Bounds of the RegNet design space that keep every width an int.
 constexpr int kMaxRegnetDepth = 1000;
 constexpr int kMaxWidth = 1 << 20;
+constexpr std::size_t kMaxStages = 16;
 
 int make_divisible(double v, int divisor) {
   int nv = std::max(divisor, static_cast<int>(v + divisor / 2.0) / divisor * divisor);
@@ -138,6 +139,10 @@ void ModelSpec::validate() const {
   TESSERA_CHECK(!depths.empty() && depths.size() == widths.size(), "model '", name, "': fields 'depths' (",
                 depths.size(), " entries) and '", family == "convnext" ? "dims" : "widths", "' (", widths.size(),
                 " entries) must be non-empty and of equal length");
+  // (found by fuzz_model_json: a RegNet rule of 36 stages shifted the total stride past an int)
+  TESSERA_CHECK(depths.size() <= kMaxStages, "model '", name, "': ", depths.size(),
+                " stages; at most ", kMaxStages, " (each halves the resolution, so the total stride "
+                "would be 2^", depths.size() + 1, "); check 'depth', 'wa' and 'wm' of a RegNet rule");
   if (family == "convnext")
     TESSERA_CHECK(depths.size() == 4, "model '", name, "': field 'depths' needs 4 stages for ConvNeXt, got ",
                   depths.size());

@@ -43,6 +43,11 @@ TEST_CASE("model json: regnet bottleneck ratios and design parameters out of ran
                Contains("group_width 0 must be positive"));
   REQUIRE_THAT(error(R"("depth": 16, "w0": 1e12, "wa": 27.89, "wm": 2.09)"), Contains("w0 in (0, 1048576]"));
   REQUIRE(nn::model_from_json(R"({"family": "regnet", "depth": 16, "w0": 48, "wa": 27.89, "wm": 2.09})").widths.size() > 1);
+  // fuzz_model_json: a rule with wm near 1 makes dozens of stages, and the total stride (2 per
+  // stage) shifted past an int.
+  REQUIRE_THAT(error(R"("depth": 96, "w0": 48, "wa": 54.89, "wm": 1.09, "group_width": 9, "se_ratio": 0.25)"),
+               Contains("stages; at most 16"));
+  REQUIRE_THAT(error(R"("depth": 490, "w0": 48, "wa": 27.89, "wm": 1.09, "group_width": 8)"), Contains("at most 16"));
 }
 
 TEST_CASE("model json: a multi-camera model reads back and bad views are refused",
