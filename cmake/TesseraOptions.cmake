@@ -3,7 +3,7 @@
 # ON:   the dependency is required; a missing one stops the configure with an error.
 # OFF:  the part is not built.
 
-set(_tessera_parts UCX CUDA NCCL QT PYTHON)
+set(_tessera_parts UCX ONEDNN CUDA NCCL QT PYTHON)
 foreach(part IN LISTS _tessera_parts)
   set(TESSERA_WITH_${part} AUTO CACHE STRING "Build the ${part} part: AUTO, ON or OFF")
   set_property(CACHE TESSERA_WITH_${part} PROPERTY STRINGS AUTO ON OFF)
@@ -43,6 +43,18 @@ if(NOT TESSERA_WITH_UCX STREQUAL "OFF")
   endif()
 endif()
 tessera_resolve(UCX _found "UCX not found (Debian: libucx-dev)")
+
+# oneDNN (the cpu backend's matrix-product path: bf16 on AVX512_BF16/AMX, and f32) with the
+# OpenMP runtime it is built on (Debian's libdnnl-dev 2.6 runs on libgomp)
+set(_found OFF)
+if(NOT TESSERA_WITH_ONEDNN STREQUAL "OFF")
+  find_package(dnnl CONFIG QUIET)
+  find_package(OpenMP QUIET COMPONENTS CXX)
+  if(dnnl_FOUND AND OpenMP_CXX_FOUND)
+    set(_found ON)
+  endif()
+endif()
+tessera_resolve(ONEDNN _found "oneDNN not found (Debian: libdnnl-dev)")
 
 # CUDA (compiles here even without a GPU)
 set(_found OFF)

@@ -14,6 +14,7 @@ required=(build-essential cmake ninja-build pkg-config libeigen3-dev catch2 libc
           libjpeg62-turbo-dev libpng-dev)   # the image datasets' decoders
 optional=(
   libucx-dev ucx-utils            # UCX backend and ucx_perftest
+  libdnnl-dev                     # oneDNN: the cpu backend's bf16 and f32 matrix products
   openmpi-bin libopenmpi-dev      # OpenMPI: the collectives peer in bench/comm
   libtorch-dev                    # libtorch: the CPU-kernel peer in bench/
   libopenblas0-pthread            # ... and the BLAS its users run it on (else: reference BLAS)

@@ -9,6 +9,7 @@
 // Both give the bits of the widened path (the same f32 arithmetic on the same values), except the
 // pointwise weight gradient, which sums its columns in blocks (within the f32 sum's bound).
 #include "conv_depthwise.hpp"
+#include "conv_onednn.hpp"
 #include "conv_pointwise.hpp"
 #include "convert.hpp"
 #include "cpu_ops.hpp"
@@ -169,7 +170,7 @@ bool masters_of(const OpCall& call, Masters& m) {
 
 }  // namespace
 
-bool run_half_conv(const OpCall& call, ThreadPool& pool, ConvAlgo forced) {
+bool run_half_conv(const OpCall& call, ThreadPool& pool, OnednnCache& onednn, ConvAlgo forced) {
   if (!compute::is_conv(call.kind) || forced == ConvAlgo::Generic || forced == ConvAlgo::Im2col) return false;
   const Conv2dParams& p = call.conv;
   const bool fwd = call.kind == OpKind::Conv2dForward, bwd_data = call.kind == OpKind::Conv2dBackwardData;
@@ -183,6 +184,40 @@ bool run_half_conv(const OpCall& call, ThreadPool& pool, ConvAlgo forced) {
   const ConvDims d = dims_of(x, w, y);
   if (std::int64_t(d.n) * d.cin * d.h * d.w * d.cout * d.ho * d.wo == 0) return false;
   const ConvContext ctx{p, d, pool, x.allocator(), dt};
+  if ((forced == ConvAlgo::Auto || forced == ConvAlgo::Onednn) && onednn_applies(p, d, dt) &&
+      planes_contiguous(x) && planes_contiguous(y)) {
+    Masters m;
+    if (!masters_of(call, m)) return false;
+    const bool pw = pointwise_applies(p, d);
+    switch (call.kind) {
+      case OpKind::Conv2dForward: {
+        PlaneView<std::uint16_t> out = half_view(call.output("y"));
+        if (pw)
+          onednn_pointwise_forward<std::uint16_t>(ctx, onednn, half_view(x), m.w, m.bias, out);
+        else
+          onednn_patch_forward<std::uint16_t>(ctx, onednn, half_view(x), m.w, m.bias, out);
+        return true;
+      }
+      case OpKind::Conv2dBackwardData: {
+        PlaneView<std::uint16_t> out = half_view(call.output("dx"));
+        if (pw)
+          onednn_pointwise_backward_data<std::uint16_t>(ctx, onednn, half_view(y), m.w, out, call.accumulate);
+        else
+          onednn_patch_backward_data<std::uint16_t>(ctx, onednn, half_view(y), m.w, out, call.accumulate);
+        return true;
+      }
+      case OpKind::Conv2dBackwardWeight:
+        if (pw)
+          onednn_pointwise_backward_weight<std::uint16_t>(ctx, onednn, half_view(x), half_view(y), m.dw, m.db,
+                                                          call.accumulate);
+        else
+          onednn_patch_backward_weight<std::uint16_t>(ctx, onednn, half_view(x), half_view(y), m.dw, m.db,
+                                                      call.accumulate);
+        return true;
+      default: return false;
+    }
+  }
+  if (forced == ConvAlgo::Onednn) return false;
   // Depthwise needs rows with unit W stride, pointwise contiguous planes (its GEMM operands).
   const bool depthwise = depthwise_applies(p, d) && forced != ConvAlgo::Pointwise;
   if (depthwise ? (forced != ConvAlgo::Auto && forced != ConvAlgo::Depthwise) || !meets(x, Need::UnitW) ||

@@ -1,9 +1,12 @@
 // CpuBackend: argument checks, layout handling and the choice of kernel per call.
 #include "tessera/compute/cpu.hpp"
 
+#include <type_traits>
+
 #include "conv_depthwise.hpp"
 #include "conv_generic.hpp"
 #include "conv_im2col.hpp"
+#include "conv_onednn.hpp"
 #include "conv_pointwise.hpp"
 #include "tensor_access.hpp"
 #include "tessera/core/error.hpp"
@@ -25,6 +28,8 @@ std::string_view conv_algo_name(ConvAlgo a) noexcept {
       return "pointwise";
     case ConvAlgo::Im2col:
       return "im2col";
+    case ConvAlgo::Onednn:
+      return "onednn";
   }
   return "?";
 }
@@ -44,18 +49,36 @@ ThreadPool& CpuBackend::pool() {
   return *pool_;
 }
 
+OnednnCache& CpuBackend::onednn() {
+  if (!onednn_) onednn_ = std::make_unique<OnednnCache>();
+  return *onednn_;
+}
+
+Capabilities CpuBackend::capabilities() const noexcept {
+  Capabilities c;
+  c.rounds_master_to_call_dtype = onednn_info().bf16 && (algo_ == ConvAlgo::Auto || algo_ == ConvAlgo::Onednn);
+  return c;
+}
+
 namespace {
 
-ConvAlgo pick(const Conv2dParams& p, const ConvDims& d) {
+ConvAlgo pick(const Conv2dParams& p, const ConvDims& d, DType t) {
   if (depthwise_applies(p, d)) return ConvAlgo::Depthwise;
+  if (onednn_applies(p, d, t)) return ConvAlgo::Onednn;
   if (pointwise_applies(p, d)) return ConvAlgo::Pointwise;
   return ConvAlgo::Im2col;
 }
 
 // The algorithm for this call: the forced one (checked) or Auto's pick. Empty tensors go to the
 // generic loops, which handle every degenerate extent.
-ConvAlgo resolve(ConvAlgo forced, const char* what, const Conv2dParams& p, const ConvDims& d) {
+ConvAlgo resolve(ConvAlgo forced, const char* what, const Conv2dParams& p, const ConvDims& d, DType t) {
   const char* needs = nullptr;
+  if (forced == ConvAlgo::Onednn && !onednn_applies(p, d, t))
+    needs = !pointwise_applies(p, d) && !patchify_applies(p, d)
+                ? "a 1x1 kernel, stride 1, no padding and an output the size of the input, or a kernel equal to its "
+                  "stride without padding or dilation (patchify)"
+            : !onednn_info().built  ? "a build with oneDNN (libdnnl-dev, TESSERA_WITH_ONEDNN)"
+                                    : "dtype f32, or bf16 on a CPU with bf16 instructions (tessera backends says which)";
   if (forced == ConvAlgo::Depthwise && !depthwise_applies(p, d))
     needs = "groups == input channels == output channels";
   if (forced == ConvAlgo::Pointwise && !pointwise_applies(p, d))
@@ -68,7 +91,7 @@ ConvAlgo resolve(ConvAlgo forced, const char* what, const Conv2dParams& p, const
         ") and output (", d.n, ",", d.cout, ",", d.ho, ",", d.wo, "): it needs ", needs,
         "; force another algorithm or use ConvAlgo::Auto"));
   if (std::int64_t(d.n) * d.cin * d.h * d.w * d.cout * d.ho * d.wo == 0) return ConvAlgo::Generic;
-  return forced == ConvAlgo::Auto ? pick(p, d) : forced;
+  return forced == ConvAlgo::Auto ? pick(p, d, t) : forced;
 }
 
 void check_dtype(const char* what, DType t) {
@@ -93,12 +116,12 @@ ConvAlgo CpuBackend::pick_conv_algo(const Conv2dParams& p, const Tensor& x, cons
   ConvDims d = dims_of(x, w);
   d.ho = (d.h + 2 * p.pad_h - p.dilation_h * (p.kernel_h - 1) - 1) / p.stride_h + 1;
   d.wo = (d.w + 2 * p.pad_w - p.dilation_w * (p.kernel_w - 1) - 1) / p.stride_w + 1;
-  return pick(p, d);
+  return pick(p, d, x.dtype());
 }
 
 ConvAlgo CpuBackend::pick_conv_algo(const Conv2dParams& p, const Tensor& x, const Tensor& w,
                                     const Tensor& y) {
-  return pick(p, dims_of(x, w, y));
+  return pick(p, dims_of(x, w, y), x.dtype());
 }
 
 void CpuBackend::conv2d_forward(const Conv2dParams& p, const Tensor& x, const Tensor& w,
@@ -106,7 +129,7 @@ void CpuBackend::conv2d_forward(const Conv2dParams& p, const Tensor& x, const Te
   check_conv2d_shapes("conv2d_forward", p, x, w, bias, y);
   check_dtype("conv2d_forward", x.dtype());
   const ConvDims d = dims_of(x, w, y);
-  const ConvAlgo algo = resolve(algo_, "conv2d_forward", p, d);
+  const ConvAlgo algo = resolve(algo_, "conv2d_forward", p, d, x.dtype());
   const Layout lay = layout_of(algo);
   const Tensor xc = input_as(x, lay.x), wc = input_as(w, Need::Contiguous);
   const Tensor bc = (bias && bias->defined()) ? input_as(*bias, Need::Contiguous) : Tensor();
@@ -121,6 +144,13 @@ void CpuBackend::conv2d_forward(const Conv2dParams& p, const Tensor& x, const Te
         return depthwise_forward<T>(ctx, cview<T>(xc), wp, bp, view<T>(out.target()));
       case ConvAlgo::Pointwise:
         return pointwise_forward<T>(ctx, cview<T>(xc), wp, bp, view<T>(out.target()));
+      case ConvAlgo::Onednn:
+        if constexpr (std::is_same_v<T, float>) {
+          if (pointwise_applies(p, d))
+            return onednn_pointwise_forward<float>(ctx, onednn(), cview<T>(xc), wp, bp, view<T>(out.target()));
+          return onednn_patch_forward<float>(ctx, onednn(), cview<T>(xc), wp, bp, view<T>(out.target()));
+        }
+        return;
       case ConvAlgo::Im2col:
         return im2col_forward<T>(ctx, cview<T>(xc), wp, bp, view<T>(out.target()));
       default:
@@ -136,7 +166,7 @@ void CpuBackend::conv2d_backward_data(const Conv2dParams& p, const Tensor& dy, c
   check_conv2d_shapes("conv2d_backward_data", p, dx, w, nullptr, dy);
   check_dtype("conv2d_backward_data", dy.dtype());
   const ConvDims d = dims_of(dx, w, dy);
-  const ConvAlgo algo = resolve(algo_, "conv2d_backward_data", p, d);
+  const ConvAlgo algo = resolve(algo_, "conv2d_backward_data", p, d, dy.dtype());
   const Layout lay = layout_of(algo);
   const Tensor dyc = input_as(dy, lay.y), wc = input_as(w, Need::Contiguous);
   OutputBuffer out(dx, lay.x, accumulate);
@@ -151,6 +181,15 @@ void CpuBackend::conv2d_backward_data(const Conv2dParams& p, const Tensor& dy, c
       case ConvAlgo::Pointwise:
         return pointwise_backward_data<T>(ctx, cview<T>(dyc), wp, view<T>(out.target()),
                                           accumulate);
+      case ConvAlgo::Onednn:
+        if constexpr (std::is_same_v<T, float>) {
+          if (pointwise_applies(p, d))
+            return onednn_pointwise_backward_data<float>(ctx, onednn(), cview<T>(dyc), wp, view<T>(out.target()),
+                                                         accumulate);
+          return onednn_patch_backward_data<float>(ctx, onednn(), cview<T>(dyc), wp, view<T>(out.target()),
+                                                   accumulate);
+        }
+        return;
       case ConvAlgo::Im2col:
         return im2col_backward_data<T>(ctx, cview<T>(dyc), wp, view<T>(out.target()), accumulate);
       default:
@@ -166,7 +205,7 @@ void CpuBackend::conv2d_backward_weight(const Conv2dParams& p, const Tensor& x, 
   check_conv2d_shapes("conv2d_backward_weight", p, x, dw, db, dy);
   check_dtype("conv2d_backward_weight", x.dtype());
   const ConvDims d = dims_of(x, dw, dy);
-  const ConvAlgo algo = resolve(algo_, "conv2d_backward_weight", p, d);
+  const ConvAlgo algo = resolve(algo_, "conv2d_backward_weight", p, d, x.dtype());
   const Layout lay = layout_of(algo);
   const Tensor xc = input_as(x, lay.x), dyc = input_as(dy, lay.y);
   OutputBuffer wout(dw, Need::Contiguous, accumulate);
@@ -183,6 +222,15 @@ void CpuBackend::conv2d_backward_weight(const Conv2dParams& p, const Tensor& x, 
         return depthwise_backward_weight<T>(ctx, cview<T>(xc), cview<T>(dyc), dwp, dbp, accumulate);
       case ConvAlgo::Pointwise:
         return pointwise_backward_weight<T>(ctx, cview<T>(xc), cview<T>(dyc), dwp, dbp, accumulate);
+      case ConvAlgo::Onednn:
+        if constexpr (std::is_same_v<T, float>) {
+          if (pointwise_applies(p, d))
+            return onednn_pointwise_backward_weight<float>(ctx, onednn(), cview<T>(xc), cview<T>(dyc), dwp, dbp,
+                                                           accumulate);
+          return onednn_patch_backward_weight<float>(ctx, onednn(), cview<T>(xc), cview<T>(dyc), dwp, dbp,
+                                                     accumulate);
+        }
+        return;
       case ConvAlgo::Im2col:
         return im2col_backward_weight<T>(ctx, cview<T>(xc), cview<T>(dyc), dwp, dbp, accumulate);
       default:

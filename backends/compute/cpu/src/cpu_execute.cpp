@@ -15,7 +15,7 @@ void CpuBackend::execute(const OpCall& call) {
     TESSERA_CHECK(t == nullptr || !t->is_meta(), "cpu ", op_name(call.kind), ": output ", t->describe(),
                   " is a meta tensor (no data); meta runs need a recording backend, not cpu");
   if (is_half_call(call)) {
-    if (run_half_conv(call, pool(), algo_)) return;
+    if (run_half_conv(call, pool(), onednn(), algo_)) return;
     return run_widened(call, pool(), [this](const OpCall& c) { execute(c); });
   }
   switch (call.kind) {

@@ -29,7 +29,8 @@ void run_widened(const OpCall& call, ThreadPool& pool, const std::function<void(
 /// widening 16-bit rows or blocks in per-thread scratch (conv_half.cpp); false (nothing done) when
 /// the call is not one (another geometry, a forced algorithm that is not the one that applies,
 /// 16-bit tensors without unit W stride or, for pointwise, contiguous planes, 16-bit weights or
-/// weight gradients), and run_widened takes it.
-bool run_half_conv(const OpCall& call, ThreadPool& pool, ConvAlgo forced);
+/// weight gradients), and run_widened takes it. bf16 pointwise calls go through oneDNN where
+/// onednn_runs(BF16) (conv_onednn.cpp), with `onednn`'s primitives.
+bool run_half_conv(const OpCall& call, ThreadPool& pool, OnednnCache& onednn, ConvAlgo forced);
 
 }  // namespace tessera::compute::cpu

@@ -27,6 +27,7 @@ inline Layout layout_of(ConvAlgo a) {
     case ConvAlgo::Depthwise:
       return {Need::UnitW, Need::UnitW};
     case ConvAlgo::Pointwise:
+    case ConvAlgo::Onednn:
       return {Need::Planes, Need::Planes};
     case ConvAlgo::Im2col:
       return {Need::UnitW, Need::Planes};
