@@ -199,10 +199,13 @@ TEST_CASE("ranks may run their own backends concurrently", "[compute][conv]") {
 }
 
 TEST_CASE("scratch memory is booked as workspace with the input's allocator", "[compute][conv]") {
-  const ConvAlgo algo = GENERATE(ConvAlgo::Depthwise, ConvAlgo::Pointwise, ConvAlgo::Im2col);
-  const ref::Conv2d c = algo == ConvAlgo::Depthwise   ? determinism_cases()[0]
-                        : algo == ConvAlgo::Pointwise ? determinism_cases()[1]
-                                                      : determinism_cases()[2];
+  const ConvAlgo algo =
+      GENERATE(ConvAlgo::Depthwise, ConvAlgo::Pointwise, ConvAlgo::Im2col, ConvAlgo::Onednn);
+  // Onednn where this build and CPU run it (conv_onednn_test.cpp prints the skip elsewhere).
+  if (algo == ConvAlgo::Onednn && !compute::cpu::onednn_runs(DType::F32)) return;
+  const ref::Conv2d c = algo == ConvAlgo::Depthwise ? determinism_cases()[0]
+                        : algo == ConvAlgo::Im2col  ? determinism_cases()[2]
+                                                    : determinism_cases()[1];
   INFO(describe(c) << ", " << compute::cpu::conv_algo_name(algo));
   auto alloc = std::make_shared<core::Allocator>("rank0");
   const auto ws = core::MemCategory::Workspace;

@@ -31,8 +31,12 @@ std::vector<ref::Conv2d> geometry_grid() {
 
 TEST_CASE("cpu conv algorithms match the float64 reference", "[compute][conv]") {
   const ConvAlgo algo = GENERATE(ConvAlgo::Generic, ConvAlgo::Depthwise, ConvAlgo::Pointwise,
-                                 ConvAlgo::Im2col, ConvAlgo::Auto);
+                                 ConvAlgo::Im2col, ConvAlgo::Auto, ConvAlgo::Onednn);
   const DType dtype = GENERATE(DType::F32, DType::F64);
+  // Forced Onednn takes f32 only (f64 stays on Eigen), where this build and CPU run it
+  // (conv_onednn_test.cpp prints the skip where they do not).
+  if (algo == ConvAlgo::Onednn && (dtype != DType::F32 || !compute::cpu::onednn_runs(dtype)))
+    return;
   const double rtol = dtype == DType::F32 ? 1e-5 : 1e-12;
   const std::vector<int> thread_counts =
       algo == ConvAlgo::Generic ? std::vector<int>{1, 2} : std::vector<int>{1, 2, 3};
@@ -55,8 +59,9 @@ TEST_CASE("cpu conv algorithms match the float64 reference", "[compute][conv]") 
     }
     ++checked;
   }
-  // Depthwise applies to the groups == C rows of the grid, Pointwise to the 1x1 s1 p0 ones.
-  REQUIRE(checked >= (algo == ConvAlgo::Pointwise ? 6 : 30));
+  // Depthwise applies to the groups == C rows of the grid, Pointwise to the 1x1 s1 p0 ones, Onednn
+  // to those and the patchify stem.
+  REQUIRE(checked >= (algo == ConvAlgo::Pointwise ? 6 : algo == ConvAlgo::Onednn ? 7 : 30));
 }
 
 TEST_CASE("cpu conv algorithms match the reference on wider images", "[compute][conv]") {
@@ -98,9 +103,13 @@ TEST_CASE("Auto picks the fast path that applies", "[compute][conv]") {
   p.groups = 8;
   REQUIRE(CpuBackend::pick_conv_algo(p, x, Tensor::zeros({8, 1, 7, 7})) == ConvAlgo::Depthwise);
   Conv2dParams q;
-  REQUIRE(CpuBackend::pick_conv_algo(q, x, Tensor::zeros({32, 8, 1, 1})) == ConvAlgo::Pointwise);
+  // f32 1x1 convolutions go to oneDNN where this build and CPU run it; f64 ones to Eigen.
+  const ConvAlgo pw32 = compute::cpu::onednn_runs(core::DType::F32) ? ConvAlgo::Onednn : ConvAlgo::Pointwise;
+  REQUIRE(CpuBackend::pick_conv_algo(q, x, Tensor::zeros({32, 8, 1, 1})) == pw32);
+  const Tensor x64 = Tensor::zeros({2, 8, 10, 12}, core::DType::F64);
+  REQUIRE(CpuBackend::pick_conv_algo(q, x64, Tensor::zeros({32, 8, 1, 1}, core::DType::F64)) == ConvAlgo::Pointwise);
   q.groups = 2;
-  REQUIRE(CpuBackend::pick_conv_algo(q, x, Tensor::zeros({32, 4, 1, 1})) == ConvAlgo::Pointwise);
+  REQUIRE(CpuBackend::pick_conv_algo(q, x, Tensor::zeros({32, 4, 1, 1})) == pw32);
   // A 1x1 conv whose output window is smaller than the input is not a plain GEMM.
   REQUIRE(CpuBackend::pick_conv_algo(q, x, Tensor::zeros({32, 4, 1, 1}),
                                      Tensor::zeros({2, 32, 9, 12})) == ConvAlgo::Im2col);

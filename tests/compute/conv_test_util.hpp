@@ -81,11 +81,19 @@ inline ConvOut run_backend(CpuBackend& be, const ref::Conv2d& c, const ConvData&
   return {to_doubles(y), to_doubles(dx), to_doubles(dw), to_doubles(db)};
 }
 
-/// True when the forced algorithm `a` applies to geometry c with its standard output.
+/// True when the forced algorithm `a` applies to geometry c with its standard output (Onednn: the
+/// pointwise geometry or a kernel equal to its stride (patchify), in f32 where this build and CPU
+/// run it; it refuses f64).
 inline bool algo_applies(ConvAlgo a, const ref::Conv2d& c) {
   switch (a) {
     case ConvAlgo::Depthwise:
       return c.groups == c.cin && c.cin == c.cout;
+    case ConvAlgo::Onednn:
+      if (!compute::cpu::onednn_runs(core::DType::F32)) return false;
+      if (c.kh == c.sh && c.kw == c.sw && c.kh * c.kw > 1 && c.ph == 0 && c.pw == 0 &&
+          c.dh == 1 && c.dw == 1)
+        return true;
+      [[fallthrough]];
     case ConvAlgo::Pointwise:
       return c.kh == 1 && c.kw == 1 && c.sh == 1 && c.sw == 1 && c.ph == 0 && c.pw == 0;
     default:

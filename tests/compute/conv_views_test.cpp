@@ -11,14 +11,17 @@ using core::Tensor;
 
 constexpr double kSentinel = 7.0;
 
-// All algorithms that apply to a call (Auto included).
+// All algorithms that apply to a call (Auto included); Onednn where this build and CPU run it in
+// f32 (forced Onednn refuses f64: the callers skip it there).
 std::vector<ConvAlgo> algos_for(const Conv2dParams& p, int cin, int cout, int h, int w, int ho,
                                 int wo) {
   std::vector<ConvAlgo> out = {ConvAlgo::Auto, ConvAlgo::Generic, ConvAlgo::Im2col};
   if (p.groups == cin && cin == cout) out.push_back(ConvAlgo::Depthwise);
   if (p.kernel_h == 1 && p.kernel_w == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 &&
-      p.pad_w == 0 && ho == h && wo == w)
+      p.pad_w == 0 && ho == h && wo == w) {
     out.push_back(ConvAlgo::Pointwise);
+    if (compute::cpu::onednn_runs(DType::F32)) out.push_back(ConvAlgo::Onednn);
+  }
   return out;
 }
 
@@ -80,6 +83,7 @@ void check_window(const ref::Conv2d& full, int r0, int ho, int c0, int wo, DType
 
   for (ConvAlgo algo : algos_for(p, full.cin, full.cout, int(x.size(2)), int(x.size(3)), ho, wo))
     for (int threads : {1, 3}) {
+      if (algo == ConvAlgo::Onednn && dtype != DType::F32) continue;
       INFO("window rows [" << r0 << "," << r0 + ho << ") cols [" << c0 << "," << c0 + wo << ") of "
                            << describe(full) << "; pad " << p.pad_h << "x" << p.pad_w << ", "
                            << compute::cpu::conv_algo_name(algo) << ", " << core::dtype_name(dtype)
@@ -173,6 +177,7 @@ TEST_CASE("accumulate adds to the outputs, db may be null", "[compute][conv]") {
     const Tensor w = from_doubles(data.w, {c.cout, c.cin / c.groups, c.kh, c.kw}, dtype);
     const Tensor dy = from_doubles(data.dy, {c.n, c.cout, c.ho(), c.wo()}, dtype);
     for (ConvAlgo algo : algos_for(p, c.cin, c.cout, c.h, c.w, c.ho(), c.wo())) {
+      if (algo == ConvAlgo::Onednn && dtype != DType::F32) continue;
       INFO(describe(c) << ", " << compute::cpu::conv_algo_name(algo));
       CpuBackend be(2);
       be.force_conv_algo(algo);

@@ -78,7 +78,9 @@ ConvAlgo resolve(ConvAlgo forced, const char* what, const Conv2dParams& p, const
                 ? "a 1x1 kernel, stride 1, no padding and an output the size of the input, or a kernel equal to its "
                   "stride without padding or dilation (patchify)"
             : !onednn_info().built  ? "a build with oneDNN (libdnnl-dev, TESSERA_WITH_ONEDNN)"
-                                    : "dtype f32, or bf16 on a CPU with bf16 instructions (tessera backends says which)";
+            : onednn_info().impl_f32.empty()
+                ? "the oneDNN path, which TESSERA_CPU_ONEDNN=0 switched off for this process"
+                : "dtype f32, or bf16 on a CPU with bf16 instructions (tessera backends says which)";
   if (forced == ConvAlgo::Depthwise && !depthwise_applies(p, d))
     needs = "groups == input channels == output channels";
   if (forced == ConvAlgo::Pointwise && !pointwise_applies(p, d))

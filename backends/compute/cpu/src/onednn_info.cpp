@@ -58,7 +58,11 @@ OnednnInfo make_info() {
     return info;
   }
   info.impl_f32 = probe(core::DType::F32);
-  info.impl_bf16 = probe(core::DType::BF16);
+  // bf16 only on bf16 instructions: on plain AVX-512 oneDNN emulates bf16 products with f32
+  // ones and shifts, no faster than the f32 path and rounding the weights besides.
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  if (isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx)
+    info.impl_bf16 = probe(core::DType::BF16);
   info.bf16 = !info.impl_bf16.empty();
   if (!info.bf16)
     info.why_not_bf16 = "oneDNN " + info.version + " has no bf16 matrix product for this CPU (ISA " + info.isa +
