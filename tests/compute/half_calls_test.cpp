@@ -290,3 +290,160 @@ TEST_CASE("cpu bf16/f16 depthwise convolutions: the bits of the widened f32 call
         }
       }
 }
+
+namespace {
+
+// The bits of a 16-bit tensor's f32 twin rounded once (the widened call's last step).
+Tensor narrowed_like(const Tensor& f32, const Tensor& like, compute::Backend& be) {
+  Tensor h = Tensor::empty(like.shape(), like.dtype(), MemCategory::Workspace, like.allocator());
+  compute::copy(be, f32, h);
+  return h;
+}
+
+}  // namespace
+
+// Layer norm of 16-bit activations runs on the 16-bit storage (ops_layernorm_half.cpp): every
+// output (y, dx in 16 bits; mean, rstd, dgamma, dbeta in f32) has the bits of the f32 kernel on
+// the widened tensors, for C = 3 (blocks of 1024 pixels and a tail), C = 96 and (N,C) inputs, on 1
+// and 3 threads; the scratch is per-thread blocks of B ≤ min(P, 1024) pixels (C or 2C staged rows
+// and three f32 rows, two double rows), for the large call far below the widened call's f32 copies
+// of its 16-bit tensors. A W-narrowed view goes the widened way and gives the same bits.
+TEST_CASE("cpu bf16/f16 layer norm: the bits of the widened f32 call, blocked scratch",
+          "[compute][cpu][half]") {
+  for (DType t : {DType::BF16, DType::F16})
+    for (const core::Shape& xs : {core::Shape{2, 3, 64, 150}, core::Shape{2, 96, 7, 9}, core::Shape{5, 96},
+                                  core::Shape{1, 3, 5, 4}})
+      for (int threads : {1, 3})
+        for (bool view : {false, true}) {
+          if (view && xs.size() != 4) continue;
+          INFO(core::dtype_name(t) << " " << core::shape_str(xs) << " threads " << threads
+                                   << (view ? " (W-narrowed views)" : ""));
+          auto alloc = std::make_shared<core::Allocator>("host");
+          compute::cpu::CpuBackend be(threads), ref(threads);
+          auto act = [&](std::uint64_t seed) {
+            if (!view) return half_tensor(xs, t, seed, alloc);
+            const Tensor parent = half_tensor({xs[0], xs[1], xs[2], xs[3] + 3}, t, seed, alloc);
+            return parent.narrow(3, 1, xs[3]);
+          };
+          core::Shape ss = xs;
+          ss.erase(ss.begin() + 1);
+          const std::int64_t c = xs[1];
+          const Tensor x = act(31), dy = act(32);
+          const Tensor gamma = half_tensor({c}, DType::F32, 33, alloc);
+          const Tensor beta = half_tensor({c}, DType::F32, 34, alloc);
+          const Tensor x32 = widened(x, be), dy32 = widened(dy, be);
+
+          Tensor y = act(35);
+          Tensor mean = Tensor::empty(ss, DType::F32, MemCategory::Activation, alloc), rstd = mean.clone();
+          alloc->reset_peaks();
+          compute::layernorm_forward(be, x, gamma, beta, 1e-5, y, mean, rstd);
+          const std::int64_t b = std::min<std::int64_t>(x.numel() / (xs[0] * c), 1024);
+          // The blocked scratch bound with `rows` staged rows, and the widened call's copies of
+          // `tensors` 16-bit tensors (checked against the large call only).
+          auto check_peak = [&](std::int64_t rows, std::int64_t tensors) {
+            const std::size_t peak = alloc->stats().peak_of(MemCategory::Workspace);
+            REQUIRE(peak <= std::size_t(threads * ((rows + 3) * b * 4 + 2 * b * 8)));
+            if (x.numel() > 50000) REQUIRE(peak * 2 < std::size_t(tensors * x.numel() * 4));
+          };
+          if (!view) check_peak(c, 2);
+          REQUIRE(alloc->stats().current_of(MemCategory::Workspace) == 0);
+          Tensor y32 = widened(y, be), mean32 = mean.clone(), rstd32 = mean.clone();
+          compute::layernorm_forward(ref, x32, gamma, beta, 1e-5, y32, mean32, rstd32);
+          require_same_bits(y, narrowed_like(y32, y, ref));
+          require_same_bits(mean, mean32);
+          require_same_bits(rstd, rstd32);
+
+          for (bool acc : {false, true}) {
+            INFO("accumulate " << acc);
+            Tensor dx = act(36);
+            Tensor dgamma = half_tensor({c}, DType::F32, 37, alloc);
+            Tensor dbeta = half_tensor({c}, DType::F32, 38, alloc);
+            Tensor dx32 = widened(dx, be), dgamma32 = dgamma.clone(), dbeta32 = dbeta.clone();
+            alloc->reset_peaks();
+            compute::layernorm_backward(be, dy, x, gamma, mean, rstd, dx, dgamma, dbeta, acc);
+            if (!view) check_peak(2 * c, 3);
+            compute::layernorm_backward(ref, dy32, x32, gamma, mean32, rstd32, dx32, dgamma32, dbeta32, acc);
+            require_same_bits(dx, narrowed_like(dx32, dx, ref));
+            require_same_bits(dgamma, dgamma32);
+            require_same_bits(dbeta, dbeta32);
+          }
+        }
+}
+
+TEST_CASE("cpu bf16/f16 layer norm: statistics of the wrong shape are refused", "[compute][cpu][half]") {
+  auto alloc = std::make_shared<core::Allocator>("host");
+  compute::cpu::CpuBackend be(2);
+  const Tensor x = half_tensor({2, 4, 3, 5}, DType::BF16, 41, alloc);
+  const Tensor gamma = half_tensor({4}, DType::F32, 42, alloc);
+  const Tensor beta = half_tensor({4}, DType::F32, 43, alloc);
+  Tensor y = Tensor::empty(x.shape(), DType::BF16, MemCategory::Activation, alloc);
+  Tensor mean = Tensor::empty({2, 3}, DType::F32, MemCategory::Activation, alloc), rstd = mean.clone();
+  REQUIRE_THROWS_AS(compute::layernorm_forward(be, x, gamma, beta, 1e-5, y, mean, rstd), InvalidArgument);
+}
+
+// LayerScale and drop path on 16-bit activations (scale_channels, its backward, scale_samples;
+// more than 2^14 elements) go plane by plane in chunks of 2^14 pixels through per-worker f32
+// buffers (ops_scale_half.cpp): the bits of the f32 kernels on the widened tensors (ds summed in
+// the f32 kernel's lanes and order), in place too, on 1 and 3 threads, for planes of a chunk and
+// an odd tail; W-narrowed views go the widened way with the same bits.
+TEST_CASE("cpu bf16/f16 channel and sample scales: the bits of the widened f32 call, chunked",
+          "[compute][cpu][half]") {
+  const core::Shape xs{2, 5, 130, 131};  // 17030 pixels a plane: one chunk and a tail of 646
+  for (DType t : {DType::BF16, DType::F16})
+    for (int threads : {1, 3})
+      for (bool view : {false, true}) {
+        INFO(core::dtype_name(t) << " threads " << threads << (view ? " (W-narrowed views)" : ""));
+        auto alloc = std::make_shared<core::Allocator>("host");
+        compute::cpu::CpuBackend be(threads), ref(threads);
+        auto act = [&](std::uint64_t seed) {
+          if (!view) return half_tensor(xs, t, seed, alloc);
+          const Tensor parent = half_tensor({xs[0], xs[1], xs[2], xs[3] + 2}, t, seed, alloc);
+          return parent.narrow(3, 1, xs[3]);
+        };
+        const Tensor x = act(51), dy = act(52);
+        const Tensor x32 = widened(x, be), dy32 = widened(dy, be);
+        const Tensor s_c = half_tensor({5}, DType::F32, 53, alloc);
+        const Tensor s_nc = half_tensor({2, 5}, DType::F32, 54, alloc);
+        const Tensor s_n = half_tensor({2}, DType::F32, 55, alloc);
+        // Chunk buffers only (one or two per worker, and a word), far below the widened call's
+        // copies of its `buffers` + 1 16-bit tensors.
+        auto check_peak = [&](std::int64_t buffers) {
+          if (view) return;
+          const std::size_t peak = alloc->stats().peak_of(MemCategory::Workspace);
+          REQUIRE(peak <= std::size_t(threads * buffers * 16384 * 4 + 256));
+          REQUIRE(peak * 4 < std::size_t((buffers + 1) * x.numel() * 4));
+        };
+        for (const Tensor* s : {&s_c, &s_nc}) {
+          INFO("s " << core::shape_str(s->shape()));
+          Tensor y = act(56), y32 = widened(y, be);
+          alloc->reset_peaks();
+          compute::scale_channels(be, x, *s, y);
+          check_peak(1);
+          compute::scale_channels(ref, x32, *s, y32);
+          require_same_bits(y, narrowed_like(y32, y, ref));
+          for (bool acc : {false, true})
+            for (bool in_place : {false, true}) {
+              INFO("accumulate " << acc << (in_place ? " (dx aliases dy)" : ""));
+              Tensor dyc = dy.clone(), dx = in_place ? dyc : act(57);
+              Tensor ds = half_tensor(s->shape(), DType::F32, 58, alloc), ds32 = ds.clone();
+              Tensor dx32 = widened(dx, be);
+              alloc->reset_peaks();
+              compute::scale_channels_backward(be, dyc, x, *s, &dx, ds, acc);
+              check_peak(2);
+              compute::scale_channels_backward(ref, dy32, x32, *s, &dx32, ds32, acc);
+              require_same_bits(dx, narrowed_like(dx32, dx, ref));
+              require_same_bits(ds, ds32);
+            }
+          Tensor ds = half_tensor(s->shape(), DType::F32, 59, alloc), ds32 = ds.clone();
+          compute::scale_channels_backward(be, dy, x, *s, nullptr, ds, false);  // ds alone
+          compute::scale_channels_backward(ref, dy32, x32, *s, nullptr, ds32, false);
+          require_same_bits(ds, ds32);
+        }
+        Tensor y = act(60), y32 = widened(y, be);
+        alloc->reset_peaks();
+        compute::scale_samples(be, x, s_n, y);
+        check_peak(1);
+        compute::scale_samples(ref, x32, s_n, y32);
+        require_same_bits(y, narrowed_like(y32, y, ref));
+      }
+}

@@ -33,4 +33,17 @@ void run_widened(const OpCall& call, ThreadPool& pool, const std::function<void(
 /// onednn_runs(BF16) (conv_onednn.cpp), with `onednn`'s primitives.
 bool run_half_conv(const OpCall& call, ThreadPool& pool, OnednnCache& onednn, ConvAlgo forced);
 
+/// Runs a bf16/f16 layer norm call (forward or backward) on its 16-bit storage directly, widening
+/// rows as each block is staged in per-worker f32 scratch and rounding each output row once
+/// (ops_layernorm_half.cpp): the bits of run_widened's call. False (nothing done) when the call is
+/// not one, its 16-bit tensors' pixels are not one unit-stride run, or a Master slot is not f32;
+/// run_widened takes it.
+bool run_half_norm(const OpCall& call, ThreadPool& pool);
+
+/// Runs a bf16/f16 scale_channels, scale_channels_backward or scale_samples call of more than
+/// 2^14 elements with f32 scales on its 16-bit storage, plane by plane in chunks through per-worker
+/// f32 buffers (ops_scale_half.cpp): the bits of run_widened's call. False (nothing done) for
+/// other calls, smaller ones, 16-bit tensors whose pixels are not one run, or 16-bit scales.
+bool run_half_scale(const OpCall& call, ThreadPool& pool);
+
 }  // namespace tessera::compute::cpu
