@@ -2,7 +2,10 @@
 // device and comm backend, and the calibration file written by rank 0.
 #include "tessera/run/calibrate.hpp"
 
+#include <algorithm>
 #include <memory>
+#include <optional>
+#include <vector>
 
 #include "tessera/builtin_backends.hpp"
 #include "tessera/comm/env_rendezvous.hpp"
@@ -52,6 +55,23 @@ WorldBackend join_job(const CalibrateRequest& a) {
   return make_world_backend(a.backend, timeout, info);
 }
 
+/// "fp32,bf16" → {FP32, BF16}; an unknown name is refused naming it.
+std::vector<nn::Precision> parse_precisions(const std::string& list) {
+  std::vector<nn::Precision> out;
+  std::size_t at = 0;
+  while (at <= list.size()) {
+    const std::size_t comma = std::min(list.find(',', at), list.size());
+    const std::string name = list.substr(at, comma - at);
+    const std::optional<nn::Precision> p = nn::parse_precision(name);
+    TESSERA_CHECK(p.has_value(), "calibrate --precisions '", list, "': '", name,
+                  "' is not fp32, bf16 or fp16 (e.g. --precisions fp32,bf16)");
+    out.push_back(*p);
+    at = comma + 1;
+  }
+  sim::check_precisions(out);
+  return out;
+}
+
 }  // namespace
 
 CalibrateResult calibrate(const CalibrateRequest& a,
@@ -71,6 +91,7 @@ CalibrateResult calibrate(const CalibrateRequest& a,
   o.threads = a.threads;
   o.ranks = a.ranks;
   o.quick = a.quick;
+  o.precisions = parse_precisions(a.precisions);
   sim::WorldRunner run_world = [](int size, const std::function<void(comm::Backend&)>& fn) {
     local_ranks(size, fn);
   };

@@ -263,6 +263,8 @@ Calibration calibrate(const ComputeFactory& make_compute, const WorldRunner& run
   c.threads_per_rank = options.threads;
   c.concurrent_ranks = options.ranks;
   c.quick = options.quick;
+  check_precisions(options.precisions);
+  c.precisions = options.precisions;
   c.host = host_name();
   c.created_utc = utc_now();
   const double probe_s = options.quick ? 0.1 : 0.3;

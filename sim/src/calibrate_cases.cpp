@@ -8,6 +8,7 @@
 
 #include "calibrate_cases.hpp"
 #include "tessera/compute/ops.hpp"
+#include "tessera/core/half.hpp"
 
 namespace tessera::sim::detail_calibrate {
 
@@ -19,16 +20,19 @@ using core::Shape;
 using core::Tensor;
 
 /// Makes the suite's tensors: deterministic values in [lo, hi), filled on the host and, with a
-/// device allocator, copied into its memory.
+/// device allocator, copied into its memory. uniform() makes parameters and statistics (f32, as
+/// mixed precision keeps them), act() the call's activations in the dtype being timed.
 class Maker {
  public:
-  explicit Maker(core::AllocatorPtr device) : device_(std::move(device)) {}
+  explicit Maker(core::AllocatorPtr device, DType act = DType::F32) : device_(std::move(device)), act_(act) {}
   Tensor uniform(Shape s, double lo = -1, double hi = 1, DType dt = DType::F32) {
     Tensor t = Tensor::empty(std::move(s), dt, core::MemCategory::Activation);
     if (dt == DType::F32) fill(t.data<float>(), t.numel(), lo, hi);
-    else fill(t.data<double>(), t.numel(), lo, hi);
+    else if (dt == DType::F64) fill(t.data<double>(), t.numel(), lo, hi);
+    else fill_half(t, lo, hi);
     return placed(t);
   }
+  Tensor act(Shape s, double lo = -1, double hi = 1) { return uniform(std::move(s), lo, hi, act_); }
   Tensor f64(Shape s) { return uniform(std::move(s), -1, 1, DType::F64); }
   Tensor labels(Shape s, int classes) {
     Tensor t = Tensor::empty(std::move(s), DType::I64, core::MemCategory::Activation);
@@ -47,6 +51,12 @@ class Maker {
     for (std::int64_t i = 0; i < k; ++i) p[i] = static_cast<T>(lo + (hi - lo) * next());
     for (std::int64_t i = k; i < n; i += k) std::copy(p, p + std::min(k, n - i), p + i);
   }
+  void fill_half(Tensor& t, double lo, double hi) {
+    std::vector<float> v(static_cast<std::size_t>(std::min<std::int64_t>(t.numel(), 4099)));
+    fill(v.data(), static_cast<std::int64_t>(v.size()), lo, hi);
+    std::uint16_t* p = t.data<std::uint16_t>();
+    for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = core::float_to_half(v[i % v.size()], t.dtype());
+  }
   double next() {  // splitmix64 → [0, 1)
     std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -55,6 +65,7 @@ class Maker {
   }
   std::uint64_t state_ = 12345;
   core::AllocatorPtr device_;
+  DType act_;
 };
 
 struct Conv {
@@ -67,7 +78,7 @@ std::string shape_text(const Shape& s) {
   return os.str();
 }
 
-void add_conv(std::vector<TimedCall>& out, const Conv& g, const core::AllocatorPtr& alloc) {
+void add_conv(std::vector<TimedCall>& out, const Conv& g, const core::AllocatorPtr& alloc, DType dt) {
   compute::Conv2dParams p;
   p.kernel_h = p.kernel_w = g.k;
   p.stride_h = p.stride_w = g.stride;
@@ -80,18 +91,18 @@ void add_conv(std::vector<TimedCall>& out, const Conv& g, const core::AllocatorP
      << shape_text(xs);
   const std::string l = os.str();
   out.push_back({l, [=]() -> Call {
-                   Maker m(alloc);
-                   Tensor x = m.uniform(xs), w = m.uniform(ws), b = m.uniform({g.cout}), y = m.uniform(ys);
+                   Maker m(alloc, dt);
+                   Tensor x = m.act(xs), w = m.uniform(ws), b = m.uniform({g.cout}), y = m.act(ys);
                    return [=](compute::Backend& be) mutable { compute::conv2d_forward(be, p, x, w, &b, y); };
                  }});
   out.push_back({l, [=]() -> Call {
-                   Maker m(alloc);
-                   Tensor dy = m.uniform(ys), w = m.uniform(ws), dx = m.uniform(xs);
+                   Maker m(alloc, dt);
+                   Tensor dy = m.act(ys), w = m.uniform(ws), dx = m.act(xs);
                    return [=](compute::Backend& be) mutable { compute::conv2d_backward_data(be, p, dy, w, dx); };
                  }});
   out.push_back({l, [=]() -> Call {
-                   Maker m(alloc);
-                   Tensor x = m.uniform(xs), dy = m.uniform(ys), dw = m.uniform(ws), db = m.uniform({g.cout});
+                   Maker m(alloc, dt);
+                   Tensor x = m.act(xs), dy = m.act(ys), dw = m.uniform(ws), db = m.uniform({g.cout});
                    return [=](compute::Backend& be) mutable {
                      compute::conv2d_backward_weight(be, p, x, dy, dw, &db);
                    };
@@ -101,27 +112,27 @@ void add_conv(std::vector<TimedCall>& out, const Conv& g, const core::AllocatorP
 /// The tensors the normalisation, activation, elementwise and channel ops take, for an (N,C,H,W)
 /// activation.
 struct ActTensors {
-  ActTensors(const Shape& s, const core::AllocatorPtr& alloc) {
-    Maker m(alloc);
+  ActTensors(const Shape& s, const core::AllocatorPtr& alloc, DType dt) {
+    Maker m(alloc, dt);
     const std::int64_t c = s[1];
     const Shape stat{s[0], s[2], s[3]};
-    x = m.uniform(s), y = m.uniform(s), dy = m.uniform(s), dx = m.uniform(s);
+    x = m.act(s), y = m.act(s), dy = m.act(s), dx = m.act(s);
     gamma = m.uniform({c}), beta = m.uniform({c}), dgamma = m.uniform({c}), dbeta = m.uniform({c});
     mean = m.uniform(stat, -0.1, 0.1), rstd = m.uniform(stat, 0.5, 2);
     cmean = m.uniform({c}, -0.1, 0.1), crstd = m.uniform({c}, 0.5, 2);
     sum = m.f64({c}), sumsq = m.f64({c});
     nc = m.uniform({s[0], c}), dnc = m.uniform({s[0], c}), per_sample = m.uniform({s[0]});
-    if (s[2] % 2 == 0 && s[3] % 2 == 0) half = m.uniform({s[0], s[1], s[2] / 2, s[3] / 2});
+    if (s[2] % 2 == 0 && s[3] % 2 == 0) half = m.act({s[0], s[1], s[2] / 2, s[3] / 2});
   }
   Tensor x, y, dy, dx, gamma, beta, dgamma, dbeta, mean, rstd, cmean, crstd, sum, sumsq, nc, dnc, per_sample, half;
 };
 
-void add_activation_ops(std::vector<TimedCall>& out, const Shape& s, const core::AllocatorPtr& alloc) {
+void add_activation_ops(std::vector<TimedCall>& out, const Shape& s, const core::AllocatorPtr& alloc, DType dt) {
   const std::string l = "on " + shape_text(s);
   using F = std::function<void(compute::Backend&, ActTensors&)>;
   auto add = [&](F f) {
-    out.push_back({l, [s, f, alloc]() -> Call {
-                     auto t = std::make_shared<ActTensors>(s, alloc);
+    out.push_back({l, [s, f, alloc, dt]() -> Call {
+                     auto t = std::make_shared<ActTensors>(s, alloc, dt);
                      return [t, f](compute::Backend& be) { f(be, *t); };
                    }});
   };
@@ -237,29 +248,29 @@ void add_parameter_ops(std::vector<TimedCall>& out, std::int64_t n, const core::
                  }});
 }
 
-void add_linear(std::vector<TimedCall>& out, int rows, int in, int outs, const core::AllocatorPtr& alloc) {
+void add_linear(std::vector<TimedCall>& out, int rows, int in, int outs, const core::AllocatorPtr& alloc, DType dt) {
   const std::string l = std::to_string(rows) + "x" + std::to_string(in) + "->" + std::to_string(outs);
   out.push_back({l, [=]() -> Call {
-                   Maker m(alloc);
-                   Tensor x = m.uniform({rows, in}), w = m.uniform({outs, in}), b = m.uniform({outs});
-                   Tensor y = m.uniform({rows, outs});
+                   Maker m(alloc, dt);
+                   Tensor x = m.act({rows, in}), w = m.uniform({outs, in}), b = m.uniform({outs});
+                   Tensor y = m.act({rows, outs});
                    return [=](compute::Backend& be) mutable { compute::linear_forward(be, x, w, &b, y); };
                  }});
   out.push_back({l, [=]() -> Call {
-                   Maker m(alloc);
-                   Tensor x = m.uniform({rows, in}), dx = m.uniform({rows, in}), w = m.uniform({outs, in});
-                   Tensor dw = m.uniform({outs, in}), db = m.uniform({outs}), dy = m.uniform({rows, outs});
+                   Maker m(alloc, dt);
+                   Tensor x = m.act({rows, in}), dx = m.act({rows, in}), w = m.uniform({outs, in});
+                   Tensor dw = m.uniform({outs, in}), db = m.uniform({outs}), dy = m.act({rows, outs});
                    return [=](compute::Backend& be) mutable { compute::linear_backward(be, dy, x, w, &dx, dw, &db); };
                  }});
 }
 
-void add_loss(std::vector<TimedCall>& out, const Shape& logits_shape, const core::AllocatorPtr& alloc) {
-  out.push_back({"on " + shape_text(logits_shape), [logits_shape, alloc]() -> Call {
-                   Maker m(alloc);
+void add_loss(std::vector<TimedCall>& out, const Shape& logits_shape, const core::AllocatorPtr& alloc, DType dt) {
+  out.push_back({"on " + shape_text(logits_shape), [logits_shape, alloc, dt]() -> Call {
+                   Maker m(alloc, dt);
                    Shape ls = logits_shape;
                    const int k = static_cast<int>(ls[1]);
                    ls.erase(ls.begin() + 1);
-                   Tensor logits = m.uniform(logits_shape), dlogits = m.uniform(logits_shape);
+                   Tensor logits = m.act(logits_shape), dlogits = m.act(logits_shape);
                    Tensor labels = m.labels(ls, k), loss = m.f64({1});
                    return [=](compute::Backend& be) mutable {
                      compute::softmax_cross_entropy(be, logits, labels, 0.5, loss, dlogits);
@@ -269,7 +280,7 @@ void add_loss(std::vector<TimedCall>& out, const Shape& logits_shape, const core
 
 }  // namespace
 
-std::vector<TimedCall> kernel_suite(bool quick, const core::AllocatorPtr& alloc) {
+std::vector<TimedCall> kernel_suite(bool quick, const core::AllocatorPtr& alloc, DType dt) {
   std::vector<TimedCall> out;
   // Convolutions: ConvNeXt's 7×7 depthwise, 1×1 expansions and projections, 4×4/s4 stem and
   // 2×2/s2 downsampling; RegNet's 3×3/s2 stem, grouped 3×3 (group width 8, stride 1 and 2) and
@@ -305,27 +316,31 @@ std::vector<TimedCall> kernel_suite(bool quick, const core::AllocatorPtr& alloc)
     convs.push_back({192, 384, 2, 2, 0, 1, 32, 64});  // its later downsamplings
     convs.push_back({384, 768, 2, 2, 0, 1, 16, 32});
   }
-  for (const Conv& c : convs) add_conv(out, c, alloc);
+  for (const Conv& c : convs) add_conv(out, c, alloc, dt);
   std::vector<Shape> acts = {{2, 64, 2, 8}, {2, 16, 16, 64}, {2, 64, 16, 64}, {2, 48, 4, 16}};
   if (!quick) {
     acts.push_back({2, 64, 32, 128});
     acts.push_back({2, 96, 64, 128});  // the large model's first stage, as above
     acts.push_back({2, 384, 32, 64});
   }
-  for (const Shape& s : acts) add_activation_ops(out, s, alloc);
-  std::vector<std::int64_t> params = {16, 1024, 16384, 262144};
-  if (!quick) params.push_back(2 << 20);
-  for (std::int64_t n : params) add_parameter_ops(out, n, alloc);
-  if (!alloc)  // top-k runs on host buckets only
-    for (std::int64_t n : {std::int64_t(16384), std::int64_t(262144), std::int64_t(2 << 20)})
-      if (!quick || n < (2 << 20)) add_topk_ops(out, n);
-  add_linear(out, 2, 16, 4, alloc);
-  add_linear(out, 2, 64, 16, alloc);
-  add_linear(out, 2, 768, 1000, alloc);
-  add_loss(out, {2, 4}, alloc);
-  add_loss(out, {2, 1000}, alloc);
-  add_loss(out, {2, 5, 16, 64}, alloc);
-  if (!quick) add_loss(out, {2, 5, 64, 256}, alloc);
+  for (const Shape& s : acts) add_activation_ops(out, s, alloc, dt);
+  // Parameters, their gradients and optimizer state stay f32 in mixed precision, and top-k
+  // compresses f32 buckets: those ops are timed in the f32 suite only.
+  if (dt == DType::F32) {
+    std::vector<std::int64_t> params = {16, 1024, 16384, 262144};
+    if (!quick) params.push_back(2 << 20);
+    for (std::int64_t n : params) add_parameter_ops(out, n, alloc);
+    if (!alloc)  // top-k runs on host buckets only
+      for (std::int64_t n : {std::int64_t(16384), std::int64_t(262144), std::int64_t(2 << 20)})
+        if (!quick || n < (2 << 20)) add_topk_ops(out, n);
+  }
+  add_linear(out, 2, 16, 4, alloc, dt);
+  add_linear(out, 2, 64, 16, alloc, dt);
+  add_linear(out, 2, 768, 1000, alloc, dt);
+  add_loss(out, {2, 4}, alloc, dt);
+  add_loss(out, {2, 1000}, alloc, dt);
+  add_loss(out, {2, 5, 16, 64}, alloc, dt);
+  if (!quick) add_loss(out, {2, 5, 64, 256}, alloc, dt);
   return out;
 }
 

@@ -27,7 +27,10 @@ struct TimedCall {
 /// optimizer updates, each at several sizes (fewer when `quick`). Tensors hold deterministic
 /// pseudo-random values in [-1, 1] (positive where a kernel needs it: rstd, counts), in host
 /// memory, or in `device`'s memory when given (an allocator over a compute backend's
-/// device_memory()).
-std::vector<TimedCall> kernel_suite(bool quick, const core::AllocatorPtr& device = nullptr);
+/// device_memory()). With `dtype` bf16 or f16, the calls of a mixed-precision step in that dtype:
+/// activations in 16 bits, parameters and statistics in f32, and no optimizer or top-k calls
+/// (those stay f32).
+std::vector<TimedCall> kernel_suite(bool quick, const core::AllocatorPtr& device = nullptr,
+                                    core::DType dtype = core::DType::F32);
 
 }  // namespace tessera::sim::detail_calibrate

@@ -89,8 +89,29 @@ double time_call(const detail_calibrate::TimedCall& c, compute::Backend& be, Pro
   return median(ts);
 }
 
+/// The suite in every precision of `options`, f32 first.
+std::vector<detail_calibrate::TimedCall> suite_of(const CalibrateOptions& options, const core::AllocatorPtr& device) {
+  std::vector<detail_calibrate::TimedCall> suite;
+  for (nn::Precision p : options.precisions) {
+    std::vector<detail_calibrate::TimedCall> part =
+        detail_calibrate::kernel_suite(options.quick, device, nn::precision_dtype(p, core::DType::F32));
+    suite.insert(suite.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
+  }
+  return suite;
+}
+
 }  // namespace
 
+void check_precisions(const std::vector<nn::Precision>& precisions) {
+  std::string names;
+  for (nn::Precision p : precisions) names += (names.empty() ? "" : ",") + std::string(nn::precision_name(p));
+  for (std::size_t i = 0; i < precisions.size(); ++i)
+    TESSERA_CHECK(std::find(precisions.begin(), precisions.begin() + i, precisions[i]) == precisions.begin() + i,
+                  "calibration: precisions '", names, "' list ", nn::precision_name(precisions[i]), " twice");
+  TESSERA_CHECK(std::find(precisions.begin(), precisions.end(), nn::Precision::FP32) != precisions.end(),
+                "calibration: precisions '", names, "' must include fp32 (every calibration times the f32 "
+                "kernels); e.g. fp32,bf16");
+}
 
 KernelRate fit_kernel_rate(const std::vector<KernelSample>& samples, double near_bytes) {
   TESSERA_CHECK(!samples.empty(), "calibration: no samples to fit a kernel rate to");
@@ -183,6 +204,7 @@ std::map<std::string, KernelCalibration> measure_kernels(const ComputeFactory& m
                                                          const CalibrateLog& log) {
   TESSERA_CHECK(options.ranks >= 1 && options.threads >= 1, "calibration: ranks ", options.ranks, " and threads ",
                 options.threads, " must be at least 1");
+  check_precisions(options.precisions);
   const double t0 = now_s();
   const int reps = options.quick ? 9 : 25;
   std::vector<std::vector<double>> times(options.ranks);
@@ -198,7 +220,7 @@ std::map<std::string, KernelCalibration> measure_kernels(const ComputeFactory& m
     const std::shared_ptr<core::DeviceMemory> memory = be->device_memory();
     const core::AllocatorPtr device =
         memory ? std::make_shared<core::Allocator>("calibration", memory) : nullptr;
-    const std::vector<detail_calibrate::TimedCall> suite = detail_calibrate::kernel_suite(options.quick, device);
+    const std::vector<detail_calibrate::TimedCall> suite = suite_of(options, device);
     std::vector<double> mine(suite.size());
     std::vector<std::string> classes(suite.size());
     std::vector<compute::OpCost> cs(suite.size());

@@ -159,6 +159,36 @@ RankRun run_reference(const nn::TrainOptions& o, comm::MeshComm* mesh, compute::
   return r;
 }
 
+/// The unsharded models `refs` again in each 16-bit precision of `precisions`: they set the
+/// level of the "@bf16"/"@f16" classes' rates (anchor_to_steps).
+std::vector<RankRun> run_half_references(const std::vector<nn::TrainOptions>& refs,
+                                         const std::vector<nn::Precision>& precisions, comm::Backend& comm,
+                                         compute::Backend& be, int warmup, int steps) {
+  std::vector<RankRun> out;
+  for (nn::Precision p : precisions) {
+    if (p == nn::Precision::FP32) continue;
+    for (nn::TrainOptions o : refs) {
+      o.precision = p;
+      comm.barrier();
+      out.push_back(run_reference(o, nullptr, be, warmup, steps));
+    }
+  }
+  return out;
+}
+
+/// The 16-bit runs' samples of 16-bit classes. Their host work and f32 calls (optimizer, loss
+/// reductions) are left out, so that the f32 figures stay those of the f32 runs.
+void add_half_samples(const std::vector<std::vector<RankRun>>& halves, RuntimeCalibration& out) {
+  for (const auto& rank : halves)
+    for (const RankRun& run : rank)
+      for (std::size_t i = 0; i < run.samples.size(); ++i)
+        if (run.classes[i].find('@') != std::string::npos) {
+          KernelSample s = run.samples[i];
+          s.in_step = true;
+          out.samples[run.classes[i]].push_back(s);
+        }
+}
+
 }  // namespace
 
 RuntimeCalibration measure_runtime(const ComputeFactory& make_compute, const WorldRunner& run_world,
@@ -166,7 +196,8 @@ RuntimeCalibration measure_runtime(const ComputeFactory& make_compute, const Wor
   const auto t_start = Clock::now();
   const int warmup = 2, steps = options.quick ? 6 : 16;
   const std::vector<nn::TrainOptions> refs = reference_runs(options.ranks);
-  std::vector<std::vector<RankRun>> runs(options.ranks);  // [rank][run]
+  std::vector<std::vector<RankRun>> runs(options.ranks);    // [rank][run]
+  std::vector<std::vector<RankRun>> halves(options.ranks);  // [rank][run]: in 16-bit precisions
   std::mutex mu;
   run_world(options.ranks, [&](comm::Backend& comm) {
     std::unique_ptr<compute::Backend> be = make_compute(options.threads);
@@ -189,8 +220,11 @@ RuntimeCalibration measure_runtime(const ComputeFactory& make_compute, const Wor
         comm.all_reduce({out.data(), out.size(), core::DType::F64}, comm::ReduceOp::Max)->wait();
       }
     }
+    std::vector<RankRun> mine_half =
+        run_half_references(refs, options.precisions, comm, *be, warmup, steps);
     std::lock_guard<std::mutex> lock(mu);
     runs[comm.rank()] = std::move(mine);
+    halves[comm.rank()] = std::move(mine_half);
   });
   RuntimeCalibration out;
   std::vector<double> host;
@@ -204,6 +238,7 @@ RuntimeCalibration measure_runtime(const ComputeFactory& make_compute, const Wor
       host.insert(host.end(), run.host_per_call.begin(), run.host_per_call.end());
     }
   out.host_overhead_s = median(host);
+  add_half_samples(halves, out);
   // The ranks that ran here: all with ranks as threads; with one rank per process (a calibration
   // under `tessera launch`) this process's own (its times outside kernels are already the
   // slowest rank's, step by step).

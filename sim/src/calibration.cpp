@@ -2,7 +2,9 @@
 // and apply_calibration (the catalog entry and the kernel rates a simulation uses).
 #include "tessera/sim/calibration.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "json_fields.hpp"
 #include "tessera/core/file_io.hpp"
@@ -15,7 +17,8 @@ using namespace json_fields;
 namespace {
 
 constexpr const char* kFormat = "tessera-calibration";
-constexpr int kVersion = 2;  // 2: per-row term ("row_ns", samples' "rows")
+constexpr int kVersion = 3;  // 2: per-row term ("row_ns", samples' "rows"); 3: "precisions"
+constexpr int kOldestVersion = 2;  // read as timed in fp32 only
 
 Json samples_json(const std::vector<KernelSample>& samples) {
   Json a = Json::array();
@@ -70,6 +73,24 @@ KernelCalibration read_kernel(const Json& e, const std::string& where) {
   return k;
 }
 
+/// The "precisions" field: known names, fp32 among them, none twice.
+std::vector<nn::Precision> read_precisions(const Json& doc, const std::string& origin) {
+  const Json& list = required(doc, "precisions", origin);
+  const std::string where = origin + ": field \"precisions\"";
+  TESSERA_CHECK(list.is_array() && !list.empty(), "sim: ", where,
+                " must be a non-empty array of precision names (\"fp32\", \"bf16\", \"fp16\")");
+  std::vector<nn::Precision> out;
+  for (const Json& v : list) {
+    const std::optional<nn::Precision> p = v.is_string() ? nn::parse_precision(v.get<std::string>()) : std::nullopt;
+    TESSERA_CHECK(p.has_value(), "sim: ", where, ": ", v.dump(), " is not fp32, bf16 or fp16");
+    TESSERA_CHECK(std::find(out.begin(), out.end(), *p) == out.end(), "sim: ", where, ": ", v.dump(), " is listed twice");
+    out.push_back(*p);
+  }
+  TESSERA_CHECK(std::find(out.begin(), out.end(), nn::Precision::FP32) != out.end(), "sim: ", where,
+                " must include \"fp32\" (every calibration times the f32 kernels)");
+  return out;
+}
+
 }  // namespace
 
 std::string calibration_to_json(const Calibration& c) {
@@ -84,6 +105,8 @@ std::string calibration_to_json(const Calibration& c) {
                      {"far_GBps", k.rate.far_bytes_per_s / 1e9},
                      {"near_bytes", k.rate.near_bytes},
                      {"samples", samples_json(k.samples)}};
+  Json precisions = Json::array();
+  for (nn::Precision p : c.precisions) precisions.push_back(std::string(nn::precision_name(p)));
   Json doc = {{"format", kFormat},
               {"version", kVersion},
               {"host", c.host},
@@ -103,6 +126,7 @@ std::string calibration_to_json(const Calibration& c) {
                 {"collective_wait_us", c.waits.collective_s * 1e6},
                 {"cpu_share", c.cpu_share}}},
               {"topology", Json::parse(c.topology.to_json())},
+              {"precisions", precisions},
               {"kernels", kernels}};
   if (!c.device_copy.memory.empty())
     doc["device_copy"] = {{"memory", c.device_copy.memory},
@@ -117,15 +141,18 @@ Calibration calibration_from_json(const std::string& text, const std::string& or
   TESSERA_CHECK(doc.is_object(), "sim: ", origin, ": a calibration file is an object {\"format\": \"", kFormat,
                 "\", ...}; write one with tessera calibrate");
   refuse_unknown(doc, {"format", "version", "host", "created_utc", "threads_per_rank", "concurrent_ranks", "quick",
-                       "devices", "link", "runtime", "topology", "kernels", "device_copy"},
+                       "devices", "link", "runtime", "topology", "precisions", "kernels", "device_copy"},
                  origin);
   const std::string format = string_field(required(doc, "format", origin), "format", origin);
   TESSERA_CHECK(format == kFormat, "sim: ", origin, ": field \"format\" is \"", format, "\", not \"", kFormat,
                 "\"; is this a calibration file (tessera calibrate --out FILE)?");
   const int version = int_field(required(doc, "version", origin), "version", origin);
-  TESSERA_CHECK(version == kVersion, "sim: ", origin, ": field \"version\" is ", version, "; this build reads version ",
-                kVersion, " (run tessera calibrate again)");
+  TESSERA_CHECK(version >= kOldestVersion && version <= kVersion, "sim: ", origin, ": field \"version\" is ", version,
+                "; this build reads versions ", kOldestVersion, " to ", kVersion, " (run tessera calibrate again)");
   Calibration c;
+  if (version >= 3) c.precisions = read_precisions(doc, origin);
+  else TESSERA_CHECK(!doc.contains("precisions"), "sim: ", origin, ": field \"precisions\" came with version 3, and this "
+                     "file says version ", version);
   c.host = string_field(required(doc, "host", origin), "host", origin);
   c.created_utc = string_field(required(doc, "created_utc", origin), "created_utc", origin);
   c.threads_per_rank = int_field(required(doc, "threads_per_rank", origin), "threads_per_rank", origin);
@@ -182,6 +209,13 @@ Calibration calibration_from_json(const std::string& text, const std::string& or
     TESSERA_CHECK(is_kernel_class(item.key()), "sim: ", origin, ": kernels: unknown kernel class \"", item.key(),
                   "\"; a class is an op name (conv2d_forward, layernorm_forward, ...) with, for convolutions, "
                   "/depthwise, /pointwise, /grouped, /patchify or /dense and, for activations, /relu, /gelu or /sigmoid");
+    for (nn::Precision p : {nn::Precision::BF16, nn::Precision::FP16}) {
+      const std::string suffix = "@" + std::string(core::dtype_name(nn::precision_dtype(p, core::DType::F32)));
+      TESSERA_CHECK(!item.key().ends_with(suffix) ||
+                        std::find(c.precisions.begin(), c.precisions.end(), p) != c.precisions.end(),
+                    "sim: ", origin, ": kernels: class \"", item.key(), "\" was timed in ", nn::precision_name(p),
+                    ", which field \"precisions\" does not list");
+    }
     c.kernels[item.key()] = read_kernel(item.value(), origin + ": kernels[\"" + item.key() + "\"]");
   }
   return c;
@@ -203,6 +237,8 @@ void apply_calibration(const Calibration& c, DeviceCatalog& catalog, EngineOptio
     options.kernel_rates[name] = r;
   }
   options.kernel_rates_device = c.device.name;
+  options.kernel_rates_dtypes.clear();
+  for (nn::Precision p : c.precisions) options.kernel_rates_dtypes.push_back(nn::precision_dtype(p, core::DType::F32));
   options.waits = c.waits;
 }
 

@@ -39,6 +39,13 @@ TEST_CASE("calibrate: settings out of range are refused before measuring", "[run
   q.device = "cpu";
   q.tf32 = true;
   REQUIRE(refusal(q) == "calibrate --tf32 applies to --device cuda (the cpu backend has no TF32)");
+  q.tf32 = false;
+  q.precisions = "fp32,bf17";
+  REQUIRE(refusal(q) ==
+          "calibrate --precisions 'fp32,bf17': 'bf17' is not fp32, bf16 or fp16 (e.g. --precisions "
+          "fp32,bf16)");
+  q.precisions = "bf16";
+  REQUIRE(refusal(q).find("must include fp32") != std::string::npos);
   REQUIRE_FALSE(std::filesystem::exists(q.out));
 }
 

@@ -297,8 +297,8 @@ TEST_CASE("malformed calibration files are refused naming the field", "[sim][cal
   const std::vector<Bad> cases = {
       {edited("\"format\": \"tessera-calibration\"", "\"format\": \"tessera-topology\""),
        {"\"format\"", "tessera calibrate"}},
-      {edited("\"version\": 2", "\"version\": 1"), {"\"version\"", "1", "tessera calibrate"}},
-      {edited("\"version\": 2", "\"version\": \"2\""), {"\"version\"", "integer"}},
+      {edited("\"version\": 3", "\"version\": 1"), {"\"version\"", "1", "tessera calibrate"}},
+      {edited("\"version\": 3", "\"version\": \"3\""), {"\"version\"", "integer"}},
       {with_value("row_ns", "-3"), {"kernels[\"add\"]", "row_ns"}},
       {with_value("far_GBps", "-6"), {"kernels[\"add\"]", "far_GBps"}},
       {edited("\"near_bytes\": 2097152.0,", ""), {"kernels[\"add\"]", "far_GBps", "near_bytes", "together"}},
@@ -451,6 +451,7 @@ TEST_CASE("a quick calibration of this machine is sane and loads back from its f
   };
   CalibrateOptions o;
   o.quick = true;
+  o.precisions = {nn::Precision::FP32, nn::Precision::BF16};
   std::vector<std::string> lines;
   const Calibration c = calibrate(make_compute, run_world, o, [&](const std::string& l) { lines.push_back(l); });
   REQUIRE(lines.size() == 4);  // kernels, link, runtime, device
@@ -473,10 +474,20 @@ TEST_CASE("a quick calibration of this machine is sane and loads back from its f
     REQUIRE(!kc.samples.empty());
     REQUIRE(kc.rate.overhead_s + kc.rate.flops_per_s + kc.rate.bytes_per_s > 0);
   }
-  // Samples from inside training steps and from the suite alone.
-  bool in_step = false, alone = false;
-  for (const KernelSample& s : c.kernels.at("conv2d_forward/pointwise").samples) (s.in_step ? in_step : alone) = true;
-  REQUIRE((in_step && alone));
+  // Samples from inside training steps and from the suite alone, in f32 and in bf16 (whose calls
+  // move fewer bytes: activations in 16 bits).
+  REQUIRE(c.precisions == o.precisions);
+  for (const char* k : {"conv2d_forward/pointwise", "conv2d_forward/pointwise@bf16", "layernorm_forward@bf16"}) {
+    INFO(k);
+    bool in_step = false, alone = false;
+    for (const KernelSample& s : c.kernels.at(k).samples) (s.in_step ? in_step : alone) = true;
+    REQUIRE((in_step && alone));
+  }
+  const KernelSample& s32 = c.kernels.at("conv2d_forward/pointwise").samples.front();
+  const KernelSample& s16 = c.kernels.at("conv2d_forward/pointwise@bf16").samples.front();
+  REQUIRE(s16.flops == s32.flops);  // the suite's first pointwise geometry in both
+  REQUIRE(s16.bytes < s32.bytes);
+  REQUIRE(c.kernels.count("adamw_step@bf16") == 0);
   const std::string path =
       (std::filesystem::temp_directory_path() / ("tessera-calibration-" + std::to_string(::getpid()) + ".json")).string();
   save_calibration(c, path);

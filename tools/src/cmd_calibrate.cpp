@@ -62,6 +62,10 @@ void add_calibrate_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   c->add_flag("--tf32", a->tf32,
               "With --device cuda: let fp32 convolutions and matrix products use TF32");
+  c->add_option("--precisions", a->precisions,
+                "Precisions to time the kernels in: fp32, plus bf16 and/or fp16 for simulating "
+                "mixed-precision runs (e.g. fp32,bf16)")
+      ->capture_default_str();
   c->add_option("--timeout", a->timeout_s,
                 "Deadline of every communication wait, seconds (other backends)")
       ->capture_default_str();

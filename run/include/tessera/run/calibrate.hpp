@@ -20,6 +20,9 @@ struct CalibrateRequest {
   double timeout_s = 120;                ///< deadline of every communication wait (other backends)
   std::string device = "cpu";            ///< cpu, cuda, cuda:N
   bool tf32 = false;                     ///< cuda only: fp32 convolutions may use TF32
+  /// The precisions to time the kernels in, comma-separated: fp32 and, for simulations of
+  /// mixed-precision runs, bf16 and/or fp16 (sim::CalibrateOptions::precisions).
+  std::string precisions = "fp32";
 };
 
 /// The measurement, and whether this process wrote it.

@@ -25,7 +25,15 @@ struct CalibrateOptions {
   /// The backend was created with BackendOptions::tf32 (a device's GEMM efficiency is then taken
   /// against its TF32 peak); recorded in the device entry's source.
   bool tf32 = false;
+  /// The precisions to time the kernels in: fp32 (required), and bf16 and/or fp16 for
+  /// simulations of mixed-precision runs. Each 16-bit one adds the suite's calls of a mixed-
+  /// precision step in that dtype (classes "…@bf16", "…@f16") and the reference runs' unsharded
+  /// steps in that precision; the f32 figures stay as without it.
+  std::vector<nn::Precision> precisions = {nn::Precision::FP32};
 };
+
+/// Refuses precisions without fp32 or with one listed twice, naming them.
+void check_precisions(const std::vector<nn::Precision>& precisions);
 
 /// Creates one rank's compute backend with `threads` threads.
 using ComputeFactory = std::function<std::unique_ptr<compute::Backend>(int threads)>;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/nn/precision.hpp"
 #include "tessera/sim/devices.hpp"
 #include "tessera/sim/engine.hpp"
 #include "tessera/sim/topology.hpp"
@@ -76,13 +77,20 @@ struct Calibration {
   /// The local ranks as a topology: cpu-host:2 on the calibrated device (its shm links carry the
   /// p2p figures).
   Topology topology;
+  /// The precisions the kernels were timed in: fp32 always, and bf16 and fp16 when asked for
+  /// (CalibrateOptions::precisions). A 16-bit call's class ends in "@bf16" or "@f16" and runs at
+  /// other rates than the f32 one (the CPU's bf16 1×1 convolutions run through oneDNN, its other
+  /// 16-bit calls widen to f32), so a simulation in a precision not listed here is refused
+  /// (EngineOptions::kernel_rates_dtypes) rather than timed with the f32 rates.
+  std::vector<nn::Precision> precisions = {nn::Precision::FP32};
   /// By kernel class (sim::kernel_class).
   std::map<std::string, KernelCalibration> kernels;
   /// Set when the kernels ran on a device (file field "device_copy", absent for the host).
   DeviceCopyCalibration device_copy;
 };
 
-/// The file's text (format "tessera-calibration", version 1; see docs/simulator.md).
+/// The file's text (format "tessera-calibration", version 3; see docs/simulator.md). The reader
+/// also takes version 2 (before "precisions": its kernels were timed in fp32 only).
 std::string calibration_to_json(const Calibration& c);
 /// Parses a calibration file. Anything malformed — a missing or unknown field, a wrong type, a
 /// value out of range, an unknown kernel class, a device entry the catalog refuses — throws
@@ -95,8 +103,9 @@ void save_calibration(const Calibration& c, const std::string& path);
 
 /// Puts the calibrated device into `catalog` (replacing the entry of that name, so the cpu-host
 /// topology presets built from this catalog get the measured links) and its kernel rates, each
-/// overhead plus the host overhead per call, into `options` (for ops on that device). The
-/// result predicts a machine that runs nothing else.
+/// overhead plus the host overhead per call, into `options` (for ops on that device), with the
+/// dtypes of its precisions (kernel_rates_dtypes). The result predicts a machine that runs
+/// nothing else.
 void apply_calibration(const Calibration& c, DeviceCatalog& catalog, EngineOptions& options);
 
 /// Fits seconds ≈ overhead + flops / flops_per_s + bytes / bytes_per_s + rows · row_s (+ the

@@ -99,6 +99,10 @@ struct EngineOptions {
   /// The device (catalog key) kernel_rates were measured on; other devices keep the roofline.
   /// Empty: every device.
   std::string kernel_rates_device;
+  /// The float dtypes kernel_rates were timed in (apply_calibration: the calibration's
+  /// precisions). A 16-bit op on kernel_rates_device in a dtype not listed is refused: its rates
+  /// would otherwise come from the f32 kernels, which run at other speeds. Empty: not checked.
+  std::vector<core::DType> kernel_rates_dtypes;
   /// Added to a compute op for each communication op it waits for, on kernel_rates_device (the
   /// calibrated host: blocking, waking, the receiver's copy and the peers' jitter).
   WaitCosts waits;
