@@ -17,6 +17,7 @@
 #include "bench_util.hpp"
 #include "blas_probe.hpp"
 #include "conv_gpu.hpp"
+#include "cpu_kernels.hpp"
 #include "tessera/comm/local.hpp"
 #include "tessera/comm/mesh_comm.hpp"
 #include "tessera/compute/cpu.hpp"
@@ -606,6 +607,7 @@ int run(int argc, char** argv) {
     std::printf("%s\n", Json()
                             .str("tessera_version", std::string(core::version()))
                             .str("build", core::build_description())
+                            .raw("onednn", onednn_json())
                             .raw("fma_peak", json_array(pk))
                             .raw("bf16_dot_peak", json_array(bk))
                             .raw("half_ratios", json_array(hr))
@@ -617,7 +619,7 @@ int run(int argc, char** argv) {
                             .c_str());
     return peer_problem.empty() ? 0 : kExitPeerMisconfigured;
   }
-  std::printf("%s\n", core::version_line().c_str());
+  std::printf("%s\n%s\n", core::version_line().c_str(), cpu_kernels_line().c_str());
   if (have_torch) {
     std::string set;  // what the BLAS reported after set_blas_threads, per thread count
     for (int t : o.threads)

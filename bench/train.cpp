@@ -14,6 +14,11 @@
 // against ~4.8-5.1 s). --torch-linear times them as nn::Linear over channels, as in the
 // reference implementation: ATen runs those as BLAS sgemm_ (~87 s per step on Debian's
 // reference BLAS), which is why the ratio is refused without a real BLAS (blas_probe.hpp).
+// libtorch is timed in forms (TorchForm): fp32 NCHW (the ratio above) and fp32 channels-last, and
+// with --precision bf16 both again with the forward and loss under CPU autocast in bf16 (f32
+// master weights, AdamW, the autocast cache dropped each step as torch.autocast's exit does).
+// The table and --json then give issue 37's ratios (train_targets.hpp), each naming its two rows:
+// tessera bf16 / fp32, and libtorch's faster form over tessera in fp32 and in bf16.
 // --precision bf16|fp16 runs every configuration a second time in that mixed precision (f32
 // master weights, 16-bit activations and halos) and prints its step-time, activation-peak and
 // total-peak ratios to the fp32 run beside it. --overlap both runs every configuration with P > 1
@@ -44,6 +49,7 @@
 
 #include "bench_util.hpp"
 #include "blas_probe.hpp"
+#include "cpu_kernels.hpp"
 #include "tessera/builtin_backends.hpp"
 #include "tessera/comm/local.hpp"
 #include "tessera/comm/mesh_comm.hpp"
@@ -57,8 +63,10 @@
 #include "train_args.hpp"
 #include "train_gpu.hpp"
 #include "train_pipeline.hpp"
+#include "train_targets.hpp"
 
 #ifdef TESSERA_BENCH_HAVE_TORCH
+#include <ATen/autocast_mode.h>
 #include <torch/nn.h>
 #include <torch/optim/adamw.h>
 
@@ -338,11 +346,14 @@ void add_round(Run& r, const Run& later) {
 }
 
 /// This machine's calibration for runs on P ranks of T threads each, measured now: in-process
-/// ranks, or the ranks of the job `job` is one of (every process takes part).
-sim::Calibration calibrate_now(int P, int threads, comm::Backend* job) {
+/// ranks, or the ranks of the job `job` is one of (every process takes part), its kernels timed
+/// in each of the run's `precisions` (a bf16 run is simulated with the bf16 rates).
+sim::Calibration calibrate_now(int P, int threads, comm::Backend* job, const std::vector<std::string>& precisions) {
   sim::CalibrateOptions co;
   co.ranks = P;
   co.threads = threads;
+  co.precisions.clear();
+  for (const std::string& p : precisions) co.precisions.push_back(*nn::parse_precision(p));
   const sim::ComputeFactory make_compute = [](int n) -> std::unique_ptr<compute::Backend> {
     return std::make_unique<compute::cpu::CpuBackend>(n);
   };
@@ -400,14 +411,48 @@ void simulate_round(Run& r, const Run& measured, const nn::TrainOptions& t, cons
   r.sim = stats_of(r.sim_ms);
 }
 
+/// One timed form of the libtorch step (TorchForm), as the table and the JSON give it.
+struct TorchRow {
+  std::string name;  // "libtorch fp32 NCHW", "libtorch bf16 autocast channels-last", ...
+  bool channels_last = false, bf16 = false;
+  Stats ms;
+};
+
+/// The rows issue 37's ratios divide (train_targets.hpp): tessera's first P=1 run of each
+/// precision without checkpointing on mesh sp=1 with one micro-batch, and every libtorch form;
+/// `refused`: why no ratio against libtorch may be given ("" when it may).
+TargetRows target_rows(const std::vector<Run>& runs, const std::vector<TorchRow>& torch,
+                       const std::string& refused) {
+  TargetRows t;
+  for (const Run& r : runs) {
+    if (r.ranks != 1 || r.checkpointing != "none" || r.mesh != "sp=1" || r.micro_batches != 1)
+      continue;
+    const TimedRow row{"tessera " + r.precision + " (P=1, checkpointing none)", r.ms.median};
+    if (r.precision == "fp32" && !t.tessera_fp32) t.tessera_fp32 = row;
+    if (r.precision == "bf16" && !t.tessera_bf16) t.tessera_bf16 = row;
+  }
+  for (const TorchRow& r : torch)
+    (r.bf16 ? t.torch_bf16 : t.torch_fp32).push_back({r.name, r.ms.median});
+  t.torch_refused = refused;
+  t.amx = compute::cpu::onednn_info().isa.find("amx") != std::string::npos;
+  return t;
+}
+
 #ifdef TESSERA_BENCH_HAVE_TORCH
 // ConvNeXt in libtorch, as in the reference implementation (Liu et al. 2022): LayerNorm over
 // channels of NCHW tensors by permuting to NHWC, blocks dw7x7 -> LN -> Linear 4x -> GELU ->
 // Linear -> layer scale -> residual. No DropPath (tessera runs the preset's, 0.1 for ConvNeXt-T,
 // as a per-sample scale: a little extra work on its side). With `linear` false the Linear pair
 // is a pair of 1x1 convs on NCHW (see the top of the file).
+// LayerNorm in the dtype of its weights: under bf16 autocast, libtorch 1.13 leaves layer_norm out
+// of its cast lists and its CPU kernel refuses a bf16 input with f32 weights ("expected scalar
+// type BFloat16 but found Float"; PyTorch 2.x takes the mix), so the input goes to f32 first, as
+// autocast's own fp32 policy casts. A no-op in fp32.
+torch::Tensor layer_norm(torch::nn::LayerNorm& ln, const torch::Tensor& x) {
+  return ln(x.to(ln->weight.scalar_type()));
+}
 torch::Tensor ln_channels(torch::nn::LayerNorm& ln, const torch::Tensor& x) {
-  return ln(x.permute({0, 2, 3, 1})).permute({0, 3, 1, 2});
+  return layer_norm(ln, x.permute({0, 2, 3, 1})).permute({0, 3, 1, 2});
 }
 torch::nn::LayerNorm make_ln(std::int64_t c) {
   return torch::nn::LayerNorm(torch::nn::LayerNormOptions({c}).eps(1e-6));
@@ -460,7 +505,7 @@ struct BlockImpl : torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x) {
     const torch::Tensor h = conv(dw, x, "depthwise 7x7", paths);
     if (fc1) {
-      torch::Tensor y = fc2(torch::gelu(fc1(ln(h.permute({0, 2, 3, 1})))));
+      torch::Tensor y = fc2(torch::gelu(fc1(layer_norm(ln, h.permute({0, 2, 3, 1})))));
       return x + (gamma * y).permute({0, 3, 1, 2});
     }
     const torch::Tensor u = torch::gelu(conv(pw1, ln_channels(ln, h), "pointwise 1x1", paths));
@@ -504,21 +549,71 @@ struct ConvNeXtImpl : torch::nn::Module {
         x = conv(down[i], ln_channels(down_ln[i], x), "downsample 2x2/2", paths);
       for (Block& b : blocks[i]) x = b(x);
     }
-    return head(head_ln(x.mean({2, 3})));
+    return head(layer_norm(head_ln, x.mean({2, 3})));
   }
 };
 TORCH_MODULE(ConvNeXt);
 
+/// One form of the libtorch step: the memory format of the input and the 4-d parameters, and the
+/// precision (bf16: the forward and the loss under CPU autocast, fp32 master weights).
+struct TorchForm {
+  bool channels_last = false;
+  bool bf16 = false;
+  std::string name() const {
+    return std::string("libtorch ") + (bf16 ? "bf16 autocast" : "fp32") +
+           (channels_last ? " channels-last" : " NCHW");
+  }
+};
+
+/// The forms bench_train times: fp32 NCHW (the ratio tessera / libtorch) and channels-last, and
+/// with --precision bf16 both again under bf16 autocast (libtorch 1.13's CPU autocast has no fp16).
+std::vector<TorchForm> torch_forms(const TrainBenchOptions& o) {
+  std::vector<TorchForm> v = {{false, false}, {true, false}};
+  if (std::find(o.precisions.begin(), o.precisions.end(), "bf16") != o.precisions.end())
+    v.insert(v.end(), {{false, true}, {true, true}});
+  return v;
+}
+
+/// What `with torch.autocast("cpu", dtype=torch.bfloat16):` does around its body in PyTorch
+/// 1.13 (torch/amp/autocast_mode.py), through the same C++ calls: enable, set the dtype,
+/// increment the nesting; on exit decrement it, drop the cache of cast weights at nesting 0,
+/// restore the previous state.
+class CpuAutocast {
+ public:
+  explicit CpuAutocast(bool on) : on_(on) {
+    if (!on_) return;
+    prev_ = at::autocast::is_cpu_enabled();
+    prev_dtype_ = at::autocast::get_autocast_cpu_dtype();
+    at::autocast::set_cpu_enabled(true);
+    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    at::autocast::increment_nesting();
+  }
+  ~CpuAutocast() {
+    if (!on_) return;
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    at::autocast::set_cpu_enabled(prev_);
+    at::autocast::set_autocast_cpu_dtype(prev_dtype_);
+  }
+  CpuAutocast(const CpuAutocast&) = delete;
+  CpuAutocast& operator=(const CpuAutocast&) = delete;
+
+ private:
+  bool on_, prev_ = false;
+  at::ScalarType prev_dtype_ = at::kBFloat16;
+};
+
 /// The libtorch step's times and what it ran on.
 struct TorchRun {
+  TorchForm form;
   Stats ms;
   TorchPeer peer;
   std::string problem;  // why no ratio may be given; empty when the peer is set up as users run it
   ConvPaths paths;
 };
 
-TorchRun measure_torch(const TrainBenchOptions& o) {
+TorchRun measure_torch(const TrainBenchOptions& o, const TorchForm& form) {
   TorchRun r;
+  r.form = form;
   // 2 threads in all: ATen's OpenMP pool and the BLAS's own pool (at::set_num_threads does not
   // reach OpenBLAS or BLIS).
   constexpr int kThreads = 2;
@@ -531,17 +626,31 @@ TorchRun measure_torch(const TrainBenchOptions& o) {
   spec.num_classes = o.classes;
   spec.in_channels = int(o.input[0]);
   ConvNeXt net(spec, o.torch_linear, &r.paths);
+  const auto format =
+      form.channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
+  if (form.channels_last) {  // as Python's module.to(memory_format=...): each 4-d parameter's data
+    torch::NoGradGuard no_grad;
+    for (torch::Tensor& p : net->parameters())
+      if (p.dim() == 4) p.set_data(p.contiguous(format));
+  }
   torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3).weight_decay(0.05));
-  const torch::Tensor x = torch::randn({o.batch, o.input[0], o.input[1], o.input[2]});
+  const torch::Tensor x =
+      torch::randn({o.batch, o.input[0], o.input[1], o.input[2]}).contiguous(format);
   const torch::Tensor y = torch::randint(0, o.classes, {o.batch}, torch::kLong);
   // Two warm-up steps: libtorch's second step is still several times slower than the later ones.
   constexpr int kWarmup = 2;
   std::vector<double> ms;
   for (int s = 0; s < kWarmup + o.steps; ++s) {
-    r.paths.on = s == 0;  // ATen's choices are made per call: note them in one step
+    // ATen's choices are made per call: note them in one step (in fp32: under autocast the
+    // convolutions see bf16 copies, not the tensors conv2d_path would be asked about).
+    r.paths.on = s == 0 && !form.bf16;
     const auto t0 = std::chrono::steady_clock::now();
     opt.zero_grad();
-    torch::Tensor loss = torch::nn::functional::cross_entropy(net->forward(x), y);
+    torch::Tensor loss;
+    {
+      const CpuAutocast autocast(form.bf16);  // the forward and the loss, as users write it
+      loss = torch::nn::functional::cross_entropy(net->forward(x), y);
+    }
     loss.backward();
     opt.step();
     const double dt =
@@ -568,21 +677,25 @@ TorchRun measure_torch(const TrainBenchOptions& o) {
       "  training steps of --model (default convnext-t) at --input (3x256x1024), --batch\n"
       "      (2), AdamW, sharded along W over --ranks (1,2,4) local ranks, --checkpointing\n"
       "      none and block; step time, images/s, peak memory per rank and category; beside\n"
-      "      libtorch's same model on 2 threads (--no-torch: without it)\n"
+      "      libtorch's same model on 2 threads, NCHW and channels-last (--no-torch: without it)\n"
       "  every run is traced: per rank and step, halo exchanges, collectives, the time\n"
       "      waited, and how much of the transfers lay under compute (\"hidden\"; 0 with\n"
       "      TESSERA_LOCAL_PROGRESS=calls or TESSERA_UCX_PROGRESS=calls)\n"
       "  --json: one JSON object on stdout instead of the table\n"
       "  --steps: timed steps per configuration after one warm-up step (default 2)\n"
       "  --torch-linear: libtorch's pointwise layers as nn::Linear instead of 1x1 convs\n"
-      "  --precision bf16|fp16: every configuration also in that mixed precision, beside fp32\n"
+      "  --precision bf16|fp16: every configuration also in that mixed precision, beside fp32;\n"
+      "      bf16 also times libtorch under bf16 CPU autocast (NCHW and channels-last) and\n"
+      "      prints issue 37's ratios (bf16_over_fp32, bf16_speedup_vs_torch_autocast,\n"
+      "      fp32_speedup_vs_torch_best) with the rows each divides\n"
       "  --overlap: halo exchange and bucket all-reduce overlapped with compute (on, the\n"
       "      default), not (off), or every configuration with P > 1 both ways (both)\n"
       "  --halo-recompute: with checkpointing, a block's recompute reuses the halos its\n"
       "      forward received (keep, the default), exchanges them again (exchange), or both\n"
       "  --simulate: K rounds (default 3) per rank count of: calibrate this machine (as\n"
-      "      tessera calibrate --ranks P --threads T), then run every configuration; print\n"
-      "      each run's calibrated simulation (median over the K) beside its measured step,\n"
+      "      tessera calibrate --ranks P --threads T, in each --precision), then run every\n"
+      "      configuration; print each run's calibrated simulation (median over the K)\n"
+      "      beside its measured step,\n"
       "      and the error of each calibration against the steps measured just after it;\n"
       "      --calibration FILE: simulate with that file instead (one round); each run is\n"
       "      simulated on cpu-host:P with the same TrainOptions and the backend's progress\n"
@@ -671,7 +784,7 @@ int run(int argc, char** argv) {
           if (printer)
             std::fprintf(stderr, "round %d/%d: calibrating %d %s rank(s) x %d thread(s)...\n", round + 1, rounds, P,
                          o.backend.c_str(), threads_for(P));
-          now = calibrate_now(P, threads_for(P), job.world.get());
+          now = calibrate_now(P, threads_for(P), job.world.get(), o.precisions);
           cal = &now;
         }
         std::size_t config = 0;
@@ -736,10 +849,16 @@ int run(int argc, char** argv) {
   bool have_torch = false;
   Stats torch_ms;
   std::string peer_line, peer_json = "null", paths_line, paths_json = "[]", problem;
+  std::vector<TorchRow> torch_rows;  // every form timed, fp32 NCHW first
 #ifdef TESSERA_BENCH_HAVE_TORCH
   if (torch_wanted) {
-    std::fprintf(stderr, "libtorch %s step...\n", o.model.c_str());
-    const TorchRun tr = measure_torch(o);
+    std::vector<TorchRun> forms;
+    for (const TorchForm& f : torch_forms(o)) {
+      std::fprintf(stderr, "%s %s step...\n", f.name().c_str(), o.model.c_str());
+      forms.push_back(measure_torch(o, f));
+      torch_rows.push_back({f.name(), f.channels_last, f.bf16, forms.back().ms});
+    }
+    const TorchRun& tr = forms.front();  // fp32 NCHW: the ratio tessera / libtorch, the paths
     torch_ms = tr.ms;
     have_torch = true;
     problem = tr.problem;
@@ -756,6 +875,8 @@ int run(int argc, char** argv) {
 #endif
   const bool give_ratio = have_torch && problem.empty();
   auto ratio = [&](const Run& r) { return r.ms.median / torch_ms.median; };
+  const std::vector<TargetRatio> targets =
+      issue37_ratios(target_rows(runs, torch_rows, have_torch ? problem : ""));
   auto max_of = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
 
   if (o.json) {
@@ -820,21 +941,33 @@ int run(int argc, char** argv) {
     }
     Json top;
     top.str("tessera_version", std::string(core::version()))
-        .str("build", core::build_description());
+        .str("build", core::build_description())
+        .raw("onednn", onednn_json());
     top.str("model", o.model).str("input", input).num("batch", o.batch).raw("runs", json_array(rs));
+    for (const TargetRatio& t : targets) top.raw(t.key, target_json(t));
+    std::vector<std::string> forms;
+    for (const TorchRow& f : torch_rows)
+      forms.push_back(Json()
+                          .str("form", f.name)
+                          .str("memory_format", f.channels_last ? "channels_last" : "nchw")
+                          .str("precision", f.bf16 ? "bf16_autocast" : "fp32")
+                          .stats("step_ms_", f.ms)
+                          .num("images_per_s", o.batch / (f.ms.median * 1e-3))
+                          .str());
     top.raw("torch", have_torch ? Json()
                                       .num("threads", 2)
                                       .str("pointwise", o.torch_linear ? "linear" : "conv1x1")
                                       .stats("step_ms_", torch_ms)
                                       .num("images_per_s", o.batch / (torch_ms.median * 1e-3))
                                       .raw("conv_paths", paths_json)
+                                      .raw("forms", json_array(forms))
                                       .raw("peer", peer_json)
                                       .str()
                                 : "null");
     std::printf("%s\n", top.str().c_str());
     return have_torch && !give_ratio ? kExitPeerMisconfigured : 0;
   }
-  std::printf("%s\n", core::version_line().c_str());
+  std::printf("%s\n%s\n", core::version_line().c_str(), cpu_kernels_line().c_str());
   std::printf(
       "%s, input %s, batch %d, %d classes, AdamW, synthetic data, sharded along W, %s ranks\n"
       "step time: slowest rank, %d timed steps after 1 warm-up; peak memory: per rank "
@@ -916,12 +1049,20 @@ int run(int argc, char** argv) {
                     r.category_mib[int(core::MemCategory::HaloBuffer)], q.category_mib[int(core::MemCategory::HaloBuffer)],
                     r.ms.median / q.ms.median);
   if (have_torch) {
-    std::printf(
-        "\nlibtorch (torch::nn, NCHW fp32, 2 threads, pointwise layers as %s): %.0f ms "
-        "[%.0f - %.0f], %.3f images/s\n",
-        o.torch_linear ? "Linear" : "1x1 convs", torch_ms.median, torch_ms.min, torch_ms.max,
-        o.batch / (torch_ms.median * 1e-3));
-    std::printf("%s\nlibtorch convolution paths: %s\n", peer_line.c_str(), paths_line.c_str());
+    std::printf("\nlibtorch (torch::nn, 2 threads, pointwise layers as %s; bf16 autocast: the "
+                "forward and loss under CPU autocast, fp32 master weights), %d timed steps after 2 "
+                "warm-up\n%-40s %10s %19s %9s\n",
+                o.torch_linear ? "Linear" : "1x1 convs", o.steps, "form", "median ms",
+                "[min-max] ms", "images/s");
+    for (const TorchRow& f : torch_rows)
+      std::printf("%-40s %10.0f   [%6.0f - %6.0f] %9.3f\n", f.name.c_str(), f.ms.median, f.ms.min,
+                  f.ms.max, o.batch / (f.ms.median * 1e-3));
+    std::printf("%s\nlibtorch convolution paths (fp32 NCHW): %s\n", peer_line.c_str(),
+                paths_line.c_str());
+  }
+  std::printf("\nissue 37 targets (rows of this run, medians):\n");
+  for (const TargetRatio& t : targets) print_target(t);
+  if (have_torch) {
     if (!give_ratio) {
       std::printf("no time ratio against libtorch: %s\n", problem.c_str());
       return kExitPeerMisconfigured;

@@ -18,7 +18,8 @@ namespace tessera::bench {
 
 // Defaults sized for a 2-core machine, where a ConvNeXt-T step at 3x256x1024, batch 2, takes
 // 3.5-6 s for tessera and ~4 s for libtorch on OpenBLAS: 6 configurations x (1 + 2) steps plus
-// 4 libtorch steps take ~2.5 min wall on a quiet machine, several times that on a busy one.
+// 2 x 4 libtorch steps (NCHW and channels-last; 4 forms with --precision bf16) take ~3 min wall
+// on a quiet machine, several times that on a busy one.
 // --steps N for tighter spreads.
 struct TrainBenchOptions {
   bool json = false;

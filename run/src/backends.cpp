@@ -3,6 +3,7 @@
 #include "tessera/run/backends.hpp"
 
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "tessera/builtin_backends.hpp"
@@ -59,10 +60,31 @@ std::string BackendListing::to_text() const {
   s += "plugin folders searched:";
   for (const std::string& d : plugin_dirs) s += " " + d;
   s += "\ncompute backends:\n";
-  for (const BackendEntry& e : compute)
+  for (const BackendEntry& e : compute) {
     s += e.why.empty() ? format("  %-8s built in\n", e.name.c_str())
                        : format("  %-8s built, %s\n", e.name.c_str(), e.why.c_str());
+    if (e.name == "cpu" && !cpu.conv.empty()) s += cpu.to_text("           ");  // probed
+  }
   return s;
+}
+
+std::string BackendListing::to_json() const {
+  using Json = nlohmann::ordered_json;
+  Json comms = Json::array(), computes = Json::array();
+  for (const BackendEntry& e : comm)
+    comms.push_back({{"name", e.name},
+                     {"plugin", e.plugin},
+                     {"loaded", e.loaded},
+                     {"why", e.why},
+                     {"path", e.path},
+                     {"capabilities", e.loaded ? caps_text(e.caps) : ""}});
+  for (const BackendEntry& e : compute)
+    computes.push_back({{"name", e.name}, {"loaded", e.loaded}, {"why", e.why}});
+  return Json{{"comm", comms},
+              {"plugin_dirs", plugin_dirs},
+              {"compute", computes},
+              {"cpu_kernels", Json::parse(cpu.to_json())}}
+      .dump(2);
 }
 
 BackendListing list_backends() {
@@ -82,6 +104,7 @@ BackendListing list_backends() {
     const std::string unusable = compute_backend_unusable(n);  // first: it loads cuda's library
     l.compute.push_back({n, false, compute_backend_loaded(n), unusable, "", {}});
   }
+  l.cpu = cpu_kernels();
   return l;
 }
 

@@ -62,3 +62,37 @@ TEST_CASE("backends: --require says which backend is missing, does not load or c
               "  nccl     built, no CUDA device visible; loaded from /p/libtessera_comm_nccl.so "
               "(in-process"));
 }
+
+TEST_CASE("backends: the cpu kernels' lines name what runs on oneDNN, and why not", "[run]") {
+  run::CpuKernels k;
+  k.onednn = {true, "2.6.3", "avx2", true, false, "gemm:jit", "", "", "no bf16 product for avx2"};
+  const std::string widened = "Eigen GEMM (widened to f32)";
+  k.conv = {{"pointwise", "oneDNN gemm:jit", widened, widened, "Eigen GEMM"}};
+  k.other_ops = "tessera's kernels";
+  REQUIRE(k.to_text("  ") ==
+          "  kernels: oneDNN 2.6.3, ISA avx2, pointwise f32 gemm:jit, bf16 not on oneDNN: no bf16 "
+          "product for avx2\n"
+          "  Auto's convolution paths:\n"
+          "    pointwise:     f32: oneDNN gemm:jit; bf16, f16: Eigen GEMM (widened to f32); f64: "
+          "Eigen GEMM\n"
+          "  other ops: tessera's kernels\n");
+  k.onednn.bf16 = true, k.onednn.impl_bf16 = "brg:avx512_core_amx";
+  REQUIRE(k.onednn.summary() ==
+          "oneDNN 2.6.3, ISA avx2, pointwise f32 gemm:jit, bf16 brg:avx512_core_amx");
+  REQUIRE(has(k.to_text(""), "\nbf16 convolutions on the CPU's bf16 instructions"));
+  k.onednn = {true, "2.6.3", "avx2", false, false, "", "", "switched off", "switched off"};
+  REQUIRE(k.onednn.summary() ==
+          "oneDNN 2.6.3, ISA avx2, not used: switched off; pointwise on Eigen GEMM");
+  k.onednn = {false, "", "", false, false, "", "", "built without oneDNN", "built without oneDNN"};
+  REQUIRE(k.onednn.summary() == "no oneDNN: built without oneDNN; pointwise on Eigen GEMM");
+
+  // This build's listing carries them under cpu, four classes of convolution in four dtypes.
+  const run::BackendListing l = run::list_backends();
+  REQUIRE(l.cpu.conv.size() == 4);
+  for (const run::ConvPaths& c : l.cpu.conv)
+    REQUIRE_FALSE((c.f32.empty() || c.bf16.empty() || c.f16.empty() || c.f64.empty()));
+  REQUIRE(has(l.to_text(), "\n  cpu      built in\n           kernels: "));
+  run::BackendListing bare;  // never probed: no kernel lines
+  bare.compute.push_back({"cpu", false, true, "", "", {}});
+  REQUIRE_FALSE(has(bare.to_text(), "kernels:"));
+}

@@ -54,6 +54,7 @@ OnednnInfo make_info() {
   info.version = std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
   info.isa = isa_name(dnnl::get_effective_cpu_isa());
   if (const char* off = std::getenv("TESSERA_CPU_ONEDNN"); off && std::string(off) == "0") {
+    info.switched_off = true;
     info.why_not_bf16 = "switched off by TESSERA_CPU_ONEDNN=0 (every call on the Eigen and row kernels)";
     return info;
   }

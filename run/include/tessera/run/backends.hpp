@@ -1,12 +1,14 @@
 // The backends of this tessera: the communication backends (built in, and plugins: loaded, or why
-// not, or loaded but unable to run here) and the compute backends, as data and as the text
-// `tessera backends` prints; and the check behind its --require.
+// not, or loaded but unable to run here) and the compute backends with the cpu backend's kernels,
+// as data, as the text `tessera backends` prints and as its --json; and the check behind its
+// --require.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "tessera/comm/backend.hpp"
+#include "tessera/run/cpu_kernels.hpp"
 
 namespace tessera::run {
 
@@ -27,11 +29,15 @@ struct BackendListing {
   std::vector<BackendEntry> comm;     ///< built-ins, then plugins (and plugins known but not found)
   std::vector<BackendEntry> compute;  ///< built-ins ("cpu", and "cuda" where built with CUDA)
   std::vector<std::string> plugin_dirs;  ///< the folders searched for plugins
+  CpuKernels cpu;                        ///< what the cpu compute backend runs here
 
   /// The entry named `name` (a compute backend before a comm one of the same name), or nullptr.
   const BackendEntry* find(const std::string& name) const;
   /// The text of `tessera backends`.
   std::string to_text() const;
+  /// The same as one JSON object (`tessera backends --json`): comm[], plugin_dirs[], compute[],
+  /// cpu_kernels (CpuKernels::to_json).
+  std::string to_json() const;
 };
 
 /// Registers the built-in backends, loads the comm plugins and asks each backend whether it can
