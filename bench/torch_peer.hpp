@@ -75,16 +75,26 @@ struct PeerOnednn {
 /// oneDNN's headers).
 inline std::string dnnl_isa_name(int isa) {
   switch (isa) {
-    case 0x1: return "sse41";
-    case 0x3: return "avx";
-    case 0x7: return "avx2";
-    case 0xf: return "avx512_mic";
-    case 0x1f: return "avx512_mic_4ops";
-    case 0x27: return "avx512_core";
-    case 0x67: return "avx512_core_vnni";
-    case 0xe7: return "avx512_core_bf16";
-    case 0x3e7: return "avx512_core_amx";
-    case 0x407: return "avx2_vnni";
+    case 0x1:
+      return "sse41";
+    case 0x3:
+      return "avx";
+    case 0x7:
+      return "avx2";
+    case 0xf:
+      return "avx512_mic";
+    case 0x1f:
+      return "avx512_mic_4ops";
+    case 0x27:
+      return "avx512_core";
+    case 0x67:
+      return "avx512_core_vnni";
+    case 0xe7:
+      return "avx512_core_bf16";
+    case 0x3e7:
+      return "avx512_core_amx";
+    case 0x407:
+      return "avx2_vnni";
     default: {
       char buf[32];
       std::snprintf(buf, sizeof buf, "dnnl_cpu_isa 0x%x", unsigned(isa));
@@ -128,8 +138,8 @@ inline PeerOnednn peer_onednn() {
     const auto real = std::filesystem::canonical(where.dli_fname, ec);
     o.library = ec ? std::string(where.dli_fname) : real.string();
     const Version* v = reinterpret_cast<const Version* (*)()>(version_sym)();
-    o.version = std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-                std::to_string(v->patch);
+    o.version =
+        std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
     o.process_wide = dlsym(RTLD_DEFAULT, "dnnl_version") == version_sym;
   }
   if (isa_sym) o.isa = dnnl_isa_name(reinterpret_cast<int (*)()>(isa_sym)());

@@ -348,7 +348,8 @@ void add_round(Run& r, const Run& later) {
 /// This machine's calibration for runs on P ranks of T threads each, measured now: in-process
 /// ranks, or the ranks of the job `job` is one of (every process takes part), its kernels timed
 /// in each of the run's `precisions` (a bf16 run is simulated with the bf16 rates).
-sim::Calibration calibrate_now(int P, int threads, comm::Backend* job, const std::vector<std::string>& precisions) {
+sim::Calibration calibrate_now(int P, int threads, comm::Backend* job,
+                               const std::vector<std::string>& precisions) {
   sim::CalibrateOptions co;
   co.ranks = P;
   co.threads = threads;
@@ -1049,11 +1050,12 @@ int run(int argc, char** argv) {
                     r.category_mib[int(core::MemCategory::HaloBuffer)], q.category_mib[int(core::MemCategory::HaloBuffer)],
                     r.ms.median / q.ms.median);
   if (have_torch) {
-    std::printf("\nlibtorch (torch::nn, 2 threads, pointwise layers as %s; bf16 autocast: the "
-                "forward and loss under CPU autocast, fp32 master weights), %d timed steps after 2 "
-                "warm-up\n%-40s %10s %19s %9s\n",
-                o.torch_linear ? "Linear" : "1x1 convs", o.steps, "form", "median ms",
-                "[min-max] ms", "images/s");
+    std::printf(
+        "\nlibtorch (torch::nn, 2 threads, pointwise layers as %s; bf16 autocast: the "
+        "forward and loss under CPU autocast, fp32 master weights), %d timed steps after 2 "
+        "warm-up\n%-40s %10s %19s %9s\n",
+        o.torch_linear ? "Linear" : "1x1 convs", o.steps, "form", "median ms", "[min-max] ms",
+        "images/s");
     for (const TorchRow& f : torch_rows)
       std::printf("%-40s %10.0f   [%6.0f - %6.0f] %9.3f\n", f.name.c_str(), f.ms.median, f.ms.min,
                   f.ms.max, o.batch / (f.ms.median * 1e-3));

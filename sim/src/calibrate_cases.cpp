@@ -24,12 +24,15 @@ using core::Tensor;
 /// mixed precision keeps them), act() the call's activations in the dtype being timed.
 class Maker {
  public:
-  explicit Maker(core::AllocatorPtr device, DType act = DType::F32) : device_(std::move(device)), act_(act) {}
+  explicit Maker(core::AllocatorPtr device, DType act = DType::F32)
+      : device_(std::move(device)), act_(act) {}
   Tensor uniform(Shape s, double lo = -1, double hi = 1, DType dt = DType::F32) {
     Tensor t = Tensor::empty(std::move(s), dt, core::MemCategory::Activation);
     if (dt == DType::F32) fill(t.data<float>(), t.numel(), lo, hi);
-    else if (dt == DType::F64) fill(t.data<double>(), t.numel(), lo, hi);
-    else fill_half(t, lo, hi);
+    else if (dt == DType::F64)
+      fill(t.data<double>(), t.numel(), lo, hi);
+    else
+      fill_half(t, lo, hi);
     return placed(t);
   }
   Tensor act(Shape s, double lo = -1, double hi = 1) { return uniform(std::move(s), lo, hi, act_); }
@@ -55,7 +58,8 @@ class Maker {
     std::vector<float> v(static_cast<std::size_t>(std::min<std::int64_t>(t.numel(), 4099)));
     fill(v.data(), static_cast<std::int64_t>(v.size()), lo, hi);
     std::uint16_t* p = t.data<std::uint16_t>();
-    for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = core::float_to_half(v[i % v.size()], t.dtype());
+    for (std::int64_t i = 0; i < t.numel(); ++i)
+      p[i] = core::float_to_half(v[i % v.size()], t.dtype());
   }
   double next() {  // splitmix64 → [0, 1)
     std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
@@ -78,7 +82,8 @@ std::string shape_text(const Shape& s) {
   return os.str();
 }
 
-void add_conv(std::vector<TimedCall>& out, const Conv& g, const core::AllocatorPtr& alloc, DType dt) {
+void add_conv(std::vector<TimedCall>& out, const Conv& g, const core::AllocatorPtr& alloc,
+              DType dt) {
   compute::Conv2dParams p;
   p.kernel_h = p.kernel_w = g.k;
   p.stride_h = p.stride_w = g.stride;
@@ -102,7 +107,8 @@ void add_conv(std::vector<TimedCall>& out, const Conv& g, const core::AllocatorP
                  }});
   out.push_back({l, [=]() -> Call {
                    Maker m(alloc, dt);
-                   Tensor x = m.act(xs), dy = m.act(ys), dw = m.uniform(ws), db = m.uniform({g.cout});
+                   Tensor x = m.act(xs), dy = m.act(ys), dw = m.uniform(ws),
+                          db = m.uniform({g.cout});
                    return [=](compute::Backend& be) mutable {
                      compute::conv2d_backward_weight(be, p, x, dy, dw, &db);
                    };
@@ -127,7 +133,8 @@ struct ActTensors {
   Tensor x, y, dy, dx, gamma, beta, dgamma, dbeta, mean, rstd, cmean, crstd, sum, sumsq, nc, dnc, per_sample, half;
 };
 
-void add_activation_ops(std::vector<TimedCall>& out, const Shape& s, const core::AllocatorPtr& alloc, DType dt) {
+void add_activation_ops(std::vector<TimedCall>& out, const Shape& s,
+                        const core::AllocatorPtr& alloc, DType dt) {
   const std::string l = "on " + shape_text(s);
   using F = std::function<void(compute::Backend&, ActTensors&)>;
   auto add = [&](F f) {
@@ -248,7 +255,8 @@ void add_parameter_ops(std::vector<TimedCall>& out, std::int64_t n, const core::
                  }});
 }
 
-void add_linear(std::vector<TimedCall>& out, int rows, int in, int outs, const core::AllocatorPtr& alloc, DType dt) {
+void add_linear(std::vector<TimedCall>& out, int rows, int in, int outs,
+                const core::AllocatorPtr& alloc, DType dt) {
   const std::string l = std::to_string(rows) + "x" + std::to_string(in) + "->" + std::to_string(outs);
   out.push_back({l, [=]() -> Call {
                    Maker m(alloc, dt);
@@ -256,15 +264,19 @@ void add_linear(std::vector<TimedCall>& out, int rows, int in, int outs, const c
                    Tensor y = m.act({rows, outs});
                    return [=](compute::Backend& be) mutable { compute::linear_forward(be, x, w, &b, y); };
                  }});
-  out.push_back({l, [=]() -> Call {
-                   Maker m(alloc, dt);
-                   Tensor x = m.act({rows, in}), dx = m.act({rows, in}), w = m.uniform({outs, in});
-                   Tensor dw = m.uniform({outs, in}), db = m.uniform({outs}), dy = m.act({rows, outs});
-                   return [=](compute::Backend& be) mutable { compute::linear_backward(be, dy, x, w, &dx, dw, &db); };
-                 }});
+  out.push_back(
+      {l, [=]() -> Call {
+         Maker m(alloc, dt);
+         Tensor x = m.act({rows, in}), dx = m.act({rows, in}), w = m.uniform({outs, in});
+         Tensor dw = m.uniform({outs, in}), db = m.uniform({outs}), dy = m.act({rows, outs});
+         return [=](compute::Backend& be) mutable {
+           compute::linear_backward(be, dy, x, w, &dx, dw, &db);
+         };
+       }});
 }
 
-void add_loss(std::vector<TimedCall>& out, const Shape& logits_shape, const core::AllocatorPtr& alloc, DType dt) {
+void add_loss(std::vector<TimedCall>& out, const Shape& logits_shape,
+              const core::AllocatorPtr& alloc, DType dt) {
   out.push_back({"on " + shape_text(logits_shape), [logits_shape, alloc, dt]() -> Call {
                    Maker m(alloc, dt);
                    Shape ls = logits_shape;

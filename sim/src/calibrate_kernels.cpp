@@ -90,12 +90,14 @@ double time_call(const detail_calibrate::TimedCall& c, compute::Backend& be, Pro
 }
 
 /// The suite in every precision of `options`, f32 first.
-std::vector<detail_calibrate::TimedCall> suite_of(const CalibrateOptions& options, const core::AllocatorPtr& device) {
+std::vector<detail_calibrate::TimedCall> suite_of(const CalibrateOptions& options,
+                                                  const core::AllocatorPtr& device) {
   std::vector<detail_calibrate::TimedCall> suite;
   for (nn::Precision p : options.precisions) {
-    std::vector<detail_calibrate::TimedCall> part =
-        detail_calibrate::kernel_suite(options.quick, device, nn::precision_dtype(p, core::DType::F32));
-    suite.insert(suite.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
+    std::vector<detail_calibrate::TimedCall> part = detail_calibrate::kernel_suite(
+        options.quick, device, nn::precision_dtype(p, core::DType::F32));
+    suite.insert(suite.end(), std::make_move_iterator(part.begin()),
+                 std::make_move_iterator(part.end()));
   }
   return suite;
 }
@@ -104,13 +106,18 @@ std::vector<detail_calibrate::TimedCall> suite_of(const CalibrateOptions& option
 
 void check_precisions(const std::vector<nn::Precision>& precisions) {
   std::string names;
-  for (nn::Precision p : precisions) names += (names.empty() ? "" : ",") + std::string(nn::precision_name(p));
+  for (nn::Precision p : precisions)
+    names += (names.empty() ? "" : ",") + std::string(nn::precision_name(p));
   for (std::size_t i = 0; i < precisions.size(); ++i)
-    TESSERA_CHECK(std::find(precisions.begin(), precisions.begin() + i, precisions[i]) == precisions.begin() + i,
-                  "calibration: precisions '", names, "' list ", nn::precision_name(precisions[i]), " twice");
-  TESSERA_CHECK(std::find(precisions.begin(), precisions.end(), nn::Precision::FP32) != precisions.end(),
-                "calibration: precisions '", names, "' must include fp32 (every calibration times the f32 "
-                "kernels); e.g. fp32,bf16");
+    TESSERA_CHECK(std::find(precisions.begin(), precisions.begin() + i, precisions[i]) ==
+                      precisions.begin() + i,
+                  "calibration: precisions '", names, "' list ", nn::precision_name(precisions[i]),
+                  " twice");
+  TESSERA_CHECK(
+      std::find(precisions.begin(), precisions.end(), nn::Precision::FP32) != precisions.end(),
+      "calibration: precisions '", names,
+      "' must include fp32 (every calibration times the f32 "
+      "kernels); e.g. fp32,bf16");
 }
 
 KernelRate fit_kernel_rate(const std::vector<KernelSample>& samples, double near_bytes) {

@@ -162,8 +162,9 @@ RankRun run_reference(const nn::TrainOptions& o, comm::MeshComm* mesh, compute::
 /// The unsharded models `refs` again in each 16-bit precision of `precisions`: they set the
 /// level of the "@bf16"/"@f16" classes' rates (anchor_to_steps).
 std::vector<RankRun> run_half_references(const std::vector<nn::TrainOptions>& refs,
-                                         const std::vector<nn::Precision>& precisions, comm::Backend& comm,
-                                         compute::Backend& be, int warmup, int steps) {
+                                         const std::vector<nn::Precision>& precisions,
+                                         comm::Backend& comm, compute::Backend& be, int warmup,
+                                         int steps) {
   std::vector<RankRun> out;
   for (nn::Precision p : precisions) {
     if (p == nn::Precision::FP32) continue;

@@ -17,7 +17,7 @@ using namespace json_fields;
 namespace {
 
 constexpr const char* kFormat = "tessera-calibration";
-constexpr int kVersion = 3;  // 2: per-row term ("row_ns", samples' "rows"); 3: "precisions"
+constexpr int kVersion = 3;        // 2: per-row term ("row_ns", samples' "rows"); 3: "precisions"
 constexpr int kOldestVersion = 2;  // read as timed in fp32 only
 
 Json samples_json(const std::vector<KernelSample>& samples) {
@@ -81,9 +81,11 @@ std::vector<nn::Precision> read_precisions(const Json& doc, const std::string& o
                 " must be a non-empty array of precision names (\"fp32\", \"bf16\", \"fp16\")");
   std::vector<nn::Precision> out;
   for (const Json& v : list) {
-    const std::optional<nn::Precision> p = v.is_string() ? nn::parse_precision(v.get<std::string>()) : std::nullopt;
+    const std::optional<nn::Precision> p =
+        v.is_string() ? nn::parse_precision(v.get<std::string>()) : std::nullopt;
     TESSERA_CHECK(p.has_value(), "sim: ", where, ": ", v.dump(), " is not fp32, bf16 or fp16");
-    TESSERA_CHECK(std::find(out.begin(), out.end(), *p) == out.end(), "sim: ", where, ": ", v.dump(), " is listed twice");
+    TESSERA_CHECK(std::find(out.begin(), out.end(), *p) == out.end(), "sim: ", where, ": ",
+                  v.dump(), " is listed twice");
     out.push_back(*p);
   }
   TESSERA_CHECK(std::find(out.begin(), out.end(), nn::Precision::FP32) != out.end(), "sim: ", where,
@@ -140,19 +142,26 @@ Calibration calibration_from_json(const std::string& text, const std::string& or
   const Json doc = parse(text, origin);
   TESSERA_CHECK(doc.is_object(), "sim: ", origin, ": a calibration file is an object {\"format\": \"", kFormat,
                 "\", ...}; write one with tessera calibrate");
-  refuse_unknown(doc, {"format", "version", "host", "created_utc", "threads_per_rank", "concurrent_ranks", "quick",
-                       "devices", "link", "runtime", "topology", "precisions", "kernels", "device_copy"},
-                 origin);
+  refuse_unknown(
+      doc,
+      {"format", "version", "host", "created_utc", "threads_per_rank", "concurrent_ranks", "quick",
+       "devices", "link", "runtime", "topology", "precisions", "kernels", "device_copy"},
+      origin);
   const std::string format = string_field(required(doc, "format", origin), "format", origin);
   TESSERA_CHECK(format == kFormat, "sim: ", origin, ": field \"format\" is \"", format, "\", not \"", kFormat,
                 "\"; is this a calibration file (tessera calibrate --out FILE)?");
   const int version = int_field(required(doc, "version", origin), "version", origin);
-  TESSERA_CHECK(version >= kOldestVersion && version <= kVersion, "sim: ", origin, ": field \"version\" is ", version,
-                "; this build reads versions ", kOldestVersion, " to ", kVersion, " (run tessera calibrate again)");
+  TESSERA_CHECK(version >= kOldestVersion && version <= kVersion, "sim: ", origin,
+                ": field \"version\" is ", version, "; this build reads versions ", kOldestVersion,
+                " to ", kVersion, " (run tessera calibrate again)");
   Calibration c;
-  if (version >= 3) c.precisions = read_precisions(doc, origin);
-  else TESSERA_CHECK(!doc.contains("precisions"), "sim: ", origin, ": field \"precisions\" came with version 3, and this "
-                     "file says version ", version);
+  if (version >= 3)
+    c.precisions = read_precisions(doc, origin);
+  else
+    TESSERA_CHECK(!doc.contains("precisions"), "sim: ", origin,
+                  ": field \"precisions\" came with version 3, and this "
+                  "file says version ",
+                  version);
   c.host = string_field(required(doc, "host", origin), "host", origin);
   c.created_utc = string_field(required(doc, "created_utc", origin), "created_utc", origin);
   c.threads_per_rank = int_field(required(doc, "threads_per_rank", origin), "threads_per_rank", origin);
@@ -210,11 +219,13 @@ Calibration calibration_from_json(const std::string& text, const std::string& or
                   "\"; a class is an op name (conv2d_forward, layernorm_forward, ...) with, for convolutions, "
                   "/depthwise, /pointwise, /grouped, /patchify or /dense and, for activations, /relu, /gelu or /sigmoid");
     for (nn::Precision p : {nn::Precision::BF16, nn::Precision::FP16}) {
-      const std::string suffix = "@" + std::string(core::dtype_name(nn::precision_dtype(p, core::DType::F32)));
-      TESSERA_CHECK(!item.key().ends_with(suffix) ||
-                        std::find(c.precisions.begin(), c.precisions.end(), p) != c.precisions.end(),
-                    "sim: ", origin, ": kernels: class \"", item.key(), "\" was timed in ", nn::precision_name(p),
-                    ", which field \"precisions\" does not list");
+      const std::string suffix =
+          "@" + std::string(core::dtype_name(nn::precision_dtype(p, core::DType::F32)));
+      TESSERA_CHECK(
+          !item.key().ends_with(suffix) ||
+              std::find(c.precisions.begin(), c.precisions.end(), p) != c.precisions.end(),
+          "sim: ", origin, ": kernels: class \"", item.key(), "\" was timed in ",
+          nn::precision_name(p), ", which field \"precisions\" does not list");
     }
     c.kernels[item.key()] = read_kernel(item.value(), origin + ": kernels[\"" + item.key() + "\"]");
   }
@@ -238,7 +249,8 @@ void apply_calibration(const Calibration& c, DeviceCatalog& catalog, EngineOptio
   }
   options.kernel_rates_device = c.device.name;
   options.kernel_rates_dtypes.clear();
-  for (nn::Precision p : c.precisions) options.kernel_rates_dtypes.push_back(nn::precision_dtype(p, core::DType::F32));
+  for (nn::Precision p : c.precisions)
+    options.kernel_rates_dtypes.push_back(nn::precision_dtype(p, core::DType::F32));
   options.waits = c.waits;
 }
 

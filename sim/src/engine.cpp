@@ -21,9 +21,11 @@ void check_timed_dtype(const ProgramOp& op, const DeviceSpec& d, const EngineOpt
   const std::vector<core::DType>& timed = o.kernel_rates_dtypes;
   if (timed.empty() || std::find(timed.begin(), timed.end(), op.dtype) != timed.end()) return;
   std::string names;
-  for (core::DType t : timed) names += (names.empty() ? "" : ", ") + std::string(core::dtype_name(t));
-  throw InvalidArgument(detail::cat("sim: ", op.kernel, " on ", d.name, ": the calibration timed its kernels in ",
-                                    names, " only, not ", core::dtype_name(op.dtype),
+  for (core::DType t : timed)
+    names += (names.empty() ? "" : ", ") + std::string(core::dtype_name(t));
+  throw InvalidArgument(detail::cat("sim: ", op.kernel, " on ", d.name,
+                                    ": the calibration timed its kernels in ", names, " only, not ",
+                                    core::dtype_name(op.dtype),
                                     "; calibrate again with tessera calibrate --precisions fp32,",
                                     op.dtype == core::DType::BF16 ? "bf16" : "fp16"));
 }
@@ -35,7 +37,8 @@ Picos kernel_time_ps(const ProgramOp& op, const DeviceSpec& d, const EngineOptio
   auto rate = o.kernel_rates.find(op.kernel);
   if (rate == o.kernel_rates.end()) rate = o.kernel_rates.find(op.name);
   const bool calibrated = o.kernel_rates_device.empty() || o.kernel_rates_device == d.name;
-  if (calibrated && !o.kernel_rates.empty() && core::dtype_is_half(op.dtype)) check_timed_dtype(op, d, o);
+  if (calibrated && !o.kernel_rates.empty() && core::dtype_is_half(op.dtype))
+    check_timed_dtype(op, d, o);
   if (rate != o.kernel_rates.end() && calibrated) {
     const KernelRate& k = rate->second;
     const double t = k.seconds(op.flops, static_cast<double>(op.bytes), op.rows);

@@ -104,10 +104,12 @@ TEST_CASE("Auto picks the fast path that applies", "[compute][conv]") {
   REQUIRE(CpuBackend::pick_conv_algo(p, x, Tensor::zeros({8, 1, 7, 7})) == ConvAlgo::Depthwise);
   Conv2dParams q;
   // f32 1x1 convolutions go to oneDNN where this build and CPU run it; f64 ones to Eigen.
-  const ConvAlgo pw32 = compute::cpu::onednn_runs(core::DType::F32) ? ConvAlgo::Onednn : ConvAlgo::Pointwise;
+  const ConvAlgo pw32 =
+      compute::cpu::onednn_runs(core::DType::F32) ? ConvAlgo::Onednn : ConvAlgo::Pointwise;
   REQUIRE(CpuBackend::pick_conv_algo(q, x, Tensor::zeros({32, 8, 1, 1})) == pw32);
   const Tensor x64 = Tensor::zeros({2, 8, 10, 12}, core::DType::F64);
-  REQUIRE(CpuBackend::pick_conv_algo(q, x64, Tensor::zeros({32, 8, 1, 1}, core::DType::F64)) == ConvAlgo::Pointwise);
+  REQUIRE(CpuBackend::pick_conv_algo(q, x64, Tensor::zeros({32, 8, 1, 1}, core::DType::F64)) ==
+          ConvAlgo::Pointwise);
   q.groups = 2;
   REQUIRE(CpuBackend::pick_conv_algo(q, x, Tensor::zeros({32, 4, 1, 1})) == pw32);
   // A 1x1 conv whose output window is smaller than the input is not a plain GEMM.

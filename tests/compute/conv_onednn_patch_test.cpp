@@ -37,24 +37,27 @@ std::vector<double> rounded(std::vector<double> v, DType t) {
 
 // γ_m·|a| + u·|r| per element: an f32 sum of m terms of magnitude sum |a|, rounded once more
 // to a 16-bit dtype of unit roundoff u (u = 0: not rounded).
-std::vector<double> bound(const std::vector<double>& abs_terms, const std::vector<double>& ref, std::int64_t m,
-                          double u) {
+std::vector<double> bound(const std::vector<double>& abs_terms, const std::vector<double>& ref,
+                          std::int64_t m, double u) {
   std::vector<double> out(ref.size());
   const double g = gamma_bound(DType::F32, m);
-  for (std::size_t i = 0; i < ref.size(); ++i) out[i] = g * abs_terms[i] * (1 + u) + u * std::abs(ref[i]) + 1e-30;
+  for (std::size_t i = 0; i < ref.size(); ++i)
+    out[i] = g * abs_terms[i] * (1 + u) + u * std::abs(ref[i]) + 1e-30;
   return out;
 }
 
 // Ends the test case as skipped (saying why) where this build and CPU do not run dtype t on oneDNN.
-#define SKIP_WITHOUT_ONEDNN(t)                                                                        \
-  if (!compute::cpu::onednn_runs(t))                                                                  \
-  TESSERA_SKIP("oneDNN does not run " << core::dtype_name(t) << " here: "                             \
-                                      << (compute::cpu::onednn_info().built ? compute::cpu::onednn_info().why_not_bf16 \
-                                                                            : "built without oneDNN"))
+#define SKIP_WITHOUT_ONEDNN(t)                                                                  \
+  if (!compute::cpu::onednn_runs(t))                                                            \
+  TESSERA_SKIP("oneDNN does not run "                                                           \
+               << core::dtype_name(t) << " here: "                                              \
+               << (compute::cpu::onednn_info().built ? compute::cpu::onednn_info().why_not_bf16 \
+                                                     : "built without oneDNN"))
 
 }  // namespace
 
-TEST_CASE("onednn patchify convolutions in f32 match the float64 reference", "[compute][conv][onednn]") {
+TEST_CASE("onednn patchify convolutions in f32 match the float64 reference",
+          "[compute][conv][onednn]") {
   SKIP_WITHOUT_ONEDNN(DType::F32);
   std::uint64_t seed = 700;
   for (const ref::Conv2d& c : patch_grid()) {
@@ -66,9 +69,9 @@ TEST_CASE("onednn patchify convolutions in f32 match the float64 reference", "[c
       for (ConvAlgo algo : {ConvAlgo::Onednn, ConvAlgo::Auto}) {
         CpuBackend be(threads);
         be.force_conv_algo(algo);
-        REQUIRE(CpuBackend::pick_conv_algo(params_of(c), from_doubles(data.x, {c.n, c.cin, c.h, c.w}, DType::F32),
-                                           Tensor::zeros({c.cout, c.cin / c.groups, c.kh, c.kw})) ==
-                ConvAlgo::Onednn);
+        REQUIRE(CpuBackend::pick_conv_algo(
+                    params_of(c), from_doubles(data.x, {c.n, c.cin, c.h, c.w}, DType::F32),
+                    Tensor::zeros({c.cout, c.cin / c.groups, c.kh, c.kw})) == ConvAlgo::Onednn);
         const ConvOut got = run_backend(be, c, data, DType::F32);
         REQUIRE_CLOSE(got.y, want.y, 1e-5);
         REQUIRE_CLOSE(got.dx, want.dx, 1e-5);
@@ -83,7 +86,8 @@ TEST_CASE("onednn patchify convolutions in f32 match the float64 reference", "[c
   }
 }
 
-TEST_CASE("onednn patchify data gradients accumulate and leave uncovered rows alone", "[compute][conv][onednn]") {
+TEST_CASE("onednn patchify data gradients accumulate and leave uncovered rows alone",
+          "[compute][conv][onednn]") {
   SKIP_WITHOUT_ONEDNN(DType::F32);
   const ref::Conv2d c{1, 8, 9, 10, 6, 2, 2, 2, 2, 0, 0, 1, 1, 2};  // row 8 is in no patch
   const ConvData data = make_data(c, DType::F32, 31);
@@ -122,7 +126,8 @@ TEST_CASE("onednn patchify convolutions in bf16 are within the bound of bf16 ope
       as_used.w = rounded(data.w, DType::BF16);
       as_used.b = rounded(data.b, DType::BF16);
       const ConvOut want = reference(c, as_used);
-      const ConvOut mag = reference(c, {abs_of(as_used.x), abs_of(as_used.w), abs_of(as_used.b), abs_of(as_used.dy)});
+      const ConvOut mag = reference(
+          c, {abs_of(as_used.x), abs_of(as_used.w), abs_of(as_used.b), abs_of(as_used.dy)});
       CpuBackend be(threads);
       REQUIRE(be.capabilities().rounds_master_to_call_dtype);
       const Conv2dParams p = params_of(c);
@@ -136,7 +141,8 @@ TEST_CASE("onednn patchify convolutions in bf16 are within the bound of bf16 ope
       compute::conv2d_backward_data(be, p, dy, w, dx, false);
       compute::conv2d_backward_weight(be, p, x, dy, dw, &db, false);
       const double u = core::unit_roundoff(DType::BF16);
-      const std::int64_t k = std::int64_t(c.cin / c.groups) * c.kh * c.kw, pixels = std::int64_t(c.n) * c.ho() * c.wo();
+      const std::int64_t k = std::int64_t(c.cin / c.groups) * c.kh * c.kw,
+                         pixels = std::int64_t(c.n) * c.ho() * c.wo();
       REQUIRE_WITHIN(to_doubles(y), want.y, bound(mag.y, want.y, k + 1, u));
       REQUIRE_WITHIN(to_doubles(dx), want.dx, bound(mag.dx, want.dx, c.cout / c.groups, u));
       // dw and db stay f32: per-thread partial sums added in order, never rounded to 16 bits.

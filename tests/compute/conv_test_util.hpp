@@ -90,8 +90,8 @@ inline bool algo_applies(ConvAlgo a, const ref::Conv2d& c) {
       return c.groups == c.cin && c.cin == c.cout;
     case ConvAlgo::Onednn:
       if (!compute::cpu::onednn_runs(core::DType::F32)) return false;
-      if (c.kh == c.sh && c.kw == c.sw && c.kh * c.kw > 1 && c.ph == 0 && c.pw == 0 &&
-          c.dh == 1 && c.dw == 1)
+      if (c.kh == c.sh && c.kw == c.sw && c.kh * c.kw > 1 && c.ph == 0 && c.pw == 0 && c.dh == 1 &&
+          c.dw == 1)
         return true;
       [[fallthrough]];
     case ConvAlgo::Pointwise:

@@ -311,8 +311,8 @@ Tensor narrowed_like(const Tensor& f32, const Tensor& like, compute::Backend& be
 TEST_CASE("cpu bf16/f16 layer norm: the bits of the widened f32 call, blocked scratch",
           "[compute][cpu][half]") {
   for (DType t : {DType::BF16, DType::F16})
-    for (const core::Shape& xs : {core::Shape{2, 3, 64, 150}, core::Shape{2, 96, 7, 9}, core::Shape{5, 96},
-                                  core::Shape{1, 3, 5, 4}})
+    for (const core::Shape& xs : {core::Shape{2, 3, 64, 150}, core::Shape{2, 96, 7, 9},
+                                  core::Shape{5, 96}, core::Shape{1, 3, 5, 4}})
       for (int threads : {1, 3})
         for (bool view : {false, true}) {
           if (view && xs.size() != 4) continue;
@@ -334,7 +334,8 @@ TEST_CASE("cpu bf16/f16 layer norm: the bits of the widened f32 call, blocked sc
           const Tensor x32 = widened(x, be), dy32 = widened(dy, be);
 
           Tensor y = act(35);
-          Tensor mean = Tensor::empty(ss, DType::F32, MemCategory::Activation, alloc), rstd = mean.clone();
+          Tensor mean = Tensor::empty(ss, DType::F32, MemCategory::Activation, alloc),
+                 rstd = mean.clone();
           alloc->reset_peaks();
           compute::layernorm_forward(be, x, gamma, beta, 1e-5, y, mean, rstd);
           const std::int64_t b = std::min<std::int64_t>(x.numel() / (xs[0] * c), 1024);
@@ -362,7 +363,8 @@ TEST_CASE("cpu bf16/f16 layer norm: the bits of the widened f32 call, blocked sc
             alloc->reset_peaks();
             compute::layernorm_backward(be, dy, x, gamma, mean, rstd, dx, dgamma, dbeta, acc);
             if (!view) check_peak(2 * c, 3);
-            compute::layernorm_backward(ref, dy32, x32, gamma, mean32, rstd32, dx32, dgamma32, dbeta32, acc);
+            compute::layernorm_backward(ref, dy32, x32, gamma, mean32, rstd32, dx32, dgamma32,
+                                        dbeta32, acc);
             require_same_bits(dx, narrowed_like(dx32, dx, ref));
             require_same_bits(dgamma, dgamma32);
             require_same_bits(dbeta, dbeta32);
@@ -370,15 +372,18 @@ TEST_CASE("cpu bf16/f16 layer norm: the bits of the widened f32 call, blocked sc
         }
 }
 
-TEST_CASE("cpu bf16/f16 layer norm: statistics of the wrong shape are refused", "[compute][cpu][half]") {
+TEST_CASE("cpu bf16/f16 layer norm: statistics of the wrong shape are refused",
+          "[compute][cpu][half]") {
   auto alloc = std::make_shared<core::Allocator>("host");
   compute::cpu::CpuBackend be(2);
   const Tensor x = half_tensor({2, 4, 3, 5}, DType::BF16, 41, alloc);
   const Tensor gamma = half_tensor({4}, DType::F32, 42, alloc);
   const Tensor beta = half_tensor({4}, DType::F32, 43, alloc);
   Tensor y = Tensor::empty(x.shape(), DType::BF16, MemCategory::Activation, alloc);
-  Tensor mean = Tensor::empty({2, 3}, DType::F32, MemCategory::Activation, alloc), rstd = mean.clone();
-  REQUIRE_THROWS_AS(compute::layernorm_forward(be, x, gamma, beta, 1e-5, y, mean, rstd), InvalidArgument);
+  Tensor mean = Tensor::empty({2, 3}, DType::F32, MemCategory::Activation, alloc),
+         rstd = mean.clone();
+  REQUIRE_THROWS_AS(compute::layernorm_forward(be, x, gamma, beta, 1e-5, y, mean, rstd),
+                    InvalidArgument);
 }
 
 // LayerScale and drop path on 16-bit activations (scale_channels, its backward, scale_samples;

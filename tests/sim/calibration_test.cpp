@@ -301,24 +301,29 @@ TEST_CASE("malformed calibration files are refused naming the field", "[sim][cal
       {edited("\"version\": 3", "\"version\": \"3\""), {"\"version\"", "integer"}},
       {with_value("row_ns", "-3"), {"kernels[\"add\"]", "row_ns"}},
       {with_value("far_GBps", "-6"), {"kernels[\"add\"]", "far_GBps"}},
-      {edited("\"near_bytes\": 2097152.0,", ""), {"kernels[\"add\"]", "far_GBps", "near_bytes", "together"}},
+      {edited("\"near_bytes\": 2097152.0,", ""),
+       {"kernels[\"add\"]", "far_GBps", "near_bytes", "together"}},
       {with_value("rows", "\"many\""), {"kernels[\"add\"]: samples[0]", "rows"}},
       {edited("\"threads_per_rank\": 1", "\"threads_per_rank\": 0"), {"threads_per_rank"}},
       {edited("\"quick\": true", "\"quick\": 1"), {"\"quick\"", "true or false"}},
       {edited("\"host\": \"testhost\",", ""), {"missing field \"host\""}},
       {edited("\"format\"", "\"colour\": 1, \"format\""), {"unknown field \"colour\""}},
       {with_value("p2p_bw_GBps", "-4"), {"field \"link\"", "p2p_bw_GBps"}},
-      {edited("\"p2p_latency_us\"", "\"p2p_latency\""), {"field \"link\"", "unknown field \"p2p_latency\""}},
-      {edited("\"host_overhead_us\"", "\"host_overhead_ms\""), {"field \"runtime\"", "host_overhead_ms"}},
+      {edited("\"p2p_latency_us\"", "\"p2p_latency\""),
+       {"field \"link\"", "unknown field \"p2p_latency\""}},
+      {edited("\"host_overhead_us\"", "\"host_overhead_ms\""),
+       {"field \"runtime\"", "host_overhead_ms"}},
       {with_value("cpu_share", "1.5"), {"field \"runtime\"", "cpu_share"}},
       {with_value("p2p_wait_us", "-40"), {"field \"runtime\"", "p2p_wait_us"}},
       {edited("\"collective_wait_us\"", "\"wait_us\""), {"field \"runtime\"", "wait_us"}},
       {edited("\"conv2d_forward/pointwise\"", "\"conv2d_forward/winograd\""),
        {"unknown kernel class", "winograd"}},
       {with_value("rate_GBps", "-12"), {"kernels[\"add\"]", "rate_GBps"}},
-      {with_value("rate_gflops", "\"fast\""), {"kernels[\"add\"]", "rate_gflops", "must be a number"}},
+      {with_value("rate_gflops", "\"fast\""),
+       {"kernels[\"add\"]", "rate_gflops", "must be a number"}},
       {edited("\"overhead_us\"", "\"overhead_usec\""), {"kernels[\"add\"]", "overhead_usec"}},
-      {edited("\"in_step\": false", "\"in_step\": \"no\""), {"kernels[\"add\"]: samples[0]", "in_step"}},
+      {edited("\"in_step\": false", "\"in_step\": \"no\""),
+       {"kernels[\"add\"]: samples[0]", "in_step"}},
       {with_value("us", "-1.5"), {"kernels[\"add\"]: samples[0]", "\"us\""}},
       {with_value("peak_fp32_tflops", "-1"), {"devices[0]", "peak_fp32_tflops"}},
       {edited("\"kind\": \"cpu\"", "\"kind\": \"tpu\""), {"devices[0]", "tpu"}},
@@ -477,7 +482,8 @@ TEST_CASE("a quick calibration of this machine is sane and loads back from its f
   // Samples from inside training steps and from the suite alone, in f32 and in bf16 (whose calls
   // move fewer bytes: activations in 16 bits).
   REQUIRE(c.precisions == o.precisions);
-  for (const char* k : {"conv2d_forward/pointwise", "conv2d_forward/pointwise@bf16", "layernorm_forward@bf16"}) {
+  for (const char* k :
+       {"conv2d_forward/pointwise", "conv2d_forward/pointwise@bf16", "layernorm_forward@bf16"}) {
     INFO(k);
     bool in_step = false, alone = false;
     for (const KernelSample& s : c.kernels.at(k).samples) (s.in_step ? in_step : alone) = true;

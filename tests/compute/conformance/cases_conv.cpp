@@ -40,8 +40,11 @@ struct Geometry {
 };
 // 3×3 padded, strided and dilated, depthwise, 1×1 and patchify (the last two: the cpu backend's
 // oneDNN path, backends/compute/cpu/README.md).
-constexpr Geometry kGeometries[] = {{3, 1, 1, 1, false}, {3, 2, 2, 2, false}, {3, 1, 1, 1, true},
-                                    {1, 1, 0, 1, false}, {2, 2, 0, 1, false}};
+constexpr Geometry kGeometries[] = {{3, 1, 1, 1, false},
+                                    {3, 2, 2, 2, false},
+                                    {3, 1, 1, 1, true},
+                                    {1, 1, 0, 1, false},
+                                    {2, 2, 0, 1, false}};
 
 /// ref + init and bound + γ·|init| when accumulating (init is one more term of each sum).
 void accumulate_into(Vec& ref, Vec& bound, const Vec& init, double gamma) {

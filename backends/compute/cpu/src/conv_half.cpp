@@ -201,20 +201,23 @@ bool run_half_conv(const OpCall& call, ThreadPool& pool, OnednnCache& onednn, Co
       case OpKind::Conv2dBackwardData: {
         PlaneView<std::uint16_t> out = half_view(call.output("dx"));
         if (pw)
-          onednn_pointwise_backward_data<std::uint16_t>(ctx, onednn, half_view(y), m.w, out, call.accumulate);
+          onednn_pointwise_backward_data<std::uint16_t>(ctx, onednn, half_view(y), m.w, out,
+                                                        call.accumulate);
         else
-          onednn_patch_backward_data<std::uint16_t>(ctx, onednn, half_view(y), m.w, out, call.accumulate);
+          onednn_patch_backward_data<std::uint16_t>(ctx, onednn, half_view(y), m.w, out,
+                                                    call.accumulate);
         return true;
       }
       case OpKind::Conv2dBackwardWeight:
         if (pw)
-          onednn_pointwise_backward_weight<std::uint16_t>(ctx, onednn, half_view(x), half_view(y), m.dw, m.db,
-                                                          call.accumulate);
+          onednn_pointwise_backward_weight<std::uint16_t>(ctx, onednn, half_view(x), half_view(y),
+                                                          m.dw, m.db, call.accumulate);
         else
-          onednn_patch_backward_weight<std::uint16_t>(ctx, onednn, half_view(x), half_view(y), m.dw, m.db,
-                                                      call.accumulate);
+          onednn_patch_backward_weight<std::uint16_t>(ctx, onednn, half_view(x), half_view(y), m.dw,
+                                                      m.db, call.accumulate);
         return true;
-      default: return false;
+      default:
+        return false;
     }
   }
   if (forced == ConvAlgo::Onednn) return false;

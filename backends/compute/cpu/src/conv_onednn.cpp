@@ -41,24 +41,25 @@ const Matmul& OnednnCache::get(const MatmulShape& s) {
       po.append_sum(1.0f);
       attr.set_post_ops(po);
     }
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(m->a, m->b, m->c), attr, onednn_engine());
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(m->a, m->b, m->c), attr,
+                                          onednn_engine());
     m->impl = pd.impl_info_str();
     m->scratch = pd.scratchpad_desc();
     m->scratch_bytes = m->scratch.get_size();
     m->prim = dnnl::matmul(pd);
   } catch (const dnnl::error& e) {
-    throw Unsupported(tessera::detail::cat("cpu (oneDNN): no matmul for ", core::dtype_name(s.ab), " ", s.m, "x",
-                                           s.k, " · ", s.k, "x", s.n, " -> ", core::dtype_name(s.c), ": ", e.what()));
+    throw Unsupported(tessera::detail::cat("cpu (oneDNN): no matmul for ", core::dtype_name(s.ab),
+                                           " ", s.m, "x", s.k, " · ", s.k, "x", s.n, " -> ",
+                                           core::dtype_name(s.c), ": ", e.what()));
   }
   return *entries_.emplace(s, std::move(m)).first->second;
 }
 
 const std::string& OnednnCache::impl(const MatmulShape& s) { return get(s).impl; }
 
-
 template <class S>
-void onednn_pointwise_forward(const ConvContext& c, OnednnCache& cache, PlaneView<const S> x, const float* w,
-                              const float* bias, PlaneView<S> y) {
+void onednn_pointwise_forward(const ConvContext& c, OnednnCache& cache, PlaneView<const S> x,
+                              const float* w, const float* bias, PlaneView<S> y) {
   const ConvDims& d = c.d;
   const int g_n = c.p.groups, cpi = d.cin / g_n, cpo = d.cout / g_n, hw = d.h * d.w;
   const int blocks = ceil_div(hw, kOnednnPixelBlock), tail = hw - (blocks - 1) * kOnednnPixelBlock;
@@ -81,14 +82,15 @@ void onednn_pointwise_forward(const ConvContext& c, OnednnCache& cache, PlaneVie
       S* yb = y.plane(n, g * cpo) + p0;
       if (bs)
         for (int r = 0; r < cpo; ++r) std::fill(yb + r * y.sc, yb + r * y.sc + np, bs[g * cpo + r]);
-      run_matmul(mm, ws + std::int64_t(g) * cpo * cpi, x.plane(n, g * cpi) + p0, yb, scratch.at(worker));
+      run_matmul(mm, ws + std::int64_t(g) * cpo * cpi, x.plane(n, g * cpi) + p0, yb,
+                 scratch.at(worker));
     }
   });
 }
 
 template <class S>
-void onednn_pointwise_backward_data(const ConvContext& c, OnednnCache& cache, PlaneView<const S> dy, const float* w,
-                                    PlaneView<S> dx, bool accumulate) {
+void onednn_pointwise_backward_data(const ConvContext& c, OnednnCache& cache, PlaneView<const S> dy,
+                                    const float* w, PlaneView<S> dx, bool accumulate) {
   const ConvDims& d = c.d;
   const int g_n = c.p.groups, cpi = d.cin / g_n, cpo = d.cout / g_n, hw = d.h * d.w;
   const int blocks = ceil_div(hw, kOnednnPixelBlock), tail = hw - (blocks - 1) * kOnednnPixelBlock;
@@ -107,14 +109,15 @@ void onednn_pointwise_backward_data(const ConvContext& c, OnednnCache& cache, Pl
     const int n = task / blocks, b = task % blocks, p0 = b * kOnednnPixelBlock;
     const Matmul& mm = b == blocks - 1 ? last : full;
     for (int g = 0; g < g_n; ++g)
-      run_matmul(mm, ws + std::int64_t(g) * cpo * cpi, dy.plane(n, g * cpo) + p0, dx.plane(n, g * cpi) + p0,
-          scratch.at(worker));
+      run_matmul(mm, ws + std::int64_t(g) * cpo * cpi, dy.plane(n, g * cpo) + p0,
+                 dx.plane(n, g * cpi) + p0, scratch.at(worker));
   });
 }
 
 template <class S>
-void onednn_pointwise_backward_weight(const ConvContext& c, OnednnCache& cache, PlaneView<const S> x,
-                                      PlaneView<const S> dy, float* dw, float* db, bool accumulate) {
+void onednn_pointwise_backward_weight(const ConvContext& c, OnednnCache& cache,
+                                      PlaneView<const S> x, PlaneView<const S> dy, float* dw,
+                                      float* db, bool accumulate) {
   const ConvDims& d = c.d;
   const int g_n = c.p.groups, cpi = d.cin / g_n, cpo = d.cout / g_n, hw = d.h * d.w;
   const int blocks = ceil_div(hw, kOnednnPixelBlock), tail = hw - (blocks - 1) * kOnednnPixelBlock;
@@ -143,7 +146,8 @@ void onednn_pointwise_backward_weight(const ConvContext& c, OnednnCache& cache, 
       const Matmul& mm = b == blocks - 1 ? last : full;
       for (int g = 0; g < g_n; ++g) {
         const S* dyb = dy.plane(n, g * cpo) + p0;
-        run_matmul(mm, dyb, x.plane(n, g * cpi) + p0, pw + std::int64_t(g) * cpo * cpi, scratch.at(worker));
+        run_matmul(mm, dyb, x.plane(n, g * cpi) + p0, pw + std::int64_t(g) * cpo * cpi,
+                   scratch.at(worker));
         if (db) add_row_sums(dyb, dy.sc, cpo, np, pb + g * cpo, row, c.half);
       }
     }
@@ -163,16 +167,17 @@ const std::string& OnednnCache::impl(const MatmulShape& s) {
 }
 OnednnCache::~OnednnCache() = default;
 const Matmul& OnednnCache::get(const MatmulShape&) {
-  throw Unsupported("cpu: this build has no oneDNN (TESSERA_WITH_ONEDNN=OFF or libdnnl-dev missing)");
+  throw Unsupported(
+      "cpu: this build has no oneDNN (TESSERA_WITH_ONEDNN=OFF or libdnnl-dev missing)");
 }
 template <class S>
-void onednn_pointwise_forward(const ConvContext&, OnednnCache& cache, PlaneView<const S>, const float*,
-                              const float*, PlaneView<S>) {
+void onednn_pointwise_forward(const ConvContext&, OnednnCache& cache, PlaneView<const S>,
+                              const float*, const float*, PlaneView<S>) {
   cache.get({});
 }
 template <class S>
-void onednn_pointwise_backward_data(const ConvContext&, OnednnCache& cache, PlaneView<const S>, const float*,
-                                    PlaneView<S>, bool) {
+void onednn_pointwise_backward_data(const ConvContext&, OnednnCache& cache, PlaneView<const S>,
+                                    const float*, PlaneView<S>, bool) {
   cache.get({});
 }
 template <class S>
@@ -183,13 +188,14 @@ void onednn_pointwise_backward_weight(const ConvContext&, OnednnCache& cache, Pl
 
 #endif
 
-#define TESSERA_INSTANTIATE(S)                                                                                    \
-  template void onednn_pointwise_forward<S>(const ConvContext&, OnednnCache&, PlaneView<const S>, const float*, \
-                                            const float*, PlaneView<S>);                                        \
-  template void onednn_pointwise_backward_data<S>(const ConvContext&, OnednnCache&, PlaneView<const S>,         \
-                                                  const float*, PlaneView<S>, bool);                            \
-  template void onednn_pointwise_backward_weight<S>(const ConvContext&, OnednnCache&, PlaneView<const S>,       \
-                                                    PlaneView<const S>, float*, float*, bool);
+#define TESSERA_INSTANTIATE(S)                                                                    \
+  template void onednn_pointwise_forward<S>(const ConvContext&, OnednnCache&, PlaneView<const S>, \
+                                            const float*, const float*, PlaneView<S>);            \
+  template void onednn_pointwise_backward_data<S>(                                                \
+      const ConvContext&, OnednnCache&, PlaneView<const S>, const float*, PlaneView<S>, bool);    \
+  template void onednn_pointwise_backward_weight<S>(const ConvContext&, OnednnCache&,             \
+                                                    PlaneView<const S>, PlaneView<const S>,       \
+                                                    float*, float*, bool);
 TESSERA_INSTANTIATE(float)
 TESSERA_INSTANTIATE(std::uint16_t)
 #undef TESSERA_INSTANTIATE

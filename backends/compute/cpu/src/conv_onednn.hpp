@@ -62,11 +62,11 @@ bool patchify_applies(const Conv2dParams& p, const ConvDims& d);
 /// gradient's columns are scattered back (each x element belongs to one patch; rows and columns
 /// past the last patch get zero gradient).
 template <class S>
-void onednn_patch_forward(const ConvContext& c, OnednnCache& cache, PlaneView<const S> x, const float* w,
-                          const float* bias, PlaneView<S> y);
+void onednn_patch_forward(const ConvContext& c, OnednnCache& cache, PlaneView<const S> x,
+                          const float* w, const float* bias, PlaneView<S> y);
 template <class S>
-void onednn_patch_backward_data(const ConvContext& c, OnednnCache& cache, PlaneView<const S> dy, const float* w,
-                                PlaneView<S> dx, bool accumulate);
+void onednn_patch_backward_data(const ConvContext& c, OnednnCache& cache, PlaneView<const S> dy,
+                                const float* w, PlaneView<S> dx, bool accumulate);
 template <class S>
 void onednn_patch_backward_weight(const ConvContext& c, OnednnCache& cache, PlaneView<const S> x,
                                   PlaneView<const S> dy, float* dw, float* db, bool accumulate);
@@ -83,7 +83,8 @@ void onednn_pointwise_backward_data(const ConvContext& c, OnednnCache& cache, Pl
 /// dW (+)= Σ dY · Xᵀ and db (+)= Σ dY, both f32 (products of S accumulated in f32): per-thread
 /// partials over fixed column blocks, added in thread order.
 template <class S>
-void onednn_pointwise_backward_weight(const ConvContext& c, OnednnCache& cache, PlaneView<const S> x,
-                                      PlaneView<const S> dy, float* dw, float* db, bool accumulate);
+void onednn_pointwise_backward_weight(const ConvContext& c, OnednnCache& cache,
+                                      PlaneView<const S> x, PlaneView<const S> dy, float* dw,
+                                      float* db, bool accumulate);
 
 }  // namespace tessera::compute::cpu

@@ -19,8 +19,9 @@ using core::Tensor;
 
 bool patchify_applies(const Conv2dParams& p, const ConvDims& d) {
   return p.kernel_h == p.stride_h && p.kernel_w == p.stride_w && p.pad_h == 0 && p.pad_w == 0 &&
-         p.dilation_h == 1 && p.dilation_w == 1 && p.kernel_h * p.kernel_w > 1 && d.ho > 0 && d.wo > 0 &&
-         std::int64_t(d.ho) * p.kernel_h <= d.h && std::int64_t(d.wo) * p.kernel_w <= d.w;
+         p.dilation_h == 1 && p.dilation_w == 1 && p.kernel_h * p.kernel_w > 1 && d.ho > 0 &&
+         d.wo > 0 && std::int64_t(d.ho) * p.kernel_h <= d.h &&
+         std::int64_t(d.wo) * p.kernel_w <= d.w;
 }
 
 #if TESSERA_HAVE_ONEDNN
@@ -30,7 +31,8 @@ namespace {
 // Output pixels per block: a column block of K × pixels in about 1 MiB of f32, at least 128 and
 // at most 2048 pixels. A function of K alone, so results do not depend on the thread count.
 int patch_block(std::int64_t k, int pixels) {
-  const std::int64_t fit = std::clamp<std::int64_t>((std::int64_t(1) << 18) / std::max<std::int64_t>(k, 1), 128, 2048);
+  const std::int64_t fit =
+      std::clamp<std::int64_t>((std::int64_t(1) << 18) / std::max<std::int64_t>(k, 1), 128, 2048);
   return int(std::min<std::int64_t>(fit, pixels));
 }
 
@@ -40,8 +42,15 @@ struct Patches {
   int kh, kw, cpi, cpo, pixels, block, blocks;
   std::int64_t k;
   Patches(const ConvContext& c)
-      : d(c.d), kh(c.p.kernel_h), kw(c.p.kernel_w), cpi(c.d.cin / c.p.groups), cpo(c.d.cout / c.p.groups),
-        pixels(c.d.ho * c.d.wo), block(0), blocks(0), k(std::int64_t(cpi) * kh * kw) {
+      : d(c.d),
+        kh(c.p.kernel_h),
+        kw(c.p.kernel_w),
+        cpi(c.d.cin / c.p.groups),
+        cpo(c.d.cout / c.p.groups),
+        pixels(c.d.ho * c.d.wo),
+        block(0),
+        blocks(0),
+        k(std::int64_t(cpi) * kh * kw) {
     block = patch_block(k, pixels);
     blocks = ceil_div(pixels, block);
   }
@@ -54,7 +63,8 @@ struct Patches {
       for (int i = 0; i < kh; ++i)
         for (int j = 0; j < kw; ++j, ++r)
           for (int pix = p0; pix < p0 + np;) {
-            const int oh = pix / d.wo, ow0 = pix % d.wo, ow1 = std::min(d.wo, ow0 + (p0 + np - pix));
+            const int oh = pix / d.wo, ow0 = pix % d.wo,
+                      ow1 = std::min(d.wo, ow0 + (p0 + np - pix));
             fn(r, ci, oh * kh + i, j, ow0, ow1, pix - p0);
             pix += ow1 - ow0;
           }
@@ -73,8 +83,8 @@ void gather(const Patches& pt, PlaneView<const S> x, int n, int g, int p0, int n
 
 // dx (+)= the columns dcol (k × np, f32) of output pixels [p0, p0 + np), each element rounded once.
 template <class S>
-void scatter(const Patches& pt, const float* dcol, int n, int g, int p0, int np, PlaneView<S> dx, bool accumulate,
-             DType half) {
+void scatter(const Patches& pt, const float* dcol, int n, int g, int p0, int np, PlaneView<S> dx,
+             bool accumulate, DType half) {
   pt.visit(p0, np, [&](int r, int ci, int ih, int j, int ow0, int ow1, int q) {
     S* xr = dx.row(n, g * pt.cpi + ci, ih) + j;
     const float* src = dcol + std::int64_t(r) * np + q;
@@ -107,8 +117,8 @@ void zero_uncovered(const Patches& pt, PlaneView<S> dx) {
 }  // namespace
 
 template <class S>
-void onednn_patch_forward(const ConvContext& c, OnednnCache& cache, PlaneView<const S> x, const float* w,
-                          const float* bias, PlaneView<S> y) {
+void onednn_patch_forward(const ConvContext& c, OnednnCache& cache, PlaneView<const S> x,
+                          const float* w, const float* bias, PlaneView<S> y) {
   const Patches pt(c);
   const DType dt = dtype_for<S>(c);
   auto shape = [&](int np) {
@@ -132,15 +142,16 @@ void onednn_patch_forward(const ConvContext& c, OnednnCache& cache, PlaneView<co
       gather(pt, x, n, g, p0, np, col);
       S* yb = y.plane(n, g * pt.cpo) + p0;
       if (bs)
-        for (int r = 0; r < pt.cpo; ++r) std::fill(yb + r * y.sc, yb + r * y.sc + np, bs[g * pt.cpo + r]);
+        for (int r = 0; r < pt.cpo; ++r)
+          std::fill(yb + r * y.sc, yb + r * y.sc + np, bs[g * pt.cpo + r]);
       run_matmul(mm, ws + std::int64_t(g) * pt.cpo * pt.k, col, yb, pad);
     }
   });
 }
 
 template <class S>
-void onednn_patch_backward_data(const ConvContext& c, OnednnCache& cache, PlaneView<const S> dy, const float* w,
-                                PlaneView<S> dx, bool accumulate) {
+void onednn_patch_backward_data(const ConvContext& c, OnednnCache& cache, PlaneView<const S> dy,
+                                const float* w, PlaneView<S> dx, bool accumulate) {
   const Patches pt(c);
   const DType dt = dtype_for<S>(c);
   // dcol (k × np, f32) = Wᵀ (k × cpo: element (r, o) at o·k + r) · dY block.
@@ -211,30 +222,31 @@ void onednn_patch_backward_weight(const ConvContext& c, OnednnCache& cache, Plan
 #else
 
 template <class S>
-void onednn_patch_forward(const ConvContext&, OnednnCache& cache, PlaneView<const S>, const float*, const float*,
-                          PlaneView<S>) {
+void onednn_patch_forward(const ConvContext&, OnednnCache& cache, PlaneView<const S>, const float*,
+                          const float*, PlaneView<S>) {
   cache.get({});
 }
 template <class S>
-void onednn_patch_backward_data(const ConvContext&, OnednnCache& cache, PlaneView<const S>, const float*,
-                                PlaneView<S>, bool) {
+void onednn_patch_backward_data(const ConvContext&, OnednnCache& cache, PlaneView<const S>,
+                                const float*, PlaneView<S>, bool) {
   cache.get({});
 }
 template <class S>
-void onednn_patch_backward_weight(const ConvContext&, OnednnCache& cache, PlaneView<const S>, PlaneView<const S>,
-                                  float*, float*, bool) {
+void onednn_patch_backward_weight(const ConvContext&, OnednnCache& cache, PlaneView<const S>,
+                                  PlaneView<const S>, float*, float*, bool) {
   cache.get({});
 }
 
 #endif
 
-#define TESSERA_INSTANTIATE(S)                                                                                  \
-  template void onednn_patch_forward<S>(const ConvContext&, OnednnCache&, PlaneView<const S>, const float*,    \
-                                        const float*, PlaneView<S>);                                           \
-  template void onednn_patch_backward_data<S>(const ConvContext&, OnednnCache&, PlaneView<const S>,            \
-                                              const float*, PlaneView<S>, bool);                               \
-  template void onednn_patch_backward_weight<S>(const ConvContext&, OnednnCache&, PlaneView<const S>,          \
-                                                PlaneView<const S>, float*, float*, bool);
+#define TESSERA_INSTANTIATE(S)                                                                  \
+  template void onednn_patch_forward<S>(const ConvContext&, OnednnCache&, PlaneView<const S>,   \
+                                        const float*, const float*, PlaneView<S>);              \
+  template void onednn_patch_backward_data<S>(                                                  \
+      const ConvContext&, OnednnCache&, PlaneView<const S>, const float*, PlaneView<S>, bool);  \
+  template void onednn_patch_backward_weight<S>(const ConvContext&, OnednnCache&,               \
+                                                PlaneView<const S>, PlaneView<const S>, float*, \
+                                                float*, bool);
 TESSERA_INSTANTIATE(float)
 TESSERA_INSTANTIATE(std::uint16_t)
 #undef TESSERA_INSTANTIATE

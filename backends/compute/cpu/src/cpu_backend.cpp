@@ -56,7 +56,8 @@ OnednnCache& CpuBackend::onednn() {
 
 Capabilities CpuBackend::capabilities() const noexcept {
   Capabilities c;
-  c.rounds_master_to_call_dtype = onednn_info().bf16 && (algo_ == ConvAlgo::Auto || algo_ == ConvAlgo::Onednn);
+  c.rounds_master_to_call_dtype =
+      onednn_info().bf16 && (algo_ == ConvAlgo::Auto || algo_ == ConvAlgo::Onednn);
   return c;
 }
 
@@ -71,16 +72,19 @@ ConvAlgo pick(const Conv2dParams& p, const ConvDims& d, DType t) {
 
 // The algorithm for this call: the forced one (checked) or Auto's pick. Empty tensors go to the
 // generic loops, which handle every degenerate extent.
-ConvAlgo resolve(ConvAlgo forced, const char* what, const Conv2dParams& p, const ConvDims& d, DType t) {
+ConvAlgo resolve(ConvAlgo forced, const char* what, const Conv2dParams& p, const ConvDims& d,
+                 DType t) {
   const char* needs = nullptr;
   if (forced == ConvAlgo::Onednn && !onednn_applies(p, d, t))
-    needs = !pointwise_applies(p, d) && !patchify_applies(p, d)
-                ? "a 1x1 kernel, stride 1, no padding and an output the size of the input, or a kernel equal to its "
-                  "stride without padding or dilation (patchify)"
-            : !onednn_info().built  ? "a build with oneDNN (libdnnl-dev, TESSERA_WITH_ONEDNN)"
-            : onednn_info().impl_f32.empty()
-                ? "the oneDNN path, which TESSERA_CPU_ONEDNN=0 switched off for this process"
-                : "dtype f32, or bf16 on a CPU with bf16 instructions (tessera backends says which)";
+    needs =
+        !pointwise_applies(p, d) && !patchify_applies(p, d)
+            ? "a 1x1 kernel, stride 1, no padding and an output the size of the input, or a kernel "
+              "equal to its "
+              "stride without padding or dilation (patchify)"
+        : !onednn_info().built ? "a build with oneDNN (libdnnl-dev, TESSERA_WITH_ONEDNN)"
+        : onednn_info().impl_f32.empty()
+            ? "the oneDNN path, which TESSERA_CPU_ONEDNN=0 switched off for this process"
+            : "dtype f32, or bf16 on a CPU with bf16 instructions (tessera backends says which)";
   if (forced == ConvAlgo::Depthwise && !depthwise_applies(p, d))
     needs = "groups == input channels == output channels";
   if (forced == ConvAlgo::Pointwise && !pointwise_applies(p, d))
@@ -149,8 +153,10 @@ void CpuBackend::conv2d_forward(const Conv2dParams& p, const Tensor& x, const Te
       case ConvAlgo::Onednn:
         if constexpr (std::is_same_v<T, float>) {
           if (pointwise_applies(p, d))
-            return onednn_pointwise_forward<float>(ctx, onednn(), cview<T>(xc), wp, bp, view<T>(out.target()));
-          return onednn_patch_forward<float>(ctx, onednn(), cview<T>(xc), wp, bp, view<T>(out.target()));
+            return onednn_pointwise_forward<float>(ctx, onednn(), cview<T>(xc), wp, bp,
+                                                   view<T>(out.target()));
+          return onednn_patch_forward<float>(ctx, onednn(), cview<T>(xc), wp, bp,
+                                             view<T>(out.target()));
         }
         return;
       case ConvAlgo::Im2col:
@@ -186,10 +192,10 @@ void CpuBackend::conv2d_backward_data(const Conv2dParams& p, const Tensor& dy, c
       case ConvAlgo::Onednn:
         if constexpr (std::is_same_v<T, float>) {
           if (pointwise_applies(p, d))
-            return onednn_pointwise_backward_data<float>(ctx, onednn(), cview<T>(dyc), wp, view<T>(out.target()),
-                                                         accumulate);
-          return onednn_patch_backward_data<float>(ctx, onednn(), cview<T>(dyc), wp, view<T>(out.target()),
-                                                   accumulate);
+            return onednn_pointwise_backward_data<float>(ctx, onednn(), cview<T>(dyc), wp,
+                                                         view<T>(out.target()), accumulate);
+          return onednn_patch_backward_data<float>(ctx, onednn(), cview<T>(dyc), wp,
+                                                   view<T>(out.target()), accumulate);
         }
         return;
       case ConvAlgo::Im2col:
@@ -227,10 +233,10 @@ void CpuBackend::conv2d_backward_weight(const Conv2dParams& p, const Tensor& x, 
       case ConvAlgo::Onednn:
         if constexpr (std::is_same_v<T, float>) {
           if (pointwise_applies(p, d))
-            return onednn_pointwise_backward_weight<float>(ctx, onednn(), cview<T>(xc), cview<T>(dyc), dwp, dbp,
-                                                           accumulate);
-          return onednn_patch_backward_weight<float>(ctx, onednn(), cview<T>(xc), cview<T>(dyc), dwp, dbp,
-                                                     accumulate);
+            return onednn_pointwise_backward_weight<float>(ctx, onednn(), cview<T>(xc),
+                                                           cview<T>(dyc), dwp, dbp, accumulate);
+          return onednn_patch_backward_weight<float>(ctx, onednn(), cview<T>(xc), cview<T>(dyc),
+                                                     dwp, dbp, accumulate);
         }
         return;
       case ConvAlgo::Im2col:

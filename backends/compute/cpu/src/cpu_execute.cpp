@@ -1,10 +1,10 @@
-// CpuBackend::execute: routes each op to the convolution paths or to the other CPU kernels; bf16/f16
-// calls run in f32: depthwise and pointwise convolutions row or block by block (conv_half.cpp), layer
-// norm block by block (ops_layernorm_half.cpp), the channel and sample scales in chunks
-// (ops_scale_half.cpp), the others through run_widened (half_calls.cpp).
+// CpuBackend::execute: routes each op to the convolution paths or to the other CPU kernels;
+// bf16/f16 calls run in f32: depthwise and pointwise convolutions row or block by block
+// (conv_half.cpp), layer norm block by block (ops_layernorm_half.cpp), the channel and sample
+// scales in chunks (ops_scale_half.cpp), the others through run_widened (half_calls.cpp).
 #include "cpu_ops.hpp"
-#include "tessera/compute/op_table.hpp"
 #include "tessera/compute/cpu.hpp"
+#include "tessera/compute/op_table.hpp"
 #include "tessera/core/error.hpp"
 
 namespace tessera::compute::cpu {
@@ -20,7 +20,8 @@ void CpuBackend::execute(const OpCall& call) {
     const core::DType dt = float_lead(call)->dtype();
     if (algo_ == ConvAlgo::Onednn && compute::is_conv(call.kind) && !onednn_runs(dt))
       throw InvalidArgument(tessera::detail::cat(
-          "cpu ", op_name(call.kind), ": algorithm 'onednn' does not apply to a ", core::dtype_name(dt),
+          "cpu ", op_name(call.kind), ": algorithm 'onednn' does not apply to a ",
+          core::dtype_name(dt),
           " call here: it needs dtype f32, or bf16 on a CPU with bf16 instructions (",
           onednn_info().built ? onednn_info().why_not_bf16 : "a build with oneDNN",
           "); force another algorithm or use ConvAlgo::Auto"));

@@ -19,17 +19,28 @@ namespace {
 #if TESSERA_HAVE_ONEDNN
 std::string isa_name(dnnl::cpu_isa isa) {
   switch (isa) {
-    case dnnl::cpu_isa::sse41: return "sse41";
-    case dnnl::cpu_isa::avx: return "avx";
-    case dnnl::cpu_isa::avx2: return "avx2";
-    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
-    case dnnl::cpu_isa::avx512_mic: return "avx512_mic";
-    case dnnl::cpu_isa::avx512_mic_4ops: return "avx512_mic_4ops";
-    case dnnl::cpu_isa::avx512_core: return "avx512_core";
-    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
-    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
-    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
-    default: return "unknown";
+    case dnnl::cpu_isa::sse41:
+      return "sse41";
+    case dnnl::cpu_isa::avx:
+      return "avx";
+    case dnnl::cpu_isa::avx2:
+      return "avx2";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_mic:
+      return "avx512_mic";
+    case dnnl::cpu_isa::avx512_mic_4ops:
+      return "avx512_mic_4ops";
+    case dnnl::cpu_isa::avx512_core:
+      return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "avx512_core_amx";
+    default:
+      return "unknown";
   }
 }
 
@@ -38,7 +49,8 @@ std::string isa_name(dnnl::cpu_isa isa) {
 std::string probe(core::DType t) {
   OnednnCache cache;
   try {
-    const std::string impl = cache.impl(MatmulShape{t, t, 384, 96, 1024, 96, 1, 16384, 1, 16384, 1, false});
+    const std::string impl =
+        cache.impl(MatmulShape{t, t, 384, 96, 1024, 96, 1, 16384, 1, 16384, 1, false});
     return impl.rfind("ref", 0) == 0 ? std::string() : impl;
   } catch (const Unsupported&) {
     return {};
@@ -51,11 +63,13 @@ OnednnInfo make_info() {
 #if TESSERA_HAVE_ONEDNN
   info.built = true;
   const dnnl::version_t* v = dnnl::version();
-  info.version = std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+  info.version =
+      std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
   info.isa = isa_name(dnnl::get_effective_cpu_isa());
   if (const char* off = std::getenv("TESSERA_CPU_ONEDNN"); off && std::string(off) == "0") {
     info.switched_off = true;
-    info.why_not_bf16 = "switched off by TESSERA_CPU_ONEDNN=0 (every call on the Eigen and row kernels)";
+    info.why_not_bf16 =
+        "switched off by TESSERA_CPU_ONEDNN=0 (every call on the Eigen and row kernels)";
     return info;
   }
   info.impl_f32 = probe(core::DType::F32);
@@ -66,11 +80,13 @@ OnednnInfo make_info() {
     info.impl_bf16 = probe(core::DType::BF16);
   info.bf16 = !info.impl_bf16.empty();
   if (!info.bf16)
-    info.why_not_bf16 = "oneDNN " + info.version + " has no bf16 matrix product for this CPU (ISA " + info.isa +
-                        "; it needs AVX512_BF16 or AMX-BF16): bf16 calls store 16 bits and compute in f32";
+    info.why_not_bf16 =
+        "oneDNN " + info.version + " has no bf16 matrix product for this CPU (ISA " + info.isa +
+        "; it needs AVX512_BF16 or AMX-BF16): bf16 calls store 16 bits and compute in f32";
 #else
-  info.why_not_bf16 = "built without oneDNN (TESSERA_WITH_ONEDNN=OFF, or libdnnl-dev missing): bf16 calls store "
-                      "16 bits and compute in f32";
+  info.why_not_bf16 =
+      "built without oneDNN (TESSERA_WITH_ONEDNN=OFF, or libdnnl-dev missing): bf16 calls store "
+      "16 bits and compute in f32";
 #endif
   return info;
 }

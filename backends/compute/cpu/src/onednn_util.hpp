@@ -77,7 +77,9 @@ inline void run_matmul(const Matmul& m, const void* a, const void* b, void* c, v
   dnnl::stream st(e);
   dnnl::memory am(m.a, e, const_cast<void*>(a)), bm(m.b, e, const_cast<void*>(b));
   dnnl::memory cm(m.c, e, c), sm(m.scratch, e, scratch);
-  m.prim.execute(st, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}, {DNNL_ARG_SCRATCHPAD, sm}});
+  m.prim.execute(
+      st,
+      {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}, {DNNL_ARG_SCRATCHPAD, sm}});
   st.wait();
 }
 
@@ -97,7 +99,8 @@ const S* weights_as(const ConvContext& c, const float* w, std::int64_t count, co
 /// out[r] += Σ_q rows[r·ld + q] for r < nrows, q < np, in f32 (16-bit rows widened through tmp,
 /// np floats): a bias gradient's share of one block.
 template <class S>
-void add_row_sums(const S* rows, std::int64_t ld, int nrows, int np, float* out, float* tmp, core::DType half) {
+void add_row_sums(const S* rows, std::int64_t ld, int nrows, int np, float* out, float* tmp,
+                  core::DType half) {
   for (int r = 0; r < nrows; ++r) {
     const float* v = nullptr;
     if constexpr (std::is_same_v<S, float>) {

@@ -37,7 +37,8 @@ struct ConvPaths {
 /// What the cpu compute backend runs here.
 struct CpuKernels {
   OnednnPath onednn;
-  std::vector<ConvPaths> conv;  ///< pointwise (1x1, stride 1, no pad), patchify (kernel == stride), depthwise, the rest
+  std::vector<ConvPaths> conv;  ///< pointwise (1x1, stride 1, no pad), patchify (kernel == stride),
+                                ///< depthwise, the rest
   std::string other_ops;        ///< every op but the convolutions
 
   /// The lines `tessera backends` prints under the cpu backend, each starting with `indent`.

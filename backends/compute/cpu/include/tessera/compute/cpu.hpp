@@ -23,12 +23,15 @@ std::string_view conv_algo_name(ConvAlgo a) noexcept;
 
 /// What this build and CPU give the oneDNN path (backends/compute/cpu/README.md, "oneDNN").
 struct OnednnInfo {
-  bool built = false;    ///< compiled with oneDNN (TESSERA_WITH_ONEDNN)
+  bool built = false;         ///< compiled with oneDNN (TESSERA_WITH_ONEDNN)
   bool switched_off = false;  ///< built, but TESSERA_CPU_ONEDNN=0 switched it off for this process
-  std::string version;   ///< oneDNN's version, "2.6.3"
-  std::string isa;       ///< the ISA oneDNN dispatches to on this CPU: "avx512_core_bf16", "avx512_core_amx", "avx2", ...
-  bool bf16 = false;     ///< bf16 matrix products run on the CPU's bf16 instructions (AVX512_BF16 or AMX-BF16)
-  std::string impl_f32;  ///< oneDNN's name for the implementation of an f32 / bf16 pointwise block ("gemm:jit"); "" where none runs
+  std::string version;        ///< oneDNN's version, "2.6.3"
+  std::string isa;            ///< the ISA oneDNN dispatches to on this CPU: "avx512_core_bf16",
+                              ///< "avx512_core_amx", "avx2", ...
+  bool bf16 =
+      false;  ///< bf16 matrix products run on the CPU's bf16 instructions (AVX512_BF16 or AMX-BF16)
+  std::string impl_f32;  ///< oneDNN's name for the implementation of an f32 / bf16 pointwise block
+                         ///< ("gemm:jit"); "" where none runs
   std::string impl_bf16;
   std::string why_not_bf16;  ///< where bf16 does not run through oneDNN: why, in words
 };
