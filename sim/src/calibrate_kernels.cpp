@@ -33,6 +33,7 @@ class Probe final : public compute::Backend {
   std::string_view name() const noexcept override { return inner_.name(); }
   int num_threads() const noexcept override { return inner_.num_threads(); }
   void set_num_threads(int n) override { inner_.set_num_threads(n); }
+  compute::Capabilities capabilities() const noexcept override { return inner_.capabilities(); }
   void execute(const compute::OpCall& call) override {
     kernel = kernel_class(call);
     cost = compute::op_cost(call);

@@ -53,6 +53,7 @@ class KernelClock final : public compute::Backend {
   std::string_view name() const noexcept override { return inner_.name(); }
   int num_threads() const noexcept override { return inner_.num_threads(); }
   void set_num_threads(int n) override { inner_.set_num_threads(n); }
+  compute::Capabilities capabilities() const noexcept override { return inner_.capabilities(); }
   void execute(const compute::OpCall& call) override {
     if (device_) inner_.synchronize();  // a device's calls are timed from issue to completion
     const auto t0 = Clock::now();

@@ -41,6 +41,7 @@ class ScratchMeter final : public compute::Backend {
   std::string_view name() const noexcept override { return inner_.name(); }
   int num_threads() const noexcept override { return inner_.num_threads(); }
   void set_num_threads(int n) override { inner_.set_num_threads(n); }
+  compute::Capabilities capabilities() const noexcept override { return inner_.capabilities(); }
   void execute(const compute::OpCall& call) override {
     fold(outside);
     alloc_->reset_peaks();

@@ -96,6 +96,7 @@ class EmulatedDeviceCompute final : public compute::Backend {
   std::string_view name() const noexcept override { return "emulated-device"; }
   int num_threads() const noexcept override { return host_->num_threads(); }
   void set_num_threads(int n) override { host_->set_num_threads(n); }
+  compute::Capabilities capabilities() const noexcept override { return host_->capabilities(); }
   void execute(const compute::OpCall& call) override;
   std::shared_ptr<core::DeviceMemory> device_memory() override { return memory_; }
 

@@ -57,6 +57,8 @@ class BrokenBackend : public compute::Backend {
   std::string_view name() const noexcept override { return "broken-cpu"; }
   int num_threads() const noexcept override { return inner_->num_threads(); }
   void set_num_threads(int n) override { inner_->set_num_threads(n); }
+  /// A decorator forwards its inner backend's (the cpu backend's oneDNN bf16 path declares one).
+  compute::Capabilities capabilities() const noexcept override { return inner_->capabilities(); }
 
   void execute(const compute::OpCall& call) override {
     if (call.kind != op_) return inner_->execute(call);
