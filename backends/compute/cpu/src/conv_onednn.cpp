@@ -6,6 +6,7 @@
 #include "conv_onednn.hpp"
 
 #include <algorithm>
+#include <mutex>
 #include <type_traits>
 
 #include "convert.hpp"
@@ -27,6 +28,12 @@ OnednnCache::~OnednnCache() = default;
 const Matmul& OnednnCache::get(const MatmulShape& s) {
   auto it = entries_.find(s);
   if (it != entries_.end()) return *it->second;
+  // oneDNN's global primitive cache hands a primitive created on one rank's thread to another
+  // rank's backend through its own synchronisation, which ThreadSanitizer cannot see (CI's tsan
+  // run reported it). Creating under one process-wide lock makes that hand-off visible, and costs
+  // nothing: a backend creates each shape once.
+  static std::mutex creating;
+  const std::lock_guard lock(creating);
   OneThread one;  // the primitive is laid out for the one thread that will run it
   using dims = dnnl::memory::dims;
   auto m = std::make_unique<Matmul>();
