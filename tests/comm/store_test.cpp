@@ -146,7 +146,7 @@ struct RawClient {
     a.sin_port = htons(static_cast<std::uint16_t>(port));
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    std::string body = u32(1) + str("tok") + i64(-1) + std::string(1, '\0');
+    std::string body = u32(2) + str("tok") + i64(-1) + std::string(1, '\0');  // version 2
     send(u32(0x52535354) + u32(static_cast<std::uint32_t>(body.size())) + body);
     REQUIRE(reply() == std::string(1, '\0'));  // Ok
   }
@@ -167,6 +167,45 @@ struct RawClient {
 };
 
 }  // namespace
+
+TEST_CASE("store: a client of another protocol version is refused, naming both versions",
+          "[comm][store]") {
+  Logged log;
+  comm::TcpStoreServer server({"127.0.0.1", 0, "tok", -1, log.fn()});
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(server.port()));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  // A version-1 greeting (before Heartbeat): magic, then version, token, rank, rank flag.
+  const std::string body = RawClient::u32(1) + RawClient::str("tok") + RawClient::i64(0) + "\1";
+  const std::string hello = RawClient::u32(0x52535354) +
+                            RawClient::u32(static_cast<std::uint32_t>(body.size())) + body;
+  REQUIRE(::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL) == ssize_t(hello.size()));
+  std::uint32_t n = 0;
+  REQUIRE(::recv(fd, &n, 4, MSG_WAITALL) == 4);
+  std::string reply(n, '\0');
+  REQUIRE(::recv(fd, reply.data(), n, MSG_WAITALL) == ssize_t(n));
+  ::close(fd);
+  REQUIRE(reply.at(0) == '\2');  // Error
+  REQUIRE(missing_from(reply, "refused the join: protocol version 1 (server speaks 2)") == "");
+  REQUIRE(missing_from(log.once_it_says("protocol version 1"), "protocol version 1") == "");
+  REQUIRE(server.ranks().empty());
+}
+
+TEST_CASE("store: a heartbeat for a rank not connected is answered and ignored", "[comm][store]") {
+  Logged log;
+  comm::TcpStoreServer::Options opts{"127.0.0.1", 0, "tok", -1, log.fn()};
+  opts.heartbeat_timeout = std::chrono::milliseconds(50);
+  comm::TcpStoreServer server(opts);
+  RawClient raw(server.port());
+  raw.request(std::string(1, '\7') + RawClient::i64(9));  // Heartbeat(9): no rank 9 here
+  REQUIRE(raw.reply() == std::string(1, '\0'));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // four deadlines
+  REQUIRE(server.abort_reason() == "");                          // no deadline was set for it
+  REQUIRE(server.ranks().empty());
+}
 
 // Requests tests/fuzz/store_wire_fuzz.cpp found: each was undefined behaviour in the server.
 TEST_CASE("store: a get with a deadline past the clock's range waits without one", "[comm][store]") {

@@ -171,7 +171,8 @@ int main(int argc, char** argv) {
   seed("npy", "labels-segment", std::string(1, '\1') + npy_bytes("<i8", "(1, 2, 2)", raw<std::int64_t>({0, 1, -1, 3})));
 
   // Store requests (docs/launching.md): op code, then fields; each framed by a u32 length. The
-  // first byte picks the mode (0: greeting sent first, 2: as a rank; 1: no greeting).
+  // first byte picks the mode (0: greeting sent first, 2: as a rank; 1: no greeting; 4: with a
+  // heartbeat deadline).
   {
     auto u32 = [](std::uint32_t v) { return raw<std::uint32_t>({v}); };
     auto i64 = [](std::int64_t v) { return raw<std::int64_t>({v}); };
@@ -183,10 +184,12 @@ int main(int argc, char** argv) {
     const std::string check = frame("\x04" + str("k"));
     const std::string erase = frame("\x05" + str("k"));
     const std::string bye = frame(std::string(1, '\x06'));
+    const std::string beat = frame("\x07" + i64(0));
     seed("store_wire", "requests", std::string(1, '\0') + set + get + add + add + check + erase + check + bye);
     seed("store_wire", "rank-requests", std::string(1, '\2') + set + get + add + bye);
+    seed("store_wire", "rank-heartbeats", std::string(1, '\6') + beat + set + beat + get + bye);
     seed("store_wire", "greeting", std::string(1, '\1') + u32(0x52535354) +
-                                       frame(u32(1) + str("fuzz-token") + i64(3) + std::string(1, '\1')) + check + bye);
+                                       frame(u32(2) + str("fuzz-token") + i64(3) + std::string(1, '\1')) + check + bye);
   }
   std::printf("seeds written under %s\n", root.c_str());
   return 0;

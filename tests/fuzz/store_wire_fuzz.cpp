@@ -4,12 +4,16 @@
 // that sends the bytes, half-closes and reads the replies until the server closes or falls
 // silent. The first input byte picks the mode: bit 0 clear sends a valid greeting first (bit 1:
 // as a rank connection) so the rest reaches the request decoder; bit 0 set sends the rest as is
-// (the greeting decoder).
+// (the greeting decoder). Bit 2 gives the server a 5 ms heartbeat deadline and leaves a lost rank
+// to the host (abort_on_rank_lost=false), so Heartbeat requests reach the deadline monitor; a rank
+// reported lost twice is a finding.
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <string>
 
@@ -25,7 +29,7 @@ void put_u32(std::string& out, std::uint32_t v) { out.append(reinterpret_cast<co
 // Magic, then one frame: version, token, rank, rank-connection flag (docs/launching.md).
 std::string greeting(bool rank_connection) {
   std::string body;
-  put_u32(body, 1);
+  put_u32(body, 2);  // protocol version
   put_u32(body, static_cast<std::uint32_t>(std::strlen(kToken)));
   body += kToken;
   const std::int64_t rank = 0;
@@ -65,6 +69,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     opt.token = kToken;
     opt.adopt_fd = listen_fd;  // the server closes it
     opt.log = [](const std::string&) {};
+    std::atomic<int> lost{0};  // the input's one connection greets as rank 0 at most
+    if (data[0] & 4) {
+      opt.heartbeat_timeout = std::chrono::milliseconds(5);
+      opt.abort_on_rank_lost = false;
+      opt.on_rank_lost = [&lost](int rank, const std::string& why) {
+        if (++lost > 1)
+          tessera::fuzz::finding("store_wire", "rank " + std::to_string(rank) +
+                                                   " reported lost twice: " + why);
+      };
+    }
     tessera::comm::TcpStoreServer server(std::move(opt));
     const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0 || ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), len) != 0)

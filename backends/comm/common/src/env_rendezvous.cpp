@@ -71,6 +71,10 @@ EnvInfo read_env(const std::function<const char*(const char*)>& getenv_fn) {
   e.port = num("MASTER_PORT", e.port);
   e.bind = get("TESSERA_RDZV_BIND") ? get("TESSERA_RDZV_BIND") : e.addr;
   e.hosted = get("TESSERA_RDZV_HOSTED") && std::string(get("TESSERA_RDZV_HOSTED")) == "1";
+  e.heartbeat_ms = num("TESSERA_HEARTBEAT_MS", 0);
+  TESSERA_CHECK(e.heartbeat_ms >= 0, "environment variable TESSERA_HEARTBEAT_MS='", e.heartbeat_ms,
+                "' must be an integer >= 0: the milliseconds between the rank's heartbeats "
+                "(0 = none)");
   if (const char* t = get("TESSERA_RDZV_TOKEN"); t && *t) e.token = t;
   else if (const char* j = get("SLURM_JOB_ID")) e.token = detail::cat("slurm-", j, "-", get("SLURM_STEP_ID") ? get("SLURM_STEP_ID") : "0");
   else if (const char* ns = get("PMIX_NAMESPACE")) e.token = detail::cat("pmix-", ns);
@@ -98,6 +102,7 @@ EnvRendezvous::EnvRendezvous(const EnvInfo& info, std::chrono::milliseconds time
   co.token = info_.token;
   co.rank = info_.rank;
   co.connect_timeout = timeout;
+  co.heartbeat_interval = std::chrono::milliseconds(info_.heartbeat_ms);
   client_ = std::make_unique<TcpStoreClient>(co);
   char host[256] = "?";
   ::gethostname(host, sizeof host - 1);

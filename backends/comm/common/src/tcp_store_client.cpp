@@ -1,10 +1,13 @@
-// TcpStoreClient: greeting, requests over one serialised connection, and the abort watcher.
+// TcpStoreClient: greeting, requests over one serialised connection, the abort watcher, and a
+// rank's heartbeat thread.
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <thread>
 
 #include "tessera/comm/tcp_store.hpp"
 #include "tessera/core/error.hpp"
@@ -53,6 +56,60 @@ int TcpStoreClient::open_connection(bool rank_connection) {
   return fd;
 }
 
+/// The heartbeat connection (greeted as a non-rank, so closing it never counts as a death) and
+/// the thread that sends Heartbeat(rank) on it every interval until stopped.
+struct TcpStoreClient::Heartbeat {
+  int fd = -1;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;
+  std::thread thread;
+
+  void beat(int rank, std::chrono::milliseconds interval) {
+    wire::Writer w;
+    w.u8(static_cast<std::uint8_t>(wire::Op::Heartbeat));
+    w.i64(rank);
+    std::unique_lock lock(mu);
+    while (!stop) {
+      lock.unlock();
+      try {
+        wire::send_frame(fd, w.buf);
+        std::string reply;
+        // The server answers at once; one that does not is itself in trouble (the abort watcher
+        // reports a lost store), and beating on would only queue frames.
+        if (!wait_readable(fd, kIoSlack) || !wire::recv_frame(fd, reply)) return;
+      } catch (const std::exception&) {
+        return;  // the store is gone: the abort watcher says so to whoever waits on it
+      }
+      lock.lock();
+      cv.wait_for(lock, interval, [&] { return stop; });
+    }
+  }
+};
+
+void TcpStoreClient::start_heartbeats() {
+  const int fd = open_connection(false);
+  heartbeat_ = std::make_unique<Heartbeat>();
+  heartbeat_->fd = fd;
+  heartbeat_->thread = std::thread([hb = heartbeat_.get(), rank = options_.rank,
+                                    interval = options_.heartbeat_interval] {
+    hb->beat(rank, interval);
+  });
+}
+
+void TcpStoreClient::stop_heartbeats() noexcept {
+  if (!heartbeat_) return;
+  {
+    std::lock_guard lock(heartbeat_->mu);
+    heartbeat_->stop = true;
+  }
+  heartbeat_->cv.notify_all();
+  ::shutdown(heartbeat_->fd, SHUT_RDWR);  // wakes the thread if it waits for a reply
+  if (heartbeat_->thread.joinable()) heartbeat_->thread.join();
+  ::close(heartbeat_->fd);
+  heartbeat_.reset();
+}
+
 TcpStoreClient::TcpStoreClient(Options options) : options_(std::move(options)) {
   fd_ = open_connection(options_.rank >= 0);
   try {
@@ -62,13 +119,17 @@ TcpStoreClient::TcpStoreClient(Options options) : options_(std::move(options)) {
     w.str(kAbortKey);
     w.i64(-1);
     wire::send_frame(watch_fd_, w.buf);
+    if (options_.rank >= 0 && options_.heartbeat_interval.count() > 0) start_heartbeats();
   } catch (...) {
+    stop_heartbeats();
+    if (watch_fd_ >= 0) ::close(watch_fd_);
     ::close(fd_);
     throw;
   }
 }
 
 TcpStoreClient::~TcpStoreClient() {
+  stop_heartbeats();  // first: a goodbye followed by a beat would be a rank the server forgot
   try {
     wire::Writer w;
     w.u8(static_cast<std::uint8_t>(wire::Op::Bye));

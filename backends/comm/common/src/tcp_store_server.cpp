@@ -1,10 +1,13 @@
 // TcpStoreServer: accepts clients, checks their greeting and token, serves set/get/add/check/erase,
-// and turns a rank connection closed without goodbye into a job-wide abort naming the rank.
+// watches the ranks' heartbeat deadlines, and reports a rank lost (connection closed without
+// goodbye, or heartbeats stopped): a log line, on_rank_lost, and by default a job-wide abort.
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <thread>
@@ -17,6 +20,10 @@
 
 namespace tessera::comm {
 
+namespace {
+using Clock = std::chrono::steady_clock;
+}
+
 struct TcpStoreServer::State {
   Options opt;
   int listen_fd = -1;
@@ -25,11 +32,15 @@ struct TcpStoreServer::State {
   mutable std::mutex mu;
   std::condition_variable cv;
   std::map<std::string, std::string> kv;
-  std::set<int> fds;            // open connections (for shutdown)
-  std::set<int> ranks;          // ranks with an open rank connection
+  std::set<int> fds;                       // open connections (for shutdown)
+  std::map<int, int> rank_fds;             // rank -> its open rank connection, while not lost
+  std::map<int, Clock::time_point> beats;  // last heartbeat of each such rank that sent one
+  std::vector<std::pair<int, std::string>> lost;  // lost ranks not yet reported
   bool stopping = false;
   std::thread acceptor;
   std::vector<std::thread> workers;
+  std::condition_variable monitor_cv;
+  std::thread monitor;  // heartbeat deadlines (only with opt.heartbeat_timeout)
 
   void log(const std::string& m) {
     if (opt.log) opt.log(m);
@@ -40,12 +51,37 @@ struct TcpStoreServer::State {
     if (kv.count(kAbortKey) == 0) kv[kAbortKey] = reason;
     cv.notify_all();
   }
+  /// Whether `fd` is still the rank connection of `rank` (not lost, not replaced).
+  bool owns_locked(int rank, int fd) const {
+    auto it = rank_fds.find(rank);
+    return it != rank_fds.end() && it->second == fd;
+  }
+  /// Forgets a lost rank and queues its report: report_lost() runs it once the lock is released,
+  /// so on_rank_lost may call back into the server.
+  void lose_locked(int rank, const std::string& why) {
+    rank_fds.erase(rank);
+    beats.erase(rank);
+    if (opt.abort_on_rank_lost) set_abort_locked(why);
+    lost.emplace_back(rank, why);
+    cv.notify_all();
+  }
+  void report_lost() {
+    std::vector<std::pair<int, std::string>> todo;
+    {
+      std::lock_guard lock(mu);
+      todo.swap(lost);
+    }
+    for (const auto& [rank, why] : todo) {
+      log(why);
+      if (opt.on_rank_lost) opt.on_rank_lost(rank, why);
+    }
+  }
+  void watch_deadlines();
   void serve(int fd);
   void handle(int fd, const std::string& body, std::string& reply, bool& bye);
 };
 
 namespace {
-using Clock = std::chrono::steady_clock;
 // A Get deadline beyond this many milliseconds (about 100 years) is no deadline: now + it would
 // overflow the clock's nanoseconds (found by tests/fuzz/store_wire_fuzz.cpp).
 constexpr std::int64_t kForeverMs = std::int64_t{100} * 365 * 24 * 3600 * 1000;
@@ -122,6 +158,15 @@ void TcpStoreServer::State::handle(int fd, const std::string& body, std::string&
       w.u8(static_cast<std::uint8_t>(wire::Reply::Ok));
       break;
     }
+    case wire::Op::Heartbeat: {
+      const int rank = static_cast<int>(r.i64());
+      std::lock_guard lock(mu);
+      // Only a rank whose rank connection is open has a deadline; a late beat of a lost rank is
+      // ignored (it was reported once and stays lost).
+      if (rank_fds.count(rank)) beats[rank] = Clock::now();
+      w.u8(static_cast<std::uint8_t>(wire::Reply::Ok));
+      break;
+    }
     case wire::Op::Bye:
       bye = true;
       w.u8(static_cast<std::uint8_t>(wire::Reply::Ok));
@@ -158,8 +203,8 @@ void TcpStoreServer::State::serve(int fd) {
       refusal = "wrong token: every rank must use this job's token (TESSERA_RDZV_TOKEN)";
     if (refusal.empty() && rank_conn) {
       std::lock_guard lock(mu);
-      if (ranks.count(rank)) refusal = detail::cat("rank ", rank, " joined twice");
-      else ranks.insert(rank);
+      if (rank_fds.count(rank)) refusal = detail::cat("rank ", rank, " joined twice");
+      else rank_fds[rank] = fd;
     }
     if (!refusal.empty()) {
       rank_conn = false;
@@ -177,7 +222,10 @@ void TcpStoreServer::State::serve(int fd) {
       handle(fd, body, reply, bye);
       if (bye && rank_conn) {  // gone before the client hears the reply, so counts are exact
         std::lock_guard lock(mu);
-        ranks.erase(rank);
+        if (owns_locked(rank, fd)) {
+          rank_fds.erase(rank);
+          beats.erase(rank);
+        }
         rank_conn = false;
         cv.notify_all();
       }
@@ -187,24 +235,61 @@ void TcpStoreServer::State::serve(int fd) {
     bool quiet;
     {
       std::lock_guard lock(mu);
-      // A watcher closing with its abort reply unread is normal; protocol errors are not.
-      quiet = stopping || (greeted && !rank_conn);
+      // A watcher closing with its abort reply unread is normal, and so is a lost rank's
+      // connection failing after the server shut it down; protocol errors are not.
+      quiet = stopping || (greeted && !(rank_conn && owns_locked(rank, fd)));
     }
     if (!quiet) log(detail::cat("dropped connection from ", who, ": ", e.what()));
   }
-  std::lock_guard lock(mu);
-  if (rank_conn) {
-    ranks.erase(rank);
-    if (!bye && !stopping) {
-      const std::string why = detail::cat("rank ", rank, " exited or lost its connection to the store ",
-                                          "without closing its communicator (killed or crashed?)");
-      log(why);
-      set_abort_locked(why);
+  {
+    std::lock_guard lock(mu);
+    if (rank_conn && owns_locked(rank, fd)) {
+      if (!bye && !stopping) {
+        lose_locked(rank, detail::cat("rank ", rank, " exited or lost its connection to the store ",
+                                      "without closing its communicator (killed or crashed?)"));
+      } else {
+        rank_fds.erase(rank);
+        beats.erase(rank);
+      }
+      cv.notify_all();
     }
-    cv.notify_all();
+    fds.erase(fd);
+    ::close(fd);
   }
-  fds.erase(fd);
-  ::close(fd);
+  report_lost();
+}
+
+void TcpStoreServer::State::watch_deadlines() {
+  const auto timeout = opt.heartbeat_timeout;
+  // Checked four times per deadline: a rank is found lost at most a quarter late.
+  const auto period = std::clamp<std::chrono::milliseconds>(
+      timeout / 4, std::chrono::milliseconds(10), std::chrono::milliseconds(1000));
+  std::unique_lock lock(mu);
+  while (!stopping) {
+    monitor_cv.wait_for(lock, period, [&] { return stopping; });
+    if (stopping) break;
+    const auto now = Clock::now();
+    std::vector<std::pair<int, double>> late;  // rank, seconds since its last heartbeat
+    for (const auto& [rank, t] : beats) {
+      const std::chrono::duration<double> silent = now - t;
+      if (silent > timeout) late.emplace_back(rank, silent.count());
+    }
+    for (const auto& [rank, silent_s] : late) {
+      char secs[32];
+      std::snprintf(secs, sizeof secs, "%.1f", silent_s);
+      const int fd = rank_fds.at(rank);
+      lose_locked(rank, detail::cat("rank ", rank, " stopped answering: no heartbeat for ", secs,
+                                    " s (stopped, hung or its host unreachable)"));
+      // As if its connection had closed: a rank that wakes up later finds itself cut off instead
+      // of acting in a job that has gone on without it.
+      ::shutdown(fd, SHUT_RDWR);
+    }
+    if (!late.empty()) {
+      lock.unlock();
+      report_lost();
+      lock.lock();
+    }
+  }
 }
 
 TcpStoreServer::TcpStoreServer(Options options) : state_(std::make_shared<State>()) {
@@ -217,6 +302,8 @@ TcpStoreServer::TcpStoreServer(Options options) : state_(std::make_shared<State>
     s.listen_fd = wire::listen_on(s.opt.host, s.opt.port, s.port);
   }
   if (::pipe(s.wake_pipe) != 0) throw BackendError("store", errno, "pipe() failed");
+  if (s.opt.heartbeat_timeout.count() > 0)
+    s.monitor = std::thread([st = state_] { st->watch_deadlines(); });
   s.acceptor = std::thread([st = state_] {
     for (;;) {
       pollfd p[2] = {{st->listen_fd, POLLIN, 0}, {st->wake_pipe[0], POLLIN, 0}};
@@ -242,7 +329,9 @@ TcpStoreServer::~TcpStoreServer() {
     s.stopping = true;
     for (int fd : s.fds) ::shutdown(fd, SHUT_RDWR);
     s.cv.notify_all();
+    s.monitor_cv.notify_all();
   }
+  if (s.monitor.joinable()) s.monitor.join();
   char c = 1;
   if (::write(s.wake_pipe[1], &c, 1) < 0) { /* the acceptor also sees stopping */ }
   s.acceptor.join();
@@ -261,12 +350,32 @@ int TcpStoreServer::port() const noexcept { return state_->port; }
 
 bool TcpStoreServer::wait_until_ranks_left(std::chrono::milliseconds timeout) {
   std::unique_lock lock(state_->mu);
-  return state_->cv.wait_for(lock, timeout, [&] { return state_->ranks.empty(); });
+  return state_->cv.wait_for(lock, timeout, [&] { return state_->rank_fds.empty(); });
 }
 
 int TcpStoreServer::ranks_connected() const {
   std::lock_guard lock(state_->mu);
-  return static_cast<int>(state_->ranks.size());
+  return static_cast<int>(state_->rank_fds.size());
+}
+
+std::set<int> TcpStoreServer::ranks() const {
+  std::lock_guard lock(state_->mu);
+  std::set<int> out;
+  for (const auto& [rank, fd] : state_->rank_fds) out.insert(rank);
+  return out;
+}
+
+std::optional<std::string> TcpStoreServer::get(const std::string& key) const {
+  std::lock_guard lock(state_->mu);
+  auto it = state_->kv.find(key);
+  if (it == state_->kv.end()) return std::nullopt;
+  return it->second;
+}
+
+void TcpStoreServer::set(const std::string& key, const std::string& value) {
+  std::lock_guard lock(state_->mu);
+  state_->kv[key] = value;
+  state_->cv.notify_all();
 }
 
 std::string TcpStoreServer::abort_reason() const {

@@ -9,11 +9,21 @@ namespace tessera::comm::wire {
 
 /// Greeting a client sends first: magic, protocol version, token, rank, flags.
 inline constexpr std::uint32_t kMagic = 0x52535354;  // "TSSR" little-endian
-inline constexpr std::uint32_t kVersion = 1;
+/// 2 added Heartbeat: a job mixing builds is refused at the greeting rather than half watched.
+inline constexpr std::uint32_t kVersion = 2;
 /// Frames larger than this are garbage: the connection is dropped.
 inline constexpr std::uint32_t kMaxFrameBytes = 64u << 20;
 
-enum class Op : std::uint8_t { Set = 1, Get = 2, Add = 3, Check = 4, Erase = 5, Bye = 6 };
+/// Heartbeat(i64 rank): the rank is alive (sent on a connection of its own, see TcpStoreClient).
+enum class Op : std::uint8_t {
+  Set = 1,
+  Get = 2,
+  Add = 3,
+  Check = 4,
+  Erase = 5,
+  Bye = 6,
+  Heartbeat = 7,
+};
 enum class Reply : std::uint8_t { Ok = 0, Missing = 1, Error = 2 };
 
 /// Appends fields to a frame body.

@@ -25,12 +25,15 @@ struct EnvInfo {
   std::string bind;                ///< TESSERA_RDZV_BIND: the store's listen address (default addr)
   bool hosted = false;             ///< TESSERA_RDZV_HOSTED=1: the launcher serves the store
   std::string source;              ///< "torchrun", "openmpi", "slurm", "pmi" or "default"
+  /// TESSERA_HEARTBEAT_MS: the rank's store client heartbeats this often (0 = never; set by an
+  /// elastic `tessera launch`, whose store takes a rank silent for too long as lost).
+  int heartbeat_ms = 0;
 };
 
 /// Reads EnvInfo through `getenv` (tests pass their own). Order: RANK/WORLD_SIZE (torchrun),
 /// OMPI_COMM_WORLD_* (mpirun), SLURM_PROCID/SLURM_NTASKS (srun), PMI_RANK/PMI_SIZE; none of them:
-/// one rank. Throws InvalidArgument for malformed numbers, a rank outside the size, or a job of
-/// several ranks without a token.
+/// one rank. Throws InvalidArgument for malformed numbers (naming the variable), a rank outside
+/// the size, a negative TESSERA_HEARTBEAT_MS, or a job of several ranks without a token.
 EnvInfo read_env(const std::function<const char*(const char*)>& getenv = nullptr);
 
 /// The rendezvous of a multi-process job: joins (and on rank 0 serves, unless hosted) the store,
