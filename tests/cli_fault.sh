@@ -11,12 +11,17 @@ export UCX_WARN_UNUSED_ENV_VARS=n
 model=(--model "$src/examples/convnext-mini.json" --classes 6 --threads 1 --batch 2 --input 3x32x128 --mesh sp=2)
 fail() { echo "FAIL: $1"; cat "$2"; exit 1; }
 
-for bad in "kill:forwrd:step=2:rank=1" "kill:forward:step=0:rank=1" "kill:forward:rank=1" "kill:forward:step=2:rank=x"; do
+for bad in "kill:forwrd:step=2:rank=1" "kill:forward:step=0:rank=1" "kill:forward:rank=1" "kill:forward:step=2:rank=x" \
+  "kill:forward:step=2:rank=1:round=x" "kill:forward:step=2:round=0:round=1" "kill:forward:step=2:rank=1:step=3"; do
   TESSERA_FAULT=$bad timeout 60 "$bin" train "${model[@]}" --steps 1 >"$tmp/bad.out" 2>&1
   [ $? -eq 1 ] || fail "TESSERA_FAULT=$bad was not refused" "$tmp/bad.out"
   grep -q "TESSERA_FAULT='$bad': .*expected <kill|stall|drop>:<forward|halo|allreduce|pipeline>:step=<N>:rank=<R>" "$tmp/bad.out" ||
     fail "the refusal of TESSERA_FAULT=$bad does not name the variable and the syntax" "$tmp/bad.out"
 done
+# round=R: only in that elastic round; a job without rounds is round 0, so round=1 is inert here
+# (and its rank is not checked against this mesh).
+TESSERA_FAULT=kill:forward:step=1:rank=5:round=1 timeout 60 "$bin" train "${model[@]}" --steps 1 >"$tmp/round.out" 2>&1 ||
+  fail "TESSERA_FAULT=...:round=1 fired (or was refused) outside an elastic round" "$tmp/round.out"
 TESSERA_FAULT=kill:forward:step=1:rank=2 timeout 60 "$bin" train "${model[@]}" --steps 1 >"$tmp/rank.out" 2>&1
 [ $? -eq 1 ] && grep -q "names rank 2 but mesh sp=2 has 2 rank(s)" "$tmp/rank.out" || fail "rank 2 of 2 accepted" "$tmp/rank.out"
 

@@ -97,6 +97,14 @@ grep -q "init_from .*loaded .*timm" "$tmp/init.out" || { echo "no weights report
 grep -q "replaced (1000 → 3 classes)" "$tmp/init.out" || { echo "head not reported replaced:"; cat "$tmp/init.out"; exit 1; }
 expect_fail "not both" train "${atto[@]}" --init-from "$tmp/atto.safetensors" --resume "$tmp/none.ckpt"
 expect_fail "no such file" train "${atto[@]}" --init-from "$tmp/none.safetensors"
+# With --resume auto, init_from starts a run that has no checkpoint yet; a run that has one
+# resumes from it and leaves the pretrained weights alone.
+"$bin" train "${atto[@]}" --init-from "$tmp/atto.safetensors" --save "$tmp/auto.ckpt" --resume auto >"$tmp/auto1.out" 2>&1
+grep -q "init_from .*loaded" "$tmp/auto1.out" && grep -q "starting at step 0" "$tmp/auto1.out" ||
+  { echo "resume auto without a checkpoint did not start from init_from:"; cat "$tmp/auto1.out"; exit 1; }
+"$bin" train "${atto[@]:0:${#atto[@]}-2}" --steps 2 --init-from "$tmp/atto.safetensors" --save "$tmp/auto.ckpt" --resume auto >"$tmp/auto2.out" 2>&1
+grep -q "resuming from '$tmp/auto.ckpt' (step 1)" "$tmp/auto2.out" && ! grep -q "init_from .*loaded" "$tmp/auto2.out" ||
+  { echo "resume auto with a checkpoint loaded init_from or did not resume:"; cat "$tmp/auto2.out"; exit 1; }
 # Round trip: timm's file in, one step at lr 0 (AdamW moves nothing; ConvNeXt has no running
 # statistics), the checkpoint exported: timm loads it strictly and every tensor equals timm's own.
 "$bin" train "${atto[@]}" --classes 1000 --lr 0 --init-from "$tmp/atto.safetensors" --save "$tmp/atto.ckpt" >"$tmp/rt.out"

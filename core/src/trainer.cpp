@@ -410,6 +410,43 @@ std::vector<std::pair<std::string, Tensor>> Trainer::residual_views(Tensor& all)
   return out;
 }
 
+void Trainer::add_data_meta(std::map<std::string, std::string>& meta) const {
+  // The sample order is drawn from (seed, shuffle, data size) alone and step s reads positions
+  // s·batch ...: these keys say where the data stands, and let load refuse a different order.
+  meta["seed"] = std::to_string(opt_.seed);
+  meta["shuffle"] = opt_.loader.shuffle ? "true" : "false";
+  const std::int64_t position = step_ * opt_.batch;
+  meta["data_position"] = std::to_string(position);
+  if (!data_ || data_->size() < 1) return;
+  const std::int64_t size = data_->size();
+  meta["data_size"] = std::to_string(size);
+  meta["data_epoch"] = std::to_string(position / size);
+  meta["data_next_index"] = std::to_string(position % size);
+}
+
+void Trainer::check_data_meta(const std::string& path,
+                              const std::map<std::string, std::string>& meta) const {
+  // Checkpoints written before these keys existed load as before.
+  const auto differs = [&](const char* key, const std::string& mine) {
+    const auto it = meta.find(key);
+    return it != meta.end() && it->second != mine ? it->second : std::string();
+  };
+  const std::string why =
+      "; resuming would visit the samples in another order than the run that wrote it";
+  const std::string seed = differs("seed", std::to_string(opt_.seed));
+  TESSERA_CHECK(seed.empty(), "checkpoint '", path, "' was written with seed ", seed,
+                " but this run uses seed ", opt_.seed, why, ": resume with --seed ", seed);
+  const std::string shuffle = differs("shuffle", opt_.loader.shuffle ? "true" : "false");
+  TESSERA_CHECK(shuffle.empty(), "checkpoint '", path, "' was written with shuffle ", shuffle,
+                " but this run uses shuffle ", opt_.loader.shuffle ? "true" : "false", why,
+                ": resume ", shuffle == "true" ? "without --no-shuffle" : "with --no-shuffle");
+  const std::string size =
+      data_ ? differs("data_size", std::to_string(data_->size())) : std::string();
+  TESSERA_CHECK(size.empty(), "checkpoint '", path, "' was written over a dataset of ", size,
+                " samples but this run's has ", data_ ? data_->size() : 0, why,
+                ": resume with the same --data");
+}
+
 void Trainer::save(const std::string& path) {
   // Top-k residuals differ from rank to rank: every rank's travel to rank 0 (collective, before
   // rank 0 writes) and are saved under their rank.
@@ -444,6 +481,7 @@ void Trainer::save(const std::string& path) {
     meta["batch"] = std::to_string(opt_.batch);
     meta["optimizer"] = opt_.optimizer.kind;
     meta["step"] = std::to_string(step_);
+    add_data_meta(meta);
     if (opt_.grad_compression != GradCompression::None) {  // its residuals are among the tensors
       meta["grad_compression"] = std::string(grad_compression_name(opt_.grad_compression));
       meta["grad_compression_ranks"] = std::to_string(mesh_ ? mesh_->world().size() : 1);
@@ -487,6 +525,7 @@ void Trainer::load(const std::string& path) {
                 shape_key(opt_.input), " batch ", opt_.batch);
   TESSERA_CHECK(get("optimizer") == opt_.optimizer.kind, "checkpoint '", path, "' holds ", get("optimizer"),
                 " state; this run uses ", opt_.optimizer.kind);
+  check_data_meta(path, data.meta);
   const auto gc = data.meta.find("grad_compression");
   const std::string saved_gc = gc == data.meta.end() ? "none" : gc->second;
   const std::string_view run_gc = grad_compression_name(opt_.grad_compression);

@@ -1,6 +1,8 @@
 // FaultComm: TESSERA_FAULT parsed, and the faults injected (fault_comm.hpp says what each is).
 #include "fault_comm.hpp"
 
+#include "tessera/run/elastic.hpp"
+
 #include <dirent.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -83,7 +85,8 @@ FaultSpec parse_fault(const std::string& value) {
     if (colon == std::string::npos) break;
     start = colon + 1;
   }
-  if (parts.size() != 4) bad(value, detail::cat(parts.size(), " field(s) separated by ':', not 4"));
+  if (parts.size() != 4 && parts.size() != 5)
+    bad(value, detail::cat(parts.size(), " field(s) separated by ':', not 4 (or 5 with round=<R>)"));
   FaultSpec f;
   f.text = value;
   if (parts[0] == "kill")
@@ -104,9 +107,9 @@ FaultSpec parse_fault(const std::string& value) {
     f.place = FaultSpec::Place::Pipeline;
   else
     bad(value, "unknown place '" + parts[1] + "'");
-  bool have_step = false, have_rank = false;
-  for (int i = 2; i < 4; ++i) {
-    const std::string& kv = parts[static_cast<std::size_t>(i)];
+  bool have_step = false, have_rank = false, have_round = false;
+  for (std::size_t i = 2; i < parts.size(); ++i) {
+    const std::string& kv = parts[i];
     const std::size_t eq = kv.find('=');
     const std::string key = kv.substr(0, eq),
                       val = eq == std::string::npos ? "" : kv.substr(eq + 1);
@@ -116,17 +119,26 @@ FaultSpec parse_fault(const std::string& value) {
     } else if (key == "rank" && !have_rank) {
       f.rank = static_cast<int>(parse_number(value, key, val, 0));
       have_rank = true;
+    } else if (key == "round" && !have_round) {
+      f.round = static_cast<int>(parse_number(value, key, val, 0));
+      have_round = true;
     } else {
-      bad(value, "'" + kv + "' is neither step=<N> nor rank=<R> (each once)");
+      bad(value, "'" + kv + "' is neither step=<N>, rank=<R> nor round=<R> (each once)");
     }
   }
+  if (!have_step || !have_rank) bad(value, "step=<N> and rank=<R> are both needed");
   return f;
 }
 
 std::optional<FaultSpec> fault_from_env() {
   const char* v = std::getenv(kFaultVariable);
   if (!v || !*v) return std::nullopt;
-  return parse_fault(v);
+  FaultSpec f = parse_fault(v);
+  // round=<R>: only in that round of an elastic job (outside one, the job is round 0); the other
+  // rounds run without it, whatever their world size.
+  const auto round = elastic_round_from_env();
+  if (f.round >= 0 && f.round != (round ? round->round : 0)) return std::nullopt;
+  return f;
 }
 
 int drop_tcp_connections() noexcept {

@@ -16,7 +16,7 @@
 
 namespace tessera::run {
 
-/// One parsed TESSERA_FAULT value: `<action>:<place>:step=<N>:rank=<R>`.
+/// One parsed TESSERA_FAULT value: `<action>:<place>:step=<N>:rank=<R>[:round=<R>]`.
 struct FaultSpec {
   enum class Action : std::uint8_t { Kill, Stall, Drop };
   enum class Place : std::uint8_t { Forward, Halo, AllReduce, Pipeline };
@@ -24,19 +24,21 @@ struct FaultSpec {
   Place place = Place::Forward;
   std::int64_t step = 1;  ///< 1-based, as `tessera train` prints "step N/M"
   int rank = 0;           ///< world rank
+  int round = -1;         ///< elastic round it applies in; -1: every round
   std::string text;       ///< the variable's value, for the messages
 };
 
 /// The name of the variable and its syntax, as every message about it states them.
 inline constexpr const char* kFaultVariable = "TESSERA_FAULT";
 inline constexpr const char* kFaultSyntax =
-    "<kill|stall|drop>:<forward|halo|allreduce|pipeline>:step=<N>:rank=<R>, e.g. "
+    "<kill|stall|drop>:<forward|halo|allreduce|pipeline>:step=<N>:rank=<R>[:round=<R>], e.g. "
     "TESSERA_FAULT=kill:forward:step=2:rank=1";
 
 /// Parses a TESSERA_FAULT value; throws InvalidArgument naming the variable and the syntax.
 FaultSpec parse_fault(const std::string& value);
 
-/// TESSERA_FAULT from the environment, parsed; nullopt when unset or empty.
+/// TESSERA_FAULT from the environment, parsed; nullopt when unset or empty, or when it names
+/// another elastic round than this process's.
 std::optional<FaultSpec> fault_from_env();
 
 /// What the decorator needs from the run loop: this process's world rank, the step being run

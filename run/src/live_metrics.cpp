@@ -7,44 +7,18 @@
 #include <boost/beast.hpp>
 #include <chrono>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
+#include "prometheus_text.hpp"
 #include "tessera/core/error.hpp"
 
 namespace tessera::run {
 
 namespace {
 
-// A label value with \, " and newlines escaped, as the exposition format wants.
-std::string label(const std::string& v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
+using Text = PrometheusText;
 
-class Text {
- public:
-  void family(const char* name, const char* type, const char* help) {
-    os_ << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
-  }
-  template <class T>
-  void sample(const std::string& name_and_labels, T value) {
-    os_ << name_and_labels << " " << value << "\n";
-  }
-  std::string str() const { return os_.str(); }
-  Text() { os_.precision(17); }
-
- private:
-  std::ostringstream os_;
-};
+std::string label(const std::string& v) { return prometheus_label(v); }
 
 std::string rank_label(std::size_t r) { return "{rank=\"" + std::to_string(r) + "\"}"; }
 
@@ -139,7 +113,7 @@ std::string prometheus_text(const LiveFigures& f) {
     t.sample("tessera_alarms_total{alarm=\"" + std::string(alarm_kind_name(static_cast<AlarmKind>(k))) + "\"}",
              f.alarms[std::size_t(k)]);
   data_series(t, f.data_total);
-  return t.str();
+  return f.elastic ? t.str() + elastic_round_prometheus_text(*f.elastic) : t.str();
 }
 
 namespace beast = boost::beast;

@@ -8,6 +8,7 @@
 #include "fault_comm.hpp"
 #include "run_metrics.hpp"
 #include "tessera/comm/mesh_comm.hpp"
+#include "tessera/run/checkpoints.hpp"
 #include "tessera/core/tracing.hpp"
 
 namespace tessera::run {
@@ -109,6 +110,8 @@ class RankLoop {
   Gathered train_step();
   void act(std::vector<Alarm>& fired, const Gathered* step);
   void init_weights();
+  void resume();
+  void save_every();
 
   const RankContext& ctx_;
   comm::Backend& world_;
@@ -140,9 +143,10 @@ RankLoop::RankLoop(const RankContext& context, comm::Backend& world, int device_
       alarms_(context.setup, trainer_),
       decodes_(context.setup.images != nullptr) {
   trainer_.context().scope = &stack_.scope();
-  // resolve_train refuses init_from with resume: a resumed run has its own weights.
-  if (!ctx_.setup.init_from.empty()) init_weights();
-  if (!ctx_.setup.resume.empty()) trainer_.load(ctx_.setup.resume);
+  // resolve_train refuses init_from with a named resume: a resumed run has its own weights. With
+  // resume auto, init_from is where a job starts that has no checkpoint yet (resume()).
+  if (!ctx_.setup.init_from.empty() && ctx_.setup.resume != "auto") init_weights();
+  if (!ctx_.setup.resume.empty()) resume();
   if (lead_) ctx_.result.parameters = nn::count_parameters(trainer_.model());
   if (lead_) metrics_ = std::make_unique<RunMetrics>(ctx_.setup, ctx_.callbacks);
 }
@@ -154,6 +158,44 @@ void RankLoop::init_weights() {
   notify(ctx_.callbacks, core::ReportLevel::Info,
          "init_from " + ctx_.setup.init_from + ": " + report.summary());
   ctx_.result.weights = std::move(report);
+}
+
+/// resume: the checkpoint named, or with "auto" the newest complete one among save's, which every
+/// rank chooses by itself (the files are shared and no writer is alive, so all choose alike);
+/// rank 0 says what was chosen and what was left out.
+void RankLoop::resume() {
+  const std::string& save = ctx_.setup.save;
+  if (ctx_.setup.resume != "auto") return trainer_.load(ctx_.setup.resume);
+  const CheckpointChoice choice = newest_checkpoint(save);
+  if (lead_) {
+    for (const auto& [path, why] : choice.skipped)
+      notify(ctx_.callbacks, core::ReportLevel::Warning,
+             "resume auto: skipping checkpoint '" + path + "': " + why);
+    notify(ctx_.callbacks, core::ReportLevel::Info,
+           choice.path.empty()
+               ? "resume auto: no complete checkpoint among '" + save + "' and '" + save +
+                     ".step<N>'; starting at step 0"
+               : "resume auto: resuming from '" + choice.path + "' (step " +
+                     std::to_string(choice.step) + ")");
+  }
+  if (!choice.path.empty()) trainer_.load(choice.path);
+  else if (!ctx_.setup.init_from.empty())
+    init_weights();
+}
+
+/// save_every K: after every K-th step but the last, every rank saves (collective) as
+/// SAVE.step<N>, then rank 0 removes the oldest beyond keep_checkpoints. The final save is run()'s.
+void RankLoop::save_every() {
+  const TrainSetup& cfg = ctx_.setup;
+  const std::int64_t s = trainer_.next_step();
+  if (cfg.save_every <= 0 || s % cfg.save_every != 0 || s >= cfg.train.steps) return;
+  trainer_.save(step_checkpoint_path(cfg.save, s));
+  if (!lead_) return;
+  try {
+    prune_step_checkpoints(cfg.save, cfg.keep_checkpoints);
+  } catch (const Error& e) {  // an old file left behind does not stop the run
+    notify(ctx_.callbacks, core::ReportLevel::Warning, e.what());
+  }
 }
 
 /// Every rank runs this with the same alarms (decided from the same figures): save is
@@ -202,6 +244,7 @@ void RankLoop::run() {
       if (ctx_.callbacks.on_step) ctx_.callbacks.on_step(step.ranks, fired);
     }
     AlarmActions::stop_if_asked(fired);
+    save_every();
     // Rank 0's bookkeeping (the metrics file is written and synced every step) stays out of the
     // next step's time: without this barrier the other ranks start without it and wait for it
     // at their first halo exchange, inside their step.

@@ -23,7 +23,9 @@ struct RankContext {
   TrainResult& result;  ///< rank 0 fills steps, parameters and alarms
 };
 
-/// Trains `world`'s rank to setup.train.steps and saves (setup.save) at the end; `gather`
+/// Trains `world`'s rank to setup.train.steps (from setup.resume's checkpoint, or with "auto"
+/// the newest complete one of setup.save's) and saves (setup.save) at the end, and with
+/// save_every also as SAVE.step<N> every save_every steps; `gather`
 /// collects every rank's figures of a step (collective); `device_index` is the GPU it computes
 /// on, if any. Throws the trainer's NonFiniteError and AlarmStopped after recording them.
 void rank_loop(const RankContext& context, comm::Backend& world, int device_index,

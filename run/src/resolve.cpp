@@ -12,6 +12,7 @@
 
 #include "resolve_images.hpp"
 #include "tessera/builtin_backends.hpp"
+#include "tessera/comm/env_rendezvous.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/file_io.hpp"
 #include "tessera/nn/models.hpp"
@@ -76,6 +77,106 @@ sim::Topology load_topology(const std::string& spec, const sim::DeviceCatalog& c
 }
 
 namespace {
+
+/// The items of a mesh's text, "dp=auto,sp=2" as {"dp=auto", "sp=2"}.
+std::vector<std::string> mesh_items(const std::string& mesh) {
+  std::vector<std::string> items;
+  std::stringstream ss(mesh);
+  std::string item;
+  while (std::getline(ss, item, ',')) items.push_back(item);
+  return items;
+}
+
+bool is_auto_item(const std::string& item) {
+  const std::size_t eq = item.find('=');
+  return eq != std::string::npos && item.substr(eq + 1) == "auto";
+}
+
+/// The mesh with its auto size (if any) replaced by `size`, and the number of autos.
+std::pair<std::string, int> replace_auto(const std::string& mesh, int size) {
+  std::string out;
+  int autos = 0;
+  for (const std::string& item : mesh_items(mesh)) {
+    const bool a = is_auto_item(item);
+    autos += a;
+    out += (out.empty() ? "" : ",") +
+           (a ? item.substr(0, item.find('=') + 1) + std::to_string(size) : item);
+  }
+  // A trailing comma is the parser's to refuse.
+  if (!mesh.empty() && mesh.back() == ',') out += ',';
+  return {out, autos};
+}
+
+}  // namespace
+
+void check_mesh_text(const std::string& mesh) {
+  const auto [probe, autos] = replace_auto(mesh, 1);
+  TESSERA_CHECK(autos <= 1, "mesh '", mesh,
+                "': only one dimension may be auto (it takes the world size over the others); "
+                "give the others a number, e.g. dp=auto,sp=2");
+  if (autos == 0) {
+    core::DeviceMesh::parse(mesh);
+    return;
+  }
+  try {
+    core::DeviceMesh::parse(probe);
+  } catch (const InvalidArgument& e) {  // the parser's message, naming the mesh as given
+    std::string why = e.what();
+    const std::string as_parsed = "mesh '" + probe + "'";
+    const std::size_t at = why.find(as_parsed);
+    if (at != std::string::npos) why.replace(at, as_parsed.size(), "mesh '" + mesh + "'");
+    throw InvalidArgument(why);
+  }
+}
+
+std::string resolve_mesh_auto(const std::string& mesh, int world) {
+  check_mesh_text(mesh);
+  const auto [probe, autos] = replace_auto(mesh, 1);
+  if (autos == 0) return mesh;
+  const int others = core::DeviceMesh::parse(probe).size();
+  TESSERA_CHECK(world >= 1 && world % others == 0, "with ", world, " ranks, mesh ", mesh,
+                ": the other dimensions take ", others, " ranks, which does not divide ", world,
+                "; start a multiple of ", others, " ranks (e.g. tessera launch --nproc ",
+                others * std::max(1, world / others), ")");
+  return replace_auto(mesh, world / others).first;
+}
+
+namespace {
+
+/// spec.mesh with an auto dimension resolved from the launcher's world size (WORLD_SIZE, ...).
+std::string training_mesh(const RunSpec& spec, bool check_backend) {
+  if (replace_auto(spec.mesh, 1).second == 0) return spec.mesh;
+  TESSERA_CHECK(check_backend, "mesh ", spec.mesh,
+                ": a simulation or plan needs every dimension's size; give a number instead of "
+                "auto (auto takes the world size of a training job started by a launcher)");
+  TESSERA_CHECK(spec.backend != "local", "mesh ", spec.mesh,
+                ": auto takes the world size from the launcher (one process per rank); give a "
+                "number with --backend local");
+  return resolve_mesh_auto(spec.mesh, comm::read_env().size);
+}
+
+/// Runs `check` (checks of the resolved mesh); with an auto mesh, its errors say which world the
+/// mesh was resolved for.
+template <class F>
+void with_world(const RunSpec& spec, const core::DeviceMesh& mesh, F check) {
+  if (replace_auto(spec.mesh, 1).second == 0) return check();
+  try {
+    check();
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(detail::cat("with ", mesh.size(), " ranks, mesh ", spec.mesh,
+                                      " is ", mesh.to_string(), ": ", e.what()));
+  }
+}
+
+/// save_every and resume auto work on save's files: both need save.
+void check_checkpoint_fields(const RunSpec& spec) {
+  TESSERA_CHECK(spec.save_every == 0 || !spec.save.empty(), "save_every ", spec.save_every,
+                " writes SAVE.step<N> beside the checkpoint of save, but save is empty; give save "
+                "(--save PATH), or save_every 0");
+  TESSERA_CHECK(spec.resume != "auto" || !spec.save.empty(),
+                "resume 'auto' picks the newest complete checkpoint among save's (SAVE and "
+                "SAVE.step<N>), but save is empty; give save (--save PATH)");
+}
 
 /// The batch must split into micro_batches equal micro-batches, each still covering the mesh's
 /// dp ranks: checked here so that the error names the options, before any rank starts.
@@ -173,15 +274,17 @@ TrainSetup resolve_train(const RunSpec& spec, bool check_backend) {
   // is built with (a simulation reads no data).
   if (check_backend) resolve_image_folder(spec, c);
   t.model.validate();
-  c.mesh = core::DeviceMesh::parse(spec.mesh);
-  check_micro_batches(spec, c.mesh);
-  check_stage_count(spec.stage_starts, t.stage_starts, c.mesh);
-  // Default stage starts (t.stage_starts empty with a dim pp): the simulator's per-unit kernel
-  // time, balanced. Here, before resolve_sim looks at any topology, so that training and
-  // simulation cut the model alike: one device model for both, the built-in cpu-host roofline
-  // (uncalibrated; a GPU run has no device model here either).
-  if (t.stage_starts.empty())
-    t.stage_starts = sim::balanced_stage_starts(t, c.mesh, sim::DeviceCatalog().get("cpu-host"));
+  c.mesh = core::DeviceMesh::parse(training_mesh(spec, check_backend));
+  with_world(spec, c.mesh, [&] {
+    check_micro_batches(spec, c.mesh);
+    check_stage_count(spec.stage_starts, t.stage_starts, c.mesh);
+    // Default stage starts (t.stage_starts empty with a dim pp): the simulator's per-unit kernel
+    // time, balanced. Here, before resolve_sim looks at any topology, so that training and
+    // simulation cut the model alike: one device model for both, the built-in cpu-host roofline
+    // (uncalibrated; a GPU run has no device model here either).
+    if (t.stage_starts.empty())
+      t.stage_starts = sim::balanced_stage_starts(t, c.mesh, sim::DeviceCatalog().get("cpu-host"));
+  });
   c.mesh_comm.all_reduce = comm::parse_all_reduce_algorithm(spec.all_reduce);
   c.mesh_comm.node_dim = spec.node_dim;
   c.alarms = parse_alarms(spec.alarm);
@@ -226,8 +329,11 @@ TrainSetup resolve_train(const RunSpec& spec, bool check_backend) {
   const int cores = std::max(1u, std::thread::hardware_concurrency());
   c.threads = spec.threads > 0 ? spec.threads : std::max(1, cores / c.mesh.size());
   c.data = spec.data;
+  check_checkpoint_fields(spec);
   c.save = spec.save;
   c.resume = spec.resume;
+  c.save_every = spec.save_every;
+  c.keep_checkpoints = spec.keep_checkpoints;
   check_init_from(spec);
   c.init_from = spec.init_from;
   c.trace = spec.trace;
@@ -235,7 +341,9 @@ TrainSetup resolve_train(const RunSpec& spec, bool check_backend) {
   c.metrics_port = spec.metrics_port;
   c.metrics_textfile = spec.metrics_textfile;
   // Validate the layout now, so a bad mesh or input fails before any thread starts.
-  nn::input_layout(c.mesh, t.shard, t.batch, t.input, t.model.total_stride());
+  with_world(spec, c.mesh, [&] {
+    nn::input_layout(c.mesh, t.shard, t.batch, t.input, t.model.total_stride());
+  });
   return c;
 }
 

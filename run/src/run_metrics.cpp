@@ -1,6 +1,8 @@
 // Rank 0's metrics: the metrics file of step records and the live Prometheus text.
 #include "run_metrics.hpp"
 
+#include <filesystem>
+
 #include "step_record_json.hpp"
 #include "tessera/core/file_io.hpp"
 
@@ -13,9 +15,17 @@ void notify(const TrainCallbacks& callbacks, core::ReportLevel level, const std:
     core::report(level, text);
 }
 
-RunMetrics::RunMetrics(const TrainSetup& setup, const TrainCallbacks& callbacks) : setup_(setup) {
+RunMetrics::RunMetrics(const TrainSetup& setup, const TrainCallbacks& callbacks)
+    : setup_(setup), elastic_(elastic_round_from_env()) {
+  // A later round of an elastic job goes on in the metrics file its predecessors wrote (each
+  // record names its round, so steps a round redid can be told apart) instead of replacing it.
+  std::error_code ec;
+  if (elastic_ && elastic_->round > 0 && !setup.metrics.empty() &&
+      std::filesystem::is_regular_file(setup.metrics, ec))
+    text_ = core::read_file(setup.metrics);
   live_ = setup.metrics_port >= 0 || !setup.metrics_textfile.empty();
   if (!live_) return;
+  figures_.elastic = elastic_;
   figures_.model = setup.train.model.name;
   figures_.mesh = setup.mesh.to_string();
   figures_.backend = setup.backend;
@@ -35,7 +45,7 @@ void RunMetrics::write_file() { core::write_file_atomic(setup_.metrics, text_); 
 void RunMetrics::add_step(const std::vector<nn::StepStats>& ranks, const std::vector<Alarm>& fired,
                           const std::vector<data::DataStats>& data) {
   if (setup_.metrics.empty()) return;
-  text_ += step_record(setup_.train.batch, ranks, fired, data) + "\n";
+  text_ += step_record(setup_.train.batch, ranks, fired, data, elastic_) + "\n";
   write_file();
 }
 

@@ -21,7 +21,7 @@ class RunMetrics {
  public:
   /// Starts the live metrics server when setup.metrics_port >= 0 (publishing the run's names
   /// before any step) and notices its address (Info). Throws BackendError when the port cannot
-  /// be bound.
+  /// be bound, InvalidArgument when a TESSERA_ELASTIC_* variable is malformed.
   RunMetrics(const TrainSetup& setup, const TrainCallbacks& callbacks);
   ~RunMetrics();
 
@@ -38,6 +38,9 @@ class RunMetrics {
   void write_file();
   const TrainSetup& setup_;
   std::string text_;  ///< the metrics file's lines so far
+  /// The elastic round this process runs in (its environment, from tessera launch), if any: its
+  /// step records and live series say so.
+  const std::optional<ElasticRound> elastic_;
   bool live_ = false;
   LiveFigures figures_;
   std::unique_ptr<MetricsServer> server_;

@@ -96,10 +96,12 @@ const std::vector<Field>& fields() {
        }},
       {"batch", &RunSpec::batch, "Global batch size",
        [](RunSpec& s) { return ok_or(s.batch >= 1, "must be a positive integer"); }},
-      {"mesh", &RunSpec::mesh, "Device mesh: sp=4, dp=2,sp=2 or sp_h=2,sp_w=2",
+      {"mesh", &RunSpec::mesh,
+       "Device mesh: sp=4, dp=2,sp=2 or sp_h=2,sp_w=2; one dimension may be auto (dp=auto,sp=2: "
+       "training with one process per rank, the launcher's world size over the other dims)",
        [](RunSpec& s) {
          try {
-           core::DeviceMesh::parse(s.mesh);
+           check_mesh_text(s.mesh);
            return std::string();
          } catch (const Error& e) {
            return std::string(e.what());
@@ -381,8 +383,16 @@ const std::vector<Field>& fields() {
        [](RunSpec&) { return std::string(); }},
       {"save", &RunSpec::save, "Write a checkpoint here at the end",
        [](RunSpec&) { return std::string(); }},
-      {"resume", &RunSpec::resume, "Resume from this checkpoint",
+      {"resume", &RunSpec::resume,
+       "Resume from this checkpoint; auto: from the newest complete one among save's (SAVE and "
+       "SAVE.step<N>), or from the start when there is none",
        [](RunSpec&) { return std::string(); }},
+      {"save_every", &RunSpec::save_every,
+       "With save: also write the checkpoint every K steps as SAVE.step<N> (0: off)",
+       [](RunSpec& s) { return ok_or(s.save_every >= 0, "must be at least 0 (0: off)"); }},
+      {"keep_checkpoints", &RunSpec::keep_checkpoints,
+       "How many SAVE.step<N> files save_every keeps, newest first",
+       [](RunSpec& s) { return ok_or(s.keep_checkpoints >= 1, "must be at least 1"); }},
       {"init_from", &RunSpec::init_from,
        "Start from the weights of this .safetensors file (timm's pretrained ConvNeXt or RegNet, "
        "or a tessera export); a classifier of another class count is re-initialised. Not with "

@@ -31,6 +31,15 @@ Json rank_json(std::size_t rank, const nn::StepStats& r) {
   return j;
 }
 
+/// Where the job stood when the step ran: its round, the restarts used, the round's members.
+Json elastic_json(const ElasticRound& e) {
+  Json j;
+  j["round"] = e.round;
+  j["restarts"] = e.restarts;
+  j["members"] = e.members;
+  return j;
+}
+
 }  // namespace
 
 Json data_stats_json(const data::DataStats& d) {
@@ -53,7 +62,8 @@ void add_data_stats(std::vector<data::DataStats>& total, const std::vector<data:
 }
 
 Json step_record_json(int batch, const std::vector<nn::StepStats>& ranks,
-                      const std::vector<Alarm>& alarms, const std::vector<data::DataStats>& data) {
+                      const std::vector<Alarm>& alarms, const std::vector<data::DataStats>& data,
+                      const std::optional<ElasticRound>& elastic) {
   TESSERA_CHECK(!ranks.empty(), "run: a step record needs the figures of at least one rank");
   TESSERA_CHECK(data.empty() || data.size() == ranks.size(), "run: a step record has ",
                 ranks.size(), " ranks' figures but ", data.size(), " ranks' data figures");
@@ -90,13 +100,14 @@ Json step_record_json(int batch, const std::vector<nn::StepStats>& ranks,
     for (const Alarm& a : alarms) fired.push_back(Json::parse(alarm_json(a)));
     d["alarms"] = std::move(fired);
   }
+  if (elastic) d["elastic"] = elastic_json(*elastic);
   return d;
 }
 
 std::string step_record(int batch, const std::vector<nn::StepStats>& ranks,
-                        const std::vector<Alarm>& alarms,
-                        const std::vector<data::DataStats>& data) {
-  return step_record_json(batch, ranks, alarms, data).dump();
+                        const std::vector<Alarm>& alarms, const std::vector<data::DataStats>& data,
+                        const std::optional<ElasticRound>& elastic) {
+  return step_record_json(batch, ranks, alarms, data, elastic).dump();
 }
 
 }  // namespace tessera::run

@@ -7,13 +7,15 @@
 
 #include "tessera/nn/trainer.hpp"
 #include "tessera/run/alarms.hpp"
+#include "tessera/run/elastic.hpp"
 
 namespace tessera::run {
 
 /// step_record's object (docs/records.md, "Training step").
 nlohmann::ordered_json step_record_json(int batch, const std::vector<nn::StepStats>& ranks,
                                         const std::vector<Alarm>& alarms,
-                                        const std::vector<data::DataStats>& data = {});
+                                        const std::vector<data::DataStats>& data = {},
+                                        const std::optional<ElasticRound>& elastic = std::nullopt);
 
 /// One rank's data figures (step_record's "data", and the run's totals in train_json).
 nlohmann::ordered_json data_stats_json(const data::DataStats& d);

@@ -5,6 +5,8 @@
 #include "tessera/run/train.hpp"
 
 #include <chrono>
+#include <cstdio>
+#include <memory>
 #include <sstream>
 
 #include "fault_comm.hpp"
@@ -72,6 +74,39 @@ void run_local(const RankContext& context) {
   });
 }
 
+/// The store key of a multi-process run's progress (docs/launching.md, "Elastic jobs").
+constexpr const char* kProgressKey = "tessera/progress";
+/// Its value after the run's first step, set once: where an elastic round resumed and when its
+/// first step ended (the launcher may poll too late to see the first progress value).
+constexpr const char* kFirstStepKey = "tessera/first_step";
+
+/// "<steps completed> <unix time, 6 decimals>": the value rank 0 sets at kProgressKey after every
+/// step, so that a launcher hosting the store can time the rounds of an elastic job.
+std::string progress_value(std::int64_t steps_done) {
+  const double now_s =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  char text[64];
+  std::snprintf(text, sizeof text, "%lld %.6f", static_cast<long long>(steps_done), now_s);
+  return text;
+}
+
+/// `callbacks` with on_step also setting the progress key in `store` (rank 0 only calls it).
+TrainCallbacks with_progress(const TrainCallbacks& callbacks, comm::Store* store) {
+  TrainCallbacks out = callbacks;
+  if (!store) return out;
+  out.on_step = [store, inner = callbacks.on_step, first = std::make_shared<bool>(true)](
+                   const std::vector<nn::StepStats>& ranks, const std::vector<Alarm>& fired) {
+    // StepStats::step is the index of the step just taken: step + 1 steps are done, the number a
+    // checkpoint of this moment would hold as its "step".
+    const std::string value = progress_value(ranks.front().step + 1);
+    if (*first) store->set(kFirstStepKey, value);
+    *first = false;
+    store->set(kProgressKey, value);
+    if (inner) inner(ranks, fired);
+  };
+  return out;
+}
+
 /// One rank per process (ucx, ...): env:// rendezvous, the world backend from the registry,
 /// figures gathered with all_gather. A failure aborts the job so the other ranks stop at once
 /// (except a NonFiniteError or AlarmStopped, which every rank throws at the same step by itself).
@@ -93,7 +128,10 @@ void run_distributed(const RankContext& context) {
     if (!cfg.trace.empty() && info.rank != 0)
       context.result.trace_path = rank_trace_path(cfg.trace, info.rank);
     // One process per rank: each takes its own GPU (cuda:N is the first of this node's).
-    rank_loop(context, *world, cfg.device_index + info.local_rank, gather);
+    const TrainCallbacks callbacks = with_progress(context.callbacks, job.rendezvous->store());
+    const RankContext ranked{cfg, context.dataset, context.computes, context.recorder, callbacks,
+                             context.result};
+    rank_loop(ranked, *world, cfg.device_index + info.local_rank, gather);
     world->barrier();
   } catch (const NonFiniteError&) {
     // Every rank decided this from the same replicated loss and norm and stops at the same step

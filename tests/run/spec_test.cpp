@@ -63,6 +63,9 @@ TEST_CASE("run spec: each bad value given as text is refused naming the field an
       {"stage_starts", "4,,9", "separated by commas"},
       {"stage_starts", "4,", "separated by commas"},
       {"stage_starts", "x", "e.g. 4,9"},
+      {"save_every", "-1", "at least 0"},
+      {"keep_checkpoints", "0", "at least 1"},
+      {"mesh", "dp=auto,sp=auto", "only one dimension may be auto"},
   };
   for (const Bad& b : bad) {
     INFO(b.field << " = '" << b.value << "'");
@@ -239,6 +242,8 @@ TEST_CASE("run spec: to_json round-trips every field, over any base", "[run]") {
                       {"metrics", "m.jsonl"},
                       {"save", "c.ckpt"},
                       {"resume", "r.ckpt"},
+                      {"save_every", "5"},
+                      {"keep_checkpoints", "2"},
                       {"micro_batches", "2"},
                       {"schedule", "gpipe"},
                       {"stage_starts", "4,9"}})

@@ -171,6 +171,8 @@ void add_train_command(CLI::App& app, Action& action) {
                "mask_ignore",
                "skip_bad_samples",
                "save",
+               "save_every",
+               "keep_checkpoints",
                "resume",
                "init_from",
                "trace",

@@ -212,6 +212,13 @@ class Trainer {
   core::Tensor scene_labels(const core::Tensor& labels);
   /// Sums `v` over the pipeline's stages (every rank gets it); `v` itself without stages.
   double sum_over_stages(double v);
+  /// The checkpoint meta of the data's position: seed, shuffle, data_size, data_position,
+  /// data_epoch, data_next_index (the size and what derives from it only with a dataset).
+  void add_data_meta(std::map<std::string, std::string>& meta) const;
+  /// Refuses (InvalidArgument) a checkpoint whose seed, shuffle or data_size differ from this
+  /// run's: the sample order would differ. A checkpoint without these keys passes.
+  void check_data_meta(const std::string& path,
+                       const std::map<std::string, std::string>& meta) const;
   /// The checkpoint file of stage k: `path` for stage 0, path + ".stage<k>" for the others.
   static std::string stage_path(const std::string& path, int k);
 

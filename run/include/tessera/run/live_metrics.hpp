@@ -7,11 +7,13 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "tessera/nn/trainer.hpp"
 #include "tessera/run/alarms.hpp"
+#include "tessera/run/elastic.hpp"
 
 namespace tessera::run {
 
@@ -28,6 +30,9 @@ struct LiveFigures {
   /// A run on an image folder: per rank, what its dataset read and decoded since the run began
   /// (empty otherwise: no tessera_data_* series).
   std::vector<data::DataStats> data_total;
+  /// A rank of an elastic job: the round it runs in (nothing otherwise: no tessera_elastic_*
+  /// series).
+  std::optional<ElasticRound> elastic;
 };
 
 /// The figures as Prometheus text: tessera_steps_completed, tessera_loss, tessera_grad_norm,
@@ -39,7 +44,8 @@ struct LiveFigures {
 /// tessera_run_info{model,mesh,backend}; on an image folder
 /// tessera_data_pixels_decoded_total{rank}, tessera_data_pixels_total{rank},
 /// tessera_data_decode_seconds_total{rank}, tessera_data_bad_samples_total{rank} and
-/// tessera_data_labels_ignored_total{rank}.
+/// tessera_data_labels_ignored_total{rank}; in a round of an elastic job the series of
+/// elastic_round_prometheus_text.
 std::string prometheus_text(const LiveFigures& f);
 
 /// An HTTP server on 127.0.0.1 that answers GET /metrics with the last published text (and 404

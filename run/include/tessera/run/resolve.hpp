@@ -28,6 +28,15 @@ core::Shape parse_chw(const std::string& s);
 /// Whether they fit the model and the mesh's pp is the Trainer's check (nn::check_stage_starts).
 std::vector<int> parse_stage_starts(const std::string& s);
 
+/// Checks the mesh field's text as core::DeviceMesh::parse does, with at most one dimension's
+/// size "auto" (dp=auto,sp=2); throws InvalidArgument naming the mesh.
+void check_mesh_text(const std::string& mesh);
+
+/// `mesh` with its auto dimension replaced by `world` / (the product of the other dims):
+/// "dp=auto,sp=2" for 6 ranks is "dp=3,sp=2"; a mesh without auto is returned as it is. Throws
+/// InvalidArgument, naming the world size, when the other dims do not divide `world`.
+std::string resolve_mesh_auto(const std::string& mesh, int world);
+
 /// The model field: a preset name, a JSON model file (*.json) or the model's JSON ("{...}").
 nn::ModelSpec load_model(const std::string& model);
 
@@ -59,7 +68,9 @@ struct TrainSetup {
   /// data images:DIR, opened by resolve_train (its layout gave the task and, unless given, the
   /// classes); null for other data.
   std::shared_ptr<const data::Dataset> images;
-  std::string save, resume, trace, metrics;
+  std::string save, resume, trace, metrics;  ///< resume "auto": run/checkpoints.hpp chooses
+  int save_every = 0;        ///< with save: also save SAVE.step<N> every this many steps; 0 off
+  int keep_checkpoints = 3;  ///< the SAVE.step<N> files save_every keeps, newest first
   std::string init_from;         ///< weights to start from (.safetensors), "" for none
   int metrics_port = -1;         ///< live Prometheus metrics on 127.0.0.1 (0: any free port; -1: off)
   std::string metrics_textfile;  ///< the same text, written atomically after every step
@@ -67,6 +78,8 @@ struct TrainSetup {
 };
 /// `check_backend`: a training run — also check that spec.backend is registered and read
 /// spec.device as cpu / cuda / cuda:N (a simulation needs no backend, and its device is a model).
+/// A mesh dim "auto" takes WORLD_SIZE (comm::read_env) on a multi-process backend; it is refused
+/// on the local backend and without check_backend (a simulation or plan needs every size).
 TrainSetup resolve_train(const RunSpec& spec, bool check_backend = true);
 
 /// What a simulation takes: the trainer's options and mesh (as resolve_train), the built-in

@@ -15,7 +15,9 @@ struct RunSpec {
   std::string model = "convnext-atto";  ///< a preset, a JSON model file, or inline model JSON ("{...}")
   std::string input = "3x256x1024";     ///< CxHxW of one image
   int batch = 2;                        ///< global batch
-  std::string mesh = "sp=2";            ///< "sp=4", "dp=2,sp=2", "sp_h=2,sp_w=2"
+  /// "sp=4", "dp=2,sp=2", "sp_h=2,sp_w=2"; one dim may be "auto" (training with one process per
+  /// rank: the world size over the other dims)
+  std::string mesh = "sp=2";
   std::string shard = "W";              ///< W, H or HW: what a mesh dim named sp splits
   std::string checkpointing = "none";   ///< none, block or stage
   std::string halo_recompute = "keep";  ///< with checkpointing: keep (reuse the forward's halos) or exchange
@@ -70,7 +72,12 @@ struct RunSpec {
   std::string comm_progress = "auto";  ///< simulation: auto, overlaps or in-calls (sim::CommProgress)
   std::string engine = "fast";         ///< simulation: fast or exact (sim::EngineKind)
   std::string trace;                 ///< write the Chrome trace here (empty: none)
-  std::string metrics, save, resume; ///< training: metrics JSON lines, checkpoint out, checkpoint in
+  /// training: metrics JSON lines, checkpoint out, checkpoint in ("auto": the newest complete one
+  /// of save's, run/checkpoints.hpp)
+  std::string metrics, save, resume;
+  /// with save: also write the checkpoint every K steps as SAVE.step<N> (0: off)
+  int save_every = 0;
+  int keep_checkpoints = 3;  ///< how many SAVE.step<N> files save_every keeps, newest first
   std::string init_from;             ///< training: start from these weights (.safetensors)
   int metrics_port = -1;             ///< training: live Prometheus metrics on 127.0.0.1:PORT (0: any free port; -1: off)
   std::string metrics_textfile;      ///< training: the same, written to this file after every step

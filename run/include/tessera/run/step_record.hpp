@@ -2,11 +2,13 @@
 // train --json` and tessera.train's callback all show (docs/records.md, "Training step").
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "tessera/nn/trainer.hpp"
 #include "tessera/run/alarms.hpp"
+#include "tessera/run/elastic.hpp"
 
 namespace tessera::run {
 
@@ -19,9 +21,11 @@ namespace tessera::run {
 /// each rank's "data" object: pixels_decoded, pixels_total, decoded_share (decoded / total),
 /// decode_s, bad_skipped, labels_ignored, files, bytes_read (Dataset::stats(rank) since the
 /// previous step: with prefetch, what the loader threads decoded meanwhile). Absent when `data`
-/// is empty.
+/// is empty. `elastic`: the round of an elastic job the step ran in, as the record's last field
+/// "elastic" (round, restarts, members); absent outside elastic jobs.
 std::string step_record(int batch, const std::vector<nn::StepStats>& ranks,
                         const std::vector<Alarm>& alarms = {},
-                        const std::vector<data::DataStats>& data = {});
+                        const std::vector<data::DataStats>& data = {},
+                        const std::optional<ElasticRound>& elastic = std::nullopt);
 
 }  // namespace tessera::run
