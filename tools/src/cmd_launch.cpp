@@ -15,6 +15,8 @@
 #include <utility>
 
 #include "commands.hpp"
+#include "launch_elastic.hpp"
+#include "launch_workers.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/run/launch.hpp"
 
@@ -33,67 +35,11 @@ struct LaunchArgs {
   std::vector<std::string> tessera_commands;  ///< this binary's subcommands (train, calibrate, ...)
 };
 
-/// The program the ranks execute and its argv: this tessera binary when the command starts with
-/// one of its subcommands, else the program named (a path, or a name looked up on PATH), as
-/// torchrun runs `python script.py`.
-std::pair<std::string, std::vector<std::string>> resolve_program(const LaunchArgs& a) {
-  auto runnable = [](const std::string& p) {
-    struct stat st {};
-    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
-  };
-  const std::string& first = a.command.front();
-  if (std::find(a.tessera_commands.begin(), a.tessera_commands.end(), first) != a.tessera_commands.end()) {
-    std::vector<std::string> argv = {"/proc/self/exe"};
-    argv.insert(argv.end(), a.command.begin(), a.command.end());
-    return {"/proc/self/exe", argv};
-  }
-  std::string path;
-  if (first.find('/') != std::string::npos) {
-    path = first;
-  } else if (const char* env_path = std::getenv("PATH")) {
-    const std::string dirs = env_path;
-    for (std::size_t start = 0; start <= dirs.size();) {
-      const auto end = std::min(dirs.find(':', start), dirs.size());
-      const std::string dir = end > start ? dirs.substr(start, end - start) : ".";
-      const std::string candidate = dir + "/" + first;
-      if (runnable(candidate)) {
-        path = candidate;
-        break;
-      }
-      start = end + 1;
-    }
-  }
-  std::string known;
-  for (const auto& c : a.tessera_commands) known += (known.empty() ? "" : ", ") + c;
-  TESSERA_CHECK(!path.empty() && runnable(path), "launch: '", first,
-                "' is neither a tessera command (", known, ") nor an executable program",
-                first.find('/') != std::string::npos ? "" : " on PATH", "; e.g. tessera launch --nproc 2 -- python3 train.py");
-  return {path, a.command};
-}
-
-std::string fresh_token() {
-  std::ifstream f("/dev/urandom", std::ios::binary);
-  unsigned char b[16] = {};
-  f.read(reinterpret_cast<char*>(b), sizeof b);
-  std::string t;
-  char h[3];
-  for (unsigned char c : b) {
-    std::snprintf(h, sizeof h, "%02x", c);
-    t += h;
-  }
-  return t;
-}
-
-std::string describe_status(int status) {
-  if (WIFSIGNALED(status)) return detail::cat("killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
-  return detail::cat("exit code ", WEXITSTATUS(status));
-}
-
 int launch(const LaunchArgs& a) {
   TESSERA_CHECK(a.nproc >= 1 && a.nnodes >= 1 && a.node_rank >= 0 && a.node_rank < a.nnodes,
                 "launch: --nproc ", a.nproc, " --nnodes ", a.nnodes, " --node-rank ", a.node_rank, " is not a valid layout");
   TESSERA_CHECK(!a.command.empty(), "launch: nothing to run; e.g. tessera launch --nproc 2 -- train --backend ucx, or -- python3 train.py");
-  auto [program, argv_s] = resolve_program(a);
+  auto [program, argv_s] = resolve_program(a.command, a.tessera_commands);
   const auto colon = a.endpoint.rfind(':');
   TESSERA_CHECK(colon != std::string::npos, "--rdzv-endpoint '", a.endpoint, "': expected host:port");
   const std::string host = a.endpoint.substr(0, colon);
@@ -113,143 +59,48 @@ int launch(const LaunchArgs& a) {
     port = server->port();
   }
   const int world = a.nproc * a.nnodes;
-  // Everything the children need is built before forking (only execve after fork).
-  std::vector<char*> argv;
-  for (auto& s : argv_s) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  std::vector<pid_t> pids(static_cast<std::size_t>(a.nproc));
-  std::vector<int> outs(static_cast<std::size_t>(a.nproc));
-  std::fflush(nullptr);
+  std::vector<std::vector<std::string>> envs;
   for (int l = 0; l < a.nproc; ++l) {
     const int rank = a.node_rank * a.nproc + l;
-    std::vector<std::string> env_s;
-    for (char** e = environ; *e; ++e) {
-      const std::string kv = *e;
-      const std::string k = kv.substr(0, kv.find('='));
-      if (k == "RANK" || k == "WORLD_SIZE" || k == "LOCAL_RANK" || k == "LOCAL_WORLD_SIZE" || k == "MASTER_ADDR" ||
-          k == "MASTER_PORT" || k == "TESSERA_RDZV_TOKEN" || k == "TESSERA_RDZV_HOSTED")
-        continue;
-      env_s.push_back(kv);
-    }
+    std::vector<std::string> env = inherited_env();
     for (auto kv : {detail::cat("RANK=", rank), detail::cat("WORLD_SIZE=", world), detail::cat("LOCAL_RANK=", l),
                     detail::cat("LOCAL_WORLD_SIZE=", a.nproc), "MASTER_ADDR=" + host, detail::cat("MASTER_PORT=", port),
                     "TESSERA_RDZV_TOKEN=" + token, std::string("TESSERA_RDZV_HOSTED=1")})
-      env_s.push_back(kv);
-    std::vector<char*> envp;
-    for (auto& s : env_s) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    int p[2];
-    if (::pipe2(p, O_CLOEXEC) != 0) throw BackendError("launch", errno, "pipe failed");
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::dup2(p[1], 1);
-      ::dup2(p[1], 2);
-      ::execve(program.c_str(), argv.data(), envp.data());
-      ::_exit(127);
-    }
-    ::close(p[1]);
-    pids[static_cast<std::size_t>(l)] = pid;
-    outs[static_cast<std::size_t>(l)] = p[0];
-    std::fprintf(stderr, "[launch] rank %d pid %d\n", rank, static_cast<int>(pid));
+      env.push_back(kv);
+    envs.push_back(std::move(env));
   }
+  WorkerGroup group;
+  group.start(program, argv_s, envs, a.node_rank * a.nproc, false);
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
-  std::vector<std::string> partial(static_cast<std::size_t>(a.nproc));
-  std::vector<bool> running(static_cast<std::size_t>(a.nproc), true), open(static_cast<std::size_t>(a.nproc), true);
-  int alive = a.nproc, first_failed = -1;
-  std::string failure;
+  int first_failed = -1;
   // Every rank that exited badly, in the order they were reaped. A rank killed by a signal is the
   // likely cause when its peers then fail on a broken connection, even when a peer is reaped first;
   // a signal the launcher sent itself (the rank outlived --grace) is not.
-  struct Failure {
-    int rank, status;
-    bool stopped_by_us;
-  };
-  std::vector<Failure> failures;
-  std::vector<int> sent(static_cast<std::size_t>(a.nproc), 0);  // the signal the launcher sent each rank
-  std::chrono::steady_clock::time_point stop_at{}, killed_at{};
+  std::vector<WorkerExit> failures;
+  std::chrono::steady_clock::time_point stop_at{};
   bool stopping = false;
-  auto flush_line = [&](int l, const std::string& line) {
-    std::printf("[rank %d] %s\n", a.node_rank * a.nproc + l, line.c_str());
-    std::fflush(stdout);
-  };
-  while (alive > 0 || std::count(open.begin(), open.end(), true) > 0) {
-    std::vector<pollfd> fds;
-    std::vector<int> which;
-    for (int l = 0; l < a.nproc; ++l)
-      if (open[static_cast<std::size_t>(l)]) {
-        fds.push_back({outs[static_cast<std::size_t>(l)], POLLIN, 0});
-        which.push_back(l);
-      }
-    ::poll(fds.data(), fds.size(), 50);
-    for (std::size_t i = 0; i < fds.size(); ++i) {
-      if (!fds[i].revents) continue;
-      const auto l = static_cast<std::size_t>(which[i]);
-      char buf[4096];
-      const ssize_t n = ::read(outs[l], buf, sizeof buf);
-      if (n <= 0) {
-        if (!partial[l].empty()) flush_line(which[i], partial[l]);
-        partial[l].clear();
-        open[l] = false;
-        ::close(outs[l]);
-        continue;
-      }
-      partial[l].append(buf, static_cast<std::size_t>(n));
-      std::size_t nl;
-      while ((nl = partial[l].find('\n')) != std::string::npos) {
-        flush_line(which[i], partial[l].substr(0, nl));
-        partial[l].erase(0, nl + 1);
-      }
-    }
-    for (int l = 0; l < a.nproc; ++l) {
-      const auto ul = static_cast<std::size_t>(l);
-      if (!running[ul]) continue;
-      int status = 0;
-      if (::waitpid(pids[ul], &status, WNOHANG) != pids[ul]) continue;
-      running[ul] = false;
-      --alive;
+  while (!group.done()) {
+    for (const WorkerExit& x : group.poll(std::chrono::milliseconds(50))) {
       // Ctrl-C at a terminal reaches the whole process group: ranks that died of SIGINT were
       // interrupted with the launcher (which may see their exit before its own signal), not failed.
-      if (WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) g_interrupted = 1;
+      if (WIFSIGNALED(x.status) && WTERMSIG(x.status) == SIGINT) g_interrupted = 1;
       if (g_interrupted) continue;
-      if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
-        failures.push_back({a.node_rank * a.nproc + l, status, sent[ul] != 0});
-      if ((WIFEXITED(status) && WEXITSTATUS(status) == 0) || first_failed >= 0) continue;
-      first_failed = a.node_rank * a.nproc + l;
-      failure = describe_status(status);
-      const std::string why = detail::cat("rank ", first_failed, " failed (", failure, ")");
-      if (server) server->abort(why);
+      if (!x.ok()) failures.push_back(x);
+      if (x.ok() || first_failed >= 0) continue;
+      first_failed = x.rank;
+      if (server) server->abort(detail::cat("rank ", first_failed, " failed (", describe_status(x.status), ")"));
       stopping = true;
       stop_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<long long>(a.grace_s * 1000));
     }
     if (g_interrupted && !stopping) {
       stopping = true;
-      failure = "interrupted";
       if (server) server->abort("the launcher was interrupted (Ctrl-C)");
-      for (int l = 0; l < a.nproc; ++l)
-        if (running[static_cast<std::size_t>(l)]) ::kill(pids[static_cast<std::size_t>(l)], SIGTERM);
-      stop_at = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+      group.stop();
     }
-    const auto now = std::chrono::steady_clock::now();
-    if (stopping && alive > 0 && now > stop_at && killed_at == std::chrono::steady_clock::time_point{}) {
-      // SIGCONT too: a stopped rank (SIGSTOP, a debugger detached) gets the SIGTERM now, not the
-      // SIGKILL 3 s later.
-      for (int l = 0; l < a.nproc; ++l)
-        if (running[static_cast<std::size_t>(l)]) {
-          ::kill(pids[static_cast<std::size_t>(l)], SIGTERM);
-          ::kill(pids[static_cast<std::size_t>(l)], SIGCONT);
-          sent[static_cast<std::size_t>(l)] = SIGTERM;
-        }
-      killed_at = now;
-    }
-    if (killed_at != std::chrono::steady_clock::time_point{} && now > killed_at + std::chrono::seconds(3))
-      for (int l = 0; l < a.nproc; ++l)
-        if (running[static_cast<std::size_t>(l)]) {
-          ::kill(pids[static_cast<std::size_t>(l)], SIGKILL);
-          sent[static_cast<std::size_t>(l)] = SIGKILL;
-        }
+    if (stopping && group.running() > 0 && std::chrono::steady_clock::now() > stop_at) group.stop();
   }
   if (g_interrupted && first_failed < 0) {
     std::fprintf(stderr, "tessera launch: interrupted; stopped all %d rank(s)\n", a.nproc);
@@ -279,24 +130,107 @@ int launch(const LaunchArgs& a) {
   return 0;
 }
 
+/// "N" or "MIN:MAX" of option `name`: {N, N} or {MIN, MAX}; refused unless 1 <= MIN <= MAX.
+std::pair<int, int> parse_range(const std::string& name, const std::string& text) {
+  const auto colon = text.find(':');
+  auto num = [&](const std::string& t) {
+    std::size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(t, &used);
+    } catch (const std::logic_error&) {
+      used = 0;
+    }
+    TESSERA_CHECK(used == t.size() && !t.empty(), name, " '", text, "': expected a number N or a range MIN:MAX, e.g. 2:4");
+    return v;
+  };
+  const int lo = num(text.substr(0, colon));
+  const int hi = colon == std::string::npos ? lo : num(text.substr(colon + 1));
+  TESSERA_CHECK(lo >= 1 && lo <= hi, name, " '", text, "': needs 1 <= MIN <= MAX");
+  return {lo, hi};
+}
+
+struct LaunchOptions {
+  std::string nproc = "1", nnodes = "1", join;
+  int node_rank = 0, max_restarts = 0;
+  double join_timeout_s = 30, heartbeat_timeout_s = 5;
+  std::string elastic_log, metrics_textfile;
+  LaunchArgs fixed;
+};
+
+/// Elastic when a size is a range, restarts are allowed or the launcher joins a running job;
+/// otherwise the fixed job as before.
+int launch_chosen(const LaunchOptions& o) {
+  const auto [p_lo, p_hi] = parse_range("--nproc", o.nproc);
+  const auto [n_lo, n_hi] = parse_range("--nnodes", o.nnodes);
+  const bool elastic = p_lo != p_hi || n_lo != n_hi || o.max_restarts > 0 || !o.join.empty();
+  if (!elastic) {
+    LaunchArgs a = o.fixed;
+    a.nproc = p_lo;
+    a.nnodes = n_lo;
+    a.node_rank = o.node_rank;
+    return launch(a);
+  }
+  TESSERA_CHECK(p_lo == p_hi || n_hi == 1, "launch: --nproc ", o.nproc, " with --nnodes ", o.nnodes,
+                ": give a range to one of them (ranks on one host, or launchers)");
+  TESSERA_CHECK(o.max_restarts >= 0, "launch: --max-restarts ", o.max_restarts, " must be >= 0");
+  TESSERA_CHECK(o.join_timeout_s > 0 && o.heartbeat_timeout_s > 0, "launch: --join-timeout and "
+                "--heartbeat-timeout must be > 0 seconds");
+  ElasticArgs e;
+  e.by_nodes = n_lo != n_hi;
+  e.min = e.by_nodes ? n_lo : p_lo;
+  e.max = e.by_nodes ? n_hi : p_hi;
+  e.nproc = p_hi;
+  e.max_restarts = o.max_restarts;
+  e.join_timeout_s = o.join_timeout_s;
+  e.heartbeat_timeout_s = o.heartbeat_timeout_s;
+  e.grace_s = o.fixed.grace_s;
+  e.member = !o.join.empty() || o.node_rank > 0;
+  e.endpoint = o.join.empty() ? o.fixed.endpoint : o.join;
+  e.command = o.fixed.command;
+  e.tessera_commands = o.fixed.tessera_commands;
+  e.elastic_log = o.elastic_log;
+  e.metrics_textfile = o.metrics_textfile;
+  return launch_elastic(e);
+}
+
 }  // namespace
 
 void add_launch_command(CLI::App& app, Action& action) {
-  auto a = std::make_shared<LaunchArgs>();
+  auto o = std::make_shared<LaunchOptions>();
+  LaunchArgs* a = &o->fixed;
   CLI::App* c = app.add_subcommand("launch", "Start the ranks of a job as processes (env:// rendezvous)");
-  c->add_option("--nproc-per-node,--nproc", a->nproc, "Ranks (processes) on this node")->capture_default_str();
-  c->add_option("--nnodes", a->nnodes, "Nodes in the job")->capture_default_str();
-  c->add_option("--node-rank", a->node_rank, "This node's index")->capture_default_str();
+  c->add_option("--nproc-per-node,--nproc", o->nproc,
+                "Ranks (processes) on this node; MIN:MAX makes an elastic job of MIN to MAX ranks")
+      ->capture_default_str();
+  c->add_option("--nnodes", o->nnodes, "Nodes (launchers) in the job; MIN:MAX: elastic, MIN to MAX launchers")
+      ->capture_default_str();
+  c->add_option("--node-rank", o->node_rank, "This node's index (elastic: 0 leads, others join)")->capture_default_str();
   c->add_option("--rdzv-endpoint", a->endpoint, "host:port of the store (served by node 0; port 0 = any)")
       ->capture_default_str();
   c->add_option("--grace", a->grace_s, "Seconds the other ranks get to stop by themselves after one failed")
       ->capture_default_str();
+  c->add_option("--max-restarts", o->max_restarts,
+                "Elastic: membership changes (a rank or launcher lost or joined) the job survives")
+      ->capture_default_str();
+  c->add_option("--join-timeout", o->join_timeout_s,
+                "Elastic: seconds a round waits for members (the first for MAX, later ones for MIN)")
+      ->capture_default_str();
+  c->add_option("--heartbeat-timeout", o->heartbeat_timeout_s,
+                "Elastic: a rank that sends no heartbeat for this long is lost (stopped or hung)")
+      ->capture_default_str();
+  c->add_option("--join", o->join,
+                "Elastic: join the job whose leading launcher serves HOST:PORT with this launcher's --nproc "
+                "ranks (TESSERA_RDZV_TOKEN must be the job's)");
+  c->add_option("--elastic-log", o->elastic_log, "Elastic (leader): write one JSON line per round here");
+  c->add_option("--metrics-textfile", o->metrics_textfile,
+                "Elastic (leader): the job's rounds, restarts and members as Prometheus text, rewritten per round");
   c->add_option("command", a->command,
-                 "What each rank runs, after --: a tessera command (train ...) or any program (python3 train.py)")
-      ->required();
-  c->callback([&app, &action, a] {
-    for (const CLI::App* sub : app.get_subcommands({})) a->tessera_commands.push_back(sub->get_name());
-    action = [a] { return launch(*a); };
+                 "What each rank runs, after --: a tessera command (train ...) or any program (python3 train.py); "
+                 "a launcher that joins takes the leader's");
+  c->callback([&app, &action, o] {
+    for (const CLI::App* sub : app.get_subcommands({})) o->fixed.tessera_commands.push_back(sub->get_name());
+    action = [o] { return launch_chosen(*o); };
   });
 }
 
