@@ -154,3 +154,21 @@ def test_prefetched_input_pipeline_equals_loading_in_the_step():
     assert [s["loss"] for s in plain["steps"]] != [s["loss"] for s in inline["steps"]]
     with pytest.raises(ValueError, match="prefetch"):
         tessera.train(prefetch=-2, **kw)
+
+
+def test_save_every_and_resume_auto_continue_the_run_bit_for_bit(tmp_path):
+    kw = dict(model="convnext-atto", input=(3, 32, 64), batch=2, steps=4, seed=5, threads=1, mesh="sp=2")
+    whole = tessera.train(**kw)
+    ck = str(tmp_path / "ck")
+    first = tessera.train(save=ck, save_every=1, keep_checkpoints=2, **{**kw, "steps": 4})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ck", "ck.step2", "ck.step3"]
+    # The final checkpoint is corrupted: resume auto skips it and takes ck.step3, so the one step
+    # left is step 3 again, equal to the uninterrupted run's.
+    data = bytearray((tmp_path / "ck").read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (tmp_path / "ck").write_bytes(bytes(data))
+    again = tessera.train(save=ck, resume="auto", **kw)
+    assert [s["step"] for s in again["steps"]] == [3]
+    assert again["steps"][0]["loss"] == whole["steps"][3]["loss"] == first["steps"][3]["loss"]
+    with pytest.raises(tessera.Error, match="save_every"):
+        tessera.train(save_every=2, **kw)

@@ -66,6 +66,8 @@ def train(
     metrics: str = "",
     save: str = "",
     resume: str = "",
+    save_every: int = 0,
+    keep_checkpoints: int = 3,
     device: str = "cpu",
     tf32: bool = False,
     precision: str = "fp32",
@@ -112,8 +114,11 @@ def train(
 
     Returns the run's summary (the JSON ``tessera train --json`` prints, as a dict):
     ``{"model", "mesh", "backend", "rank", "parameters", "wall_s", "steps": [...], "summary"}``.
-    ``momentum``, ``drop_path``, ``data``, ``bucket_mib``, ``metrics``, ``save`` and ``resume`` are
-    the options of ``tessera train`` of the same names.
+    ``momentum``, ``drop_path``, ``data``, ``bucket_mib``, ``metrics``, ``save``, ``resume``,
+    ``save_every`` and ``keep_checkpoints`` are the options of ``tessera train`` of the same names:
+    ``save_every=K`` also writes ``save + ".step<N>"`` every K steps (the newest
+    ``keep_checkpoints`` kept) and ``resume="auto"`` starts from the newest complete one (what an
+    elastic job's rounds do; docs/launching.md, "Elastic jobs").
 
     A diverged run (a step's loss or gradient is not finite, e.g. at too high an ``lr`` without
     ``clip``) raises :class:`tessera.NonFiniteError` (a ``FloatingPointError``) on every rank at
@@ -172,7 +177,7 @@ def train(
                   trace=trace, timeout_s=timeout_s, backend=backend, dtype=dtype, momentum=momentum,
                   drop_path=drop_path, data=data, prefetch=prefetch, loader_workers=loader_workers,
                   shuffle=shuffle, bucket_mib=bucket_mib, metrics=metrics, save=save,
-                  resume=resume, device="" if device == "cpu" else device, tf32=tf32,
+                  resume=resume, save_every=save_every, keep_checkpoints=keep_checkpoints, device="" if device == "cpu" else device, tf32=tf32,
                   precision=precision, loss_scale=str(loss_scale), grad_reduce_dtype=grad_reduce_dtype,
                   grad_compression=grad_compression, topk_ratio=topk_ratio, all_reduce=all_reduce,
                   node_dim=node_dim, alarm=alarm, metrics_port=metrics_port, metrics_textfile=metrics_textfile,
