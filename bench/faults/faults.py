@@ -30,6 +30,8 @@ import sys
 import tempfile
 import time
 
+import elastic_cases
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.dirname(os.path.dirname(HERE))
 ERROR = re.compile(r"error|fail|abort|timed out|never arrived|refused|lost|reset|no space|closed", re.I)
@@ -37,6 +39,7 @@ INJECTED = re.compile(r"TESSERA_FAULT=\S+: rank (\d+): .*\(unix time ([0-9.]+)\)
 STEPS_FAULTY = 8      # a faulty run's --steps (its fault comes at step 3)
 STEPS_GOOD = 2        # the good checkpoint's step
 HUNG_S = 90           # a run still going after this long is killed and reported as hung
+ELASTIC = {"elastic-kill", "elastic-stall", "elastic-add"}  # elastic_cases.py's
 
 
 def model_args(timeout_s):
@@ -366,13 +369,18 @@ class Bench:
 
     def run(self):
         ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphaned ranks come to us
+        only = set(self.a.only.split(",")) if self.a.only else None
+        results = [] if only and only <= ELASTIC else self.run_faults(only)
+        self.elastic = elastic_cases.Elastic(self).run(only)
+        return results
+
+    def run_faults(self, only):
         self.write_good(self.ckpt)
         good_sha = sha256(self.ckpt)
         results = []
         scen = self.scenarios()
         run_full, ck_full, how_full = self.disk_full()
         scen.append(("disk-full", "disk full while checkpointing (--save on a full filesystem)", how_full, run_full))
-        only = set(self.a.only.split(",")) if self.a.only else None
         for name, what, how, run in scen:
             if only and name not in only:
                 continue
@@ -457,7 +465,8 @@ def main():
     p.add_argument("--json", action="store_true")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--timeout", type=float, default=5)
-    p.add_argument("--only", default="", help="comma-separated scenario names")
+    p.add_argument("--only", default="", help="comma-separated scenario names (elastic-kill, elastic-stall, "
+                                              "elastic-add: elastic_cases.py)")
     p.add_argument("--logs", default="", help="write every run's output to DIR/<scenario>.<run>.log")
     a = p.parse_args()
     model = next((l.split(":", 1)[1].strip() for l in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
@@ -469,9 +478,15 @@ def main():
         b.cleanup()
     if a.json:
         print(json.dumps({"machine": model, "cores": os.cpu_count(), "timeout_s": a.timeout, "reps": a.reps,
-                          "date": time.strftime("%Y-%m-%d"), "scenarios": results}, indent=1))
-    else:
-        print(table(results, a, f"{model}, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}"))
+                          "date": time.strftime("%Y-%m-%d"), "scenarios": results, "elastic": b.elastic}, indent=1))
+        return
+    machine = f"{model}, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}"
+    if results:
+        print(table(results, a, machine))
+    if b.elastic:
+        print(("\n" if results else "") + f"tessera elastic cases: convnext-mini 3x32x128 --mesh dp=auto --batch 6, "
+              f"--save-every 2 --resume auto, --timeout {a.timeout} s unless named, {a.reps} runs each; {machine}\n")
+        print(elastic_cases.table(b.elastic, fmt))
 
 
 if __name__ == "__main__":

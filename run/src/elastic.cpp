@@ -137,6 +137,7 @@ std::string round_json(const RoundRecord& r) {
   j["first_step_s"] = time_or_null(r.first_step_s);
   j["resumed_step"] = r.resumed_step;
   j["last_step"] = r.last_step;
+  j["last_step_s"] = time_or_null(r.last_step_s);
   j["ended"] = r.ended;
   j["ended_s"] = r.ended_s;
   j["restart_s"] = time_or_null(r.restart_s);

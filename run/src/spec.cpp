@@ -396,7 +396,7 @@ const std::vector<Field>& fields() {
       {"init_from", &RunSpec::init_from,
        "Start from the weights of this .safetensors file (timm's pretrained ConvNeXt or RegNet, "
        "or a tessera export); a classifier of another class count is re-initialised. Not with "
-       "resume",
+       "a resume file; with resume auto, only while no checkpoint exists",
        [](RunSpec&) { return std::string(); }},
       {"metrics_port", &RunSpec::metrics_port,
        "Serve live Prometheus metrics on http://127.0.0.1:PORT/metrics while training (0: any free "

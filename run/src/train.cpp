@@ -158,15 +158,40 @@ void write_trace(const TrainSetup& cfg, const core::TraceRecorder& recorder, Tra
   core::write_file_atomic(res.trace_path, os.str());
 }
 
+/// A fault placed where this mesh never communicates would never fire, and a test or bench
+/// relying on it would silently measure nothing: refused.
+void check_fault_place(const FaultSpec& fault, const core::DeviceMesh& mesh) {
+  bool spatial = false, stages = false;
+  for (int d = 0; d < mesh.ndim(); ++d) {
+    const std::string& name = mesh.dim_name(d);
+    spatial = spatial || (name.rfind("sp", 0) == 0 && mesh.dim_size(d) > 1);
+    stages = stages || (name == "pp" && mesh.dim_size(d) > 1);
+  }
+  const bool halo =
+      fault.place == FaultSpec::Place::Forward || fault.place == FaultSpec::Place::Halo;
+  TESSERA_CHECK(!halo || spatial, kFaultVariable, "='", fault.text, "': mesh ", mesh.to_string(),
+                " shards no spatial dimension, so no rank exchanges halos and the fault would "
+                "never fire; place it at allreduce, or use a mesh with sp");
+  TESSERA_CHECK(fault.place != FaultSpec::Place::Pipeline || stages, kFaultVariable, "='",
+                fault.text, "': mesh ", mesh.to_string(),
+                " has no pipeline stages (pp), so the fault would never fire; place it at "
+                "allreduce, or use a mesh with pp");
+  TESSERA_CHECK(fault.place != FaultSpec::Place::AllReduce || mesh.size() > 1, kFaultVariable,
+                "='", fault.text, "': a one-rank run all-reduces nothing, so the fault would never "
+                "fire");
+}
+
 }  // namespace
 
 TrainResult train(const TrainSetup& cfg, const TrainCallbacks& callbacks) {
   const int n = cfg.mesh.size();
   // A malformed TESSERA_FAULT is refused before any rank starts (each rank reads it again).
-  if (const auto fault = fault_from_env())
+  if (const auto fault = fault_from_env()) {
     TESSERA_CHECK(fault->rank < n, kFaultVariable, "='", fault->text, "' names rank ", fault->rank,
                   " but mesh ", cfg.mesh.to_string(), " has ", n, " rank(s); expected ",
                   kFaultSyntax);
+    check_fault_place(*fault, cfg.mesh);
+  }
   auto dataset = make_dataset(cfg);
   compute::Registry computes;
   register_builtin_backends(computes);

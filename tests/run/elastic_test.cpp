@@ -185,6 +185,7 @@ TEST_CASE("an elastic round record is one line with every field of docs/records.
   r.first_step_s = 1765012351.654321;
   r.resumed_step = 200;
   r.last_step = 431;
+  r.last_step_s = 1765012998.25;
   r.ended = "rank 2 lost: killed by signal 9";
   r.ended_s = 1765012999.000001;
   r.restart_s = 7.75;
@@ -196,7 +197,7 @@ TEST_CASE("an elastic round record is one line with every field of docs/records.
 
   // The page's table, "number or null" read as number: every time here is known.
   auto doc = test::doc_fields(test::records_doc_text(), "Elastic round");
-  CHECK(doc.size() == 12);
+  CHECK(doc.size() == 13);
   for (auto& [field, d] : doc)
     if (d.type == "number or null") d.type = "number";
   CHECK(test::record_mismatches(j, doc).empty());
@@ -208,6 +209,7 @@ TEST_CASE("an elastic round record is one line with every field of docs/records.
   CHECK(j["first_step_s"].get<double>() == r.first_step_s);
   CHECK(j["resumed_step"] == 200);
   CHECK(j["last_step"] == 431);
+  CHECK(j["last_step_s"].get<double>() == r.last_step_s);
   CHECK(j["ended"] == r.ended);
   CHECK(j["ended_s"].get<double>() == r.ended_s);
   CHECK(j["restart_s"].get<double>() == 7.75);
@@ -215,13 +217,14 @@ TEST_CASE("an elastic round record is one line with every field of docs/records.
   CHECK(j["steps_lost"] == 37);
 
   SECTION("unknown times are null") {
-    r.first_step_s = r.restart_s = r.time_lost_s = -1;
+    r.first_step_s = r.last_step_s = r.restart_s = r.time_lost_s = -1;
     const Json u = Json::parse(run::round_json(r));
     CHECK(u["first_step_s"].is_null());
+    CHECK(u["last_step_s"].is_null());
     CHECK(u["restart_s"].is_null());
     CHECK(u["time_lost_s"].is_null());
     CHECK(u["started_s"].get<double>() == r.started_s);
-    CHECK(u.size() == 12);
+    CHECK(u.size() == 13);
   }
 }
 
@@ -229,9 +232,9 @@ TEST_CASE("the launcher's elastic series follow its rounds", "[run]") {
   // Three rounds: the first ended by a lost rank, the second by a joining member (its catch-up
   // was seen: 20.5 s lost, 30 steps), the third running, not yet back where the second was.
   std::vector<run::RoundRecord> rounds(3);
-  rounds[0] = {0, 4, 4, 100.0, 101.0, 0, 120, "rank 3 lost", 150.0, -1, -1, 0};
-  rounds[1] = {1, 3, 3, 151.0, 155.5, 100, 260, "member joined", 300.0, 5.5, 20.5, 20};
-  rounds[2] = {2, 4, 4, 301.0, -1, 250, 250, "", 0, -1, -1, 10};
+  rounds[0] = {0, 4, 4, 100.0, 101.0, 0, 120, 149.0, "rank 3 lost", 150.0, -1, -1, 0};
+  rounds[1] = {1, 3, 3, 151.0, 155.5, 100, 260, 299.0, "member joined", 300.0, 5.5, 20.5, 20};
+  rounds[2] = {2, 4, 4, 301.0, -1, 250, 250, 320.0, "", 0, -1, -1, 10};
   const std::map<std::string, Series> s =
       parse_prometheus(run::elastic_prometheus_text(rounds, 2, 3));
   const std::map<std::string, double> expected = {

@@ -236,13 +236,16 @@ void Leader::watch_progress(run::StoreServer& store, run::RoundRecord& rec) {
   }
   if (!read("tessera/progress", step, at)) return;
   rec.last_step = step;
+  rec.last_step_s = at;
   if (records_.empty() || rec.time_lost_s >= 0) return;
   const run::RoundRecord& prev = records_.back();
   if (rec.first_step_s >= 0 && rec.restart_s < 0) {
     rec.restart_s = rec.first_step_s - prev.ended_s;
     rec.steps_lost = std::max<std::int64_t>(0, prev.last_step - rec.resumed_step);
   }
-  if (step >= prev.last_step) rec.time_lost_s = at - prev.ended_s;
+  // From the last step known good: the part of a step cut short, the time until the loss was
+  // seen (a stall's heartbeat deadline) and the steps redone all count.
+  if (step >= prev.last_step) rec.time_lost_s = at - (prev.last_step_s >= 0 ? prev.last_step_s : prev.ended_s);
 }
 
 /// Whether a loss seen at `at` is one of those that ended the round: before it began ending, or
@@ -368,6 +371,13 @@ Outcome Leader::run_round(int r, run::RoundRecord& rec) {
     if (!s.joined.empty()) rec.ended += (rec.ended.empty() ? "" : "; ") + s.joined;
     shrink(s);
     return Outcome::Changed;
+  }
+  // The rank that failed first says so in the round's store ("rank 0 failed: <its error>")
+  // before it exits; the first exit reaped may be a peer's that stopped on that abort.
+  const std::string reason = store.abort_reason();
+  if (reason.rfind("rank ", 0) == 0 && reason.find(" failed: ") != std::string::npos) {
+    rec.ended = reason;
+    return Outcome::Failed;
   }
   for (const auto& x : s.exits)
     if (!x.ok()) {

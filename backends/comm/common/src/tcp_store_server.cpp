@@ -211,7 +211,8 @@ void TcpStoreServer::State::serve(int fd) {
       w.u8(static_cast<std::uint8_t>(wire::Reply::Error));
       w.str("store at port " + std::to_string(port) + " refused the join: " + refusal);
       wire::send_frame(fd, w.buf);
-      throw std::runtime_error(detail::cat("refused rank ", rank, ": ", refusal));
+      throw std::runtime_error(rank >= 0 ? detail::cat("refused rank ", rank, ": ", refusal)
+                                         : "refused a client (a launcher or a tool): " + refusal);
     }
     w.u8(static_cast<std::uint8_t>(wire::Reply::Ok));
     wire::send_frame(fd, w.buf);

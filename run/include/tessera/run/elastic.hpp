@@ -48,13 +48,15 @@ struct RoundRecord {
   double first_step_s = -1;      ///< unix time its first step completed (-1: none did)
   std::int64_t resumed_step = 0; ///< the step its ranks resumed from (0: from the start)
   std::int64_t last_step = 0;    ///< the last step it completed
+  double last_step_s = -1;       ///< unix time last_step completed (-1: no step did)
   std::string ended;             ///< "finished", or why it ended ("rank 2 lost: killed by signal 9")
   double ended_s = 0;            ///< unix time the event that ended it was seen
   /// From the event that ended the previous round to this round's first step (-1: first round,
   /// or no step completed).
   double restart_s = -1;
-  /// From that event until this round was back at the step the previous one had reached (-1: as
-  /// above, or it never got there).
+  /// From the previous round's last completed step until this round was back at that step: the
+  /// wall time the change cost (finding it, the restart, the steps redone); -1: as above, or it
+  /// never got there.
   double time_lost_s = -1;
   std::int64_t steps_lost = 0;   ///< the previous round's last step minus this round's resumed step
 };
