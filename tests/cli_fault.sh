@@ -22,6 +22,13 @@ done
 # (and its rank is not checked against this mesh).
 TESSERA_FAULT=kill:forward:step=1:rank=5:round=1 timeout 60 "$bin" train "${model[@]}" --steps 1 >"$tmp/round.out" 2>&1 ||
   fail "TESSERA_FAULT=...:round=1 fired (or was refused) outside an elastic round" "$tmp/round.out"
+# A place this mesh never communicates at would never fire: refused, naming why.
+TESSERA_FAULT=kill:forward:step=1:rank=1 timeout 60 "$bin" train "${model[@]/sp=2/dp=2}" --steps 1 >"$tmp/place.out" 2>&1
+[ $? -eq 1 ] && grep -q "mesh dp=2 shards no spatial dimension, so no rank exchanges halos" "$tmp/place.out" ||
+  fail "a forward fault on a dp-only mesh was not refused" "$tmp/place.out"
+TESSERA_FAULT=kill:pipeline:step=1:rank=1 timeout 60 "$bin" train "${model[@]}" --steps 1 >"$tmp/place.out" 2>&1
+[ $? -eq 1 ] && grep -q "has no pipeline stages (pp)" "$tmp/place.out" ||
+  fail "a pipeline fault on a mesh without pp was not refused" "$tmp/place.out"
 TESSERA_FAULT=kill:forward:step=1:rank=2 timeout 60 "$bin" train "${model[@]}" --steps 1 >"$tmp/rank.out" 2>&1
 [ $? -eq 1 ] && grep -q "names rank 2 but mesh sp=2 has 2 rank(s)" "$tmp/rank.out" || fail "rank 2 of 2 accepted" "$tmp/rank.out"
 
