@@ -86,7 +86,8 @@ FaultSpec parse_fault(const std::string& value) {
     start = colon + 1;
   }
   if (parts.size() != 4 && parts.size() != 5)
-    bad(value, detail::cat(parts.size(), " field(s) separated by ':', not 4 (or 5 with round=<R>)"));
+    bad(value,
+        detail::cat(parts.size(), " field(s) separated by ':', not 4 (or 5 with round=<R>)"));
   FaultSpec f;
   f.text = value;
   if (parts[0] == "kill")

@@ -8,8 +8,8 @@
 #include "fault_comm.hpp"
 #include "run_metrics.hpp"
 #include "tessera/comm/mesh_comm.hpp"
-#include "tessera/run/checkpoints.hpp"
 #include "tessera/core/tracing.hpp"
+#include "tessera/run/checkpoints.hpp"
 
 namespace tessera::run {
 
@@ -172,13 +172,13 @@ void RankLoop::resume() {
       notify(ctx_.callbacks, core::ReportLevel::Warning,
              "resume auto: skipping checkpoint '" + path + "': " + why);
     notify(ctx_.callbacks, core::ReportLevel::Info,
-           choice.path.empty()
-               ? "resume auto: no complete checkpoint among '" + save + "' and '" + save +
-                     ".step<N>'; starting at step 0"
-               : "resume auto: resuming from '" + choice.path + "' (step " +
-                     std::to_string(choice.step) + ")");
+           choice.path.empty() ? "resume auto: no complete checkpoint among '" + save + "' and '" +
+                                     save + ".step<N>'; starting at step 0"
+                               : "resume auto: resuming from '" + choice.path + "' (step " +
+                                     std::to_string(choice.step) + ")");
   }
-  if (!choice.path.empty()) trainer_.load(choice.path);
+  if (!choice.path.empty())
+    trainer_.load(choice.path);
   else if (!ctx_.setup.init_from.empty())
     init_weights();
 }

@@ -163,8 +163,8 @@ void with_world(const RunSpec& spec, const core::DeviceMesh& mesh, F check) {
   try {
     check();
   } catch (const InvalidArgument& e) {
-    throw InvalidArgument(detail::cat("with ", mesh.size(), " ranks, mesh ", spec.mesh,
-                                      " is ", mesh.to_string(), ": ", e.what()));
+    throw InvalidArgument(detail::cat("with ", mesh.size(), " ranks, mesh ", spec.mesh, " is ",
+                                      mesh.to_string(), ": ", e.what()));
   }
 }
 
@@ -341,9 +341,8 @@ TrainSetup resolve_train(const RunSpec& spec, bool check_backend) {
   c.metrics_port = spec.metrics_port;
   c.metrics_textfile = spec.metrics_textfile;
   // Validate the layout now, so a bad mesh or input fails before any thread starts.
-  with_world(spec, c.mesh, [&] {
-    nn::input_layout(c.mesh, t.shard, t.batch, t.input, t.model.total_stride());
-  });
+  with_world(spec, c.mesh,
+             [&] { nn::input_layout(c.mesh, t.shard, t.batch, t.input, t.model.total_stride()); });
   return c;
 }
 

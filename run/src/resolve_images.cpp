@@ -94,12 +94,11 @@ void resolve_image_folder(const RunSpec& spec, TrainSetup& c) {
 
 void check_init_from(const RunSpec& spec) {
   if (spec.init_from.empty()) return;
-  TESSERA_CHECK(
-      spec.resume.empty() || spec.resume == "auto", "init_from '", spec.init_from, "' and resume '",
-      spec.resume,
-      "': a resumed run continues from its checkpoint's own weights; give resume to "
-      "continue a run, or init_from to start a new one from pretrained weights, not both "
-      "(but with resume auto, which takes init_from while no checkpoint exists yet)");
+  TESSERA_CHECK(spec.resume.empty() || spec.resume == "auto", "init_from '", spec.init_from,
+                "' and resume '", spec.resume,
+                "': a resumed run continues from its checkpoint's own weights; give resume to "
+                "continue a run, or init_from to start a new one from pretrained weights, not both "
+                "(but with resume auto, which takes init_from while no checkpoint exists yet)");
   TESSERA_CHECK(std::filesystem::is_regular_file(spec.init_from), "init_from '", spec.init_from,
                 "': no such file; give a .safetensors file (timm's pretrained weights, or "
                 "`tessera export CHECKPOINT --to safetensors`)");

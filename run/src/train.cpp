@@ -95,7 +95,7 @@ TrainCallbacks with_progress(const TrainCallbacks& callbacks, comm::Store* store
   TrainCallbacks out = callbacks;
   if (!store) return out;
   out.on_step = [store, inner = callbacks.on_step, first = std::make_shared<bool>(true)](
-                   const std::vector<nn::StepStats>& ranks, const std::vector<Alarm>& fired) {
+                    const std::vector<nn::StepStats>& ranks, const std::vector<Alarm>& fired) {
     // StepStats::step is the index of the step just taken: step + 1 steps are done, the number a
     // checkpoint of this moment would hold as its "step".
     const std::string value = progress_value(ranks.front().step + 1);
@@ -129,8 +129,8 @@ void run_distributed(const RankContext& context) {
       context.result.trace_path = rank_trace_path(cfg.trace, info.rank);
     // One process per rank: each takes its own GPU (cuda:N is the first of this node's).
     const TrainCallbacks callbacks = with_progress(context.callbacks, job.rendezvous->store());
-    const RankContext ranked{cfg, context.dataset, context.computes, context.recorder, callbacks,
-                             context.result};
+    const RankContext ranked{cfg,       context.dataset, context.computes, context.recorder,
+                             callbacks, context.result};
     rank_loop(ranked, *world, cfg.device_index + info.local_rank, gather);
     world->barrier();
   } catch (const NonFiniteError&) {
@@ -176,8 +176,9 @@ void check_fault_place(const FaultSpec& fault, const core::DeviceMesh& mesh) {
                 fault.text, "': mesh ", mesh.to_string(),
                 " has no pipeline stages (pp), so the fault would never fire; place it at "
                 "allreduce, or use a mesh with pp");
-  TESSERA_CHECK(fault.place != FaultSpec::Place::AllReduce || mesh.size() > 1, kFaultVariable,
-                "='", fault.text, "': a one-rank run all-reduces nothing, so the fault would never "
+  TESSERA_CHECK(fault.place != FaultSpec::Place::AllReduce || mesh.size() > 1, kFaultVariable, "='",
+                fault.text,
+                "': a one-rank run all-reduces nothing, so the fault would never "
                 "fire");
 }
 

@@ -180,8 +180,8 @@ TEST_CASE("store: a client of another protocol version is refused, naming both v
   REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
   // A version-1 greeting (before Heartbeat): magic, then version, token, rank, rank flag.
   const std::string body = RawClient::u32(1) + RawClient::str("tok") + RawClient::i64(0) + "\1";
-  const std::string hello = RawClient::u32(0x52535354) +
-                            RawClient::u32(static_cast<std::uint32_t>(body.size())) + body;
+  const std::string hello =
+      RawClient::u32(0x52535354) + RawClient::u32(static_cast<std::uint32_t>(body.size())) + body;
   REQUIRE(::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL) == ssize_t(hello.size()));
   std::uint32_t n = 0;
   REQUIRE(::recv(fd, &n, 4, MSG_WAITALL) == 4);
@@ -203,7 +203,7 @@ TEST_CASE("store: a heartbeat for a rank not connected is answered and ignored",
   raw.request(std::string(1, '\7') + RawClient::i64(9));  // Heartbeat(9): no rank 9 here
   REQUIRE(raw.reply() == std::string(1, '\0'));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // four deadlines
-  REQUIRE(server.abort_reason() == "");                          // no deadline was set for it
+  REQUIRE(server.abort_reason() == "");                         // no deadline was set for it
   REQUIRE(server.ranks().empty());
 }
 

@@ -188,8 +188,9 @@ int main(int argc, char** argv) {
     seed("store_wire", "requests", std::string(1, '\0') + set + get + add + add + check + erase + check + bye);
     seed("store_wire", "rank-requests", std::string(1, '\2') + set + get + add + bye);
     seed("store_wire", "rank-heartbeats", std::string(1, '\6') + beat + set + beat + get + bye);
-    seed("store_wire", "greeting", std::string(1, '\1') + u32(0x52535354) +
-                                       frame(u32(2) + str("fuzz-token") + i64(3) + std::string(1, '\1')) + check + bye);
+    seed("store_wire", "greeting",
+         std::string(1, '\1') + u32(0x52535354) +
+             frame(u32(2) + str("fuzz-token") + i64(3) + std::string(1, '\1')) + check + bye);
   }
   std::printf("seeds written under %s\n", root.c_str());
   return 0;

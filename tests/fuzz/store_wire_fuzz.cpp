@@ -75,8 +75,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       opt.abort_on_rank_lost = false;
       opt.on_rank_lost = [&lost](int rank, const std::string& why) {
         if (++lost > 1)
-          tessera::fuzz::finding("store_wire", "rank " + std::to_string(rank) +
-                                                   " reported lost twice: " + why);
+          tessera::fuzz::finding("store_wire",
+                                 "rank " + std::to_string(rank) + " reported lost twice: " + why);
       };
     }
     tessera::comm::TcpStoreServer server(std::move(opt));

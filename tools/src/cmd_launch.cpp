@@ -91,7 +91,9 @@ int launch(const LaunchArgs& a) {
       if (!x.ok()) failures.push_back(x);
       if (x.ok() || first_failed >= 0) continue;
       first_failed = x.rank;
-      if (server) server->abort(detail::cat("rank ", first_failed, " failed (", describe_status(x.status), ")"));
+      if (server)
+        server->abort(
+            detail::cat("rank ", first_failed, " failed (", describe_status(x.status), ")"));
       stopping = true;
       stop_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<long long>(a.grace_s * 1000));
     }
@@ -141,7 +143,8 @@ std::pair<int, int> parse_range(const std::string& name, const std::string& text
     } catch (const std::logic_error&) {
       used = 0;
     }
-    TESSERA_CHECK(used == t.size() && !t.empty(), name, " '", text, "': expected a number N or a range MIN:MAX, e.g. 2:4");
+    TESSERA_CHECK(used == t.size() && !t.empty(), name, " '", text,
+                  "': expected a number N or a range MIN:MAX, e.g. 2:4");
     return v;
   };
   const int lo = num(text.substr(0, colon));
@@ -174,7 +177,8 @@ int launch_chosen(const LaunchOptions& o) {
   TESSERA_CHECK(p_lo == p_hi || n_hi == 1, "launch: --nproc ", o.nproc, " with --nnodes ", o.nnodes,
                 ": give a range to one of them (ranks on one host, or launchers)");
   TESSERA_CHECK(o.max_restarts >= 0, "launch: --max-restarts ", o.max_restarts, " must be >= 0");
-  TESSERA_CHECK(o.join_timeout_s > 0 && o.heartbeat_timeout_s > 0, "launch: --join-timeout and "
+  TESSERA_CHECK(o.join_timeout_s > 0 && o.heartbeat_timeout_s > 0,
+                "launch: --join-timeout and "
                 "--heartbeat-timeout must be > 0 seconds");
   ElasticArgs e;
   e.by_nodes = n_lo != n_hi;
@@ -203,9 +207,11 @@ void add_launch_command(CLI::App& app, Action& action) {
   c->add_option("--nproc-per-node,--nproc", o->nproc,
                 "Ranks (processes) on this node; MIN:MAX makes an elastic job of MIN to MAX ranks")
       ->capture_default_str();
-  c->add_option("--nnodes", o->nnodes, "Nodes (launchers) in the job; MIN:MAX: elastic, MIN to MAX launchers")
+  c->add_option("--nnodes", o->nnodes,
+                "Nodes (launchers) in the job; MIN:MAX: elastic, MIN to MAX launchers")
       ->capture_default_str();
-  c->add_option("--node-rank", o->node_rank, "This node's index (elastic: 0 leads, others join)")->capture_default_str();
+  c->add_option("--node-rank", o->node_rank, "This node's index (elastic: 0 leads, others join)")
+      ->capture_default_str();
   c->add_option("--rdzv-endpoint", a->endpoint, "host:port of the store (served by node 0; port 0 = any)")
       ->capture_default_str();
   c->add_option("--grace", a->grace_s, "Seconds the other ranks get to stop by themselves after one failed")
@@ -213,23 +219,29 @@ void add_launch_command(CLI::App& app, Action& action) {
   c->add_option("--max-restarts", o->max_restarts,
                 "Elastic: membership changes (a rank or launcher lost or joined) the job survives")
       ->capture_default_str();
-  c->add_option("--join-timeout", o->join_timeout_s,
-                "Elastic: seconds a round waits for members (the first for MAX, later ones for MIN)")
+  c->add_option(
+       "--join-timeout", o->join_timeout_s,
+       "Elastic: seconds a round waits for members (the first for MAX, later ones for MIN)")
       ->capture_default_str();
   c->add_option("--heartbeat-timeout", o->heartbeat_timeout_s,
                 "Elastic: a rank that sends no heartbeat for this long is lost (stopped or hung)")
       ->capture_default_str();
-  c->add_option("--join", o->join,
-                "Elastic: join the job whose leading launcher serves HOST:PORT with this launcher's --nproc "
-                "ranks (TESSERA_RDZV_TOKEN must be the job's)");
-  c->add_option("--elastic-log", o->elastic_log, "Elastic (leader): write one JSON line per round here");
+  c->add_option(
+      "--join", o->join,
+      "Elastic: join the job whose leading launcher serves HOST:PORT with this launcher's --nproc "
+      "ranks (TESSERA_RDZV_TOKEN must be the job's)");
+  c->add_option("--elastic-log", o->elastic_log,
+                "Elastic (leader): write one JSON line per round here");
   c->add_option("--metrics-textfile", o->metrics_textfile,
-                "Elastic (leader): the job's rounds, restarts and members as Prometheus text, rewritten per round");
+                "Elastic (leader): the job's rounds, restarts and members as Prometheus text, "
+                "rewritten per round");
   c->add_option("command", a->command,
-                 "What each rank runs, after --: a tessera command (train ...) or any program (python3 train.py); "
-                 "a launcher that joins takes the leader's");
+                "What each rank runs, after --: a tessera command (train ...) or any program "
+                "(python3 train.py); "
+                "a launcher that joins takes the leader's");
   c->callback([&app, &action, o] {
-    for (const CLI::App* sub : app.get_subcommands({})) o->fixed.tessera_commands.push_back(sub->get_name());
+    for (const CLI::App* sub : app.get_subcommands({}))
+      o->fixed.tessera_commands.push_back(sub->get_name());
     action = [o] { return launch_chosen(*o); };
   });
 }

@@ -55,11 +55,11 @@ enum class Outcome { Finished, Changed, Failed, Interrupted };
 /// One round's ranks as the leader follows them.
 struct RoundState {
   rounds::Plan plan;
-  std::map<int, int> member_of;                 ///< rank → member id
-  std::set<int> pending;                        ///< ranks not yet ended
-  std::vector<WorkerExit> exits;                ///< in the order seen
-  std::map<int, std::string> lost;              ///< rank → why (the store's word, a signal, its member)
-  std::string joined;                           ///< why it ends for a joiner ("" none)
+  std::map<int, int> member_of;     ///< rank → member id
+  std::set<int> pending;            ///< ranks not yet ended
+  std::vector<WorkerExit> exits;    ///< in the order seen
+  std::map<int, std::string> lost;  ///< rank → why (the store's word, a signal, its member)
+  std::string joined;               ///< why it ends for a joiner ("" none)
   bool ending = false, interrupted = false, ended_key = false;
   Clock::time_point stop_at{};
 };
@@ -76,7 +76,8 @@ class Leader {
   bool gather(int round);
   rounds::Plan make_plan(int round) const;
   Outcome run_round(int round, run::RoundRecord& rec);
-  void follow(RoundState& s, WorkerGroup& group, run::StoreServer& store, run::RoundRecord& rec, int r);
+  void follow(RoundState& s, WorkerGroup& group, run::StoreServer& store, run::RoundRecord& rec,
+              int r);
   void watch_progress(run::StoreServer& store, run::RoundRecord& rec);
   void begin_end(RoundState& s, run::StoreServer& store, const std::string& why, bool at_once);
   void record(const run::RoundRecord& rec);
@@ -94,11 +95,13 @@ class Leader {
 };
 
 Leader::Leader(const ElasticArgs& a) : a_(a) {
-  TESSERA_CHECK(!a.command.empty(), "launch: nothing to run; e.g. tessera launch --nproc 2:3 --max-restarts 3 -- "
+  TESSERA_CHECK(!a.command.empty(),
+                "launch: nothing to run; e.g. tessera launch --nproc 2:3 --max-restarts 3 -- "
                 "train --backend ucx --mesh dp=auto --save ck --save-every 5 --resume auto");
   program_ = resolve_program(a.command, a.tessera_commands);
   const auto colon = a.endpoint.rfind(':');
-  TESSERA_CHECK(colon != std::string::npos, "--rdzv-endpoint '", a.endpoint, "': expected host:port");
+  TESSERA_CHECK(colon != std::string::npos, "--rdzv-endpoint '", a.endpoint,
+                "': expected host:port");
   host_ = a.endpoint.substr(0, colon);
   bind_ = a.by_nodes ? "0.0.0.0" : host_;
   const char* t = std::getenv("TESSERA_RDZV_TOKEN");
@@ -119,7 +122,8 @@ Leader::Leader(const ElasticArgs& a) : a_(a) {
   std::fprintf(stderr,
                "[launch] elastic job: %d to %d %s, up to %d restart(s); launchers join with "
                "`tessera launch --join %s:%d --nproc K` and this job's TESSERA_RDZV_TOKEN%s\n",
-               a.min, a.max, a.by_nodes ? "launchers" : "ranks", a.max_restarts, host_.c_str(), agents_->port(),
+               a.min, a.max, a.by_nodes ? "launchers" : "ranks", a.max_restarts, host_.c_str(),
+               agents_->port(),
                t && *t ? "" : " (none was set: this one is random, so no launcher can join)");
 }
 
@@ -147,7 +151,8 @@ void Leader::take_lost_members(RoundState& s) {
     it->second.alive = false;
     std::fprintf(stderr, "[launch] launcher %d lost: %s\n", id, why.c_str());
     for (auto [rank, m] : s.member_of)
-      if (m == id && s.pending.erase(rank)) s.lost[rank] = detail::cat("its launcher ", id, " was lost");
+      if (m == id && s.pending.erase(rank))
+        s.lost[rank] = detail::cat("its launcher ", id, " was lost");
   }
 }
 
@@ -167,7 +172,8 @@ int Leader::usable_world() const {
 
 /// Waits for members: the first round up to --join-timeout for MAX, later rounds only until MIN.
 bool Leader::gather(int round) {
-  const auto deadline = Clock::now() + std::chrono::milliseconds(std::llround(a_.join_timeout_s * 1000));
+  const auto deadline =
+      Clock::now() + std::chrono::milliseconds(std::llround(a_.join_timeout_s * 1000));
   for (;;) {
     take_joiners();
     RoundState none;
@@ -206,7 +212,8 @@ rounds::Plan Leader::make_plan(int round) const {
   return p;
 }
 
-void Leader::begin_end(RoundState& s, run::StoreServer& store, const std::string& why, bool at_once) {
+void Leader::begin_end(RoundState& s, run::StoreServer& store, const std::string& why,
+                       bool at_once) {
   const auto soon = Clock::now() + std::chrono::seconds(3);
   if (s.ending) {
     if (at_once) s.stop_at = std::min(s.stop_at, soon);
@@ -218,7 +225,8 @@ void Leader::begin_end(RoundState& s, run::StoreServer& store, const std::string
   // a fraction of a second of the abort (a rank writing a checkpoint finishes it first), and any
   // still running after 3 s are stopped. A program's own error gets --grace, as without
   // elasticity.
-  s.stop_at = at_once ? soon : Clock::now() + std::chrono::milliseconds(std::llround(a_.grace_s * 1000));
+  s.stop_at =
+      at_once ? soon : Clock::now() + std::chrono::milliseconds(std::llround(a_.grace_s * 1000));
 }
 
 void Leader::watch_progress(run::StoreServer& store, run::RoundRecord& rec) {
@@ -245,7 +253,8 @@ void Leader::watch_progress(run::StoreServer& store, run::RoundRecord& rec) {
   }
   // From the last step known good: the part of a step cut short, the time until the loss was
   // seen (a stall's heartbeat deadline) and the steps redone all count.
-  if (step >= prev.last_step) rec.time_lost_s = at - (prev.last_step_s >= 0 ? prev.last_step_s : prev.ended_s);
+  if (step >= prev.last_step)
+    rec.time_lost_s = at - (prev.last_step_s >= 0 ? prev.last_step_s : prev.ended_s);
 }
 
 /// Whether a loss seen at `at` is one of those that ended the round: before it began ending, or
@@ -255,7 +264,8 @@ bool counts(const RoundState& s, const run::RoundRecord& rec, double at = rounds
   return !s.ending || at <= rec.ended_s + 0.5;
 }
 
-void Leader::follow(RoundState& s, WorkerGroup& group, run::StoreServer& store, run::RoundRecord& rec, int r) {
+void Leader::follow(RoundState& s, WorkerGroup& group, run::StoreServer& store,
+                    run::RoundRecord& rec, int r) {
   while (!s.pending.empty()) {
     std::vector<WorkerExit> seen = group.poll(std::chrono::milliseconds(50));
     {
@@ -271,15 +281,18 @@ void Leader::follow(RoundState& s, WorkerGroup& group, run::StoreServer& store, 
     }
     for (int rank : std::set<int>(s.pending))
       if (s.member_of[rank] != 0)
-        if (auto v = agents_->get(rounds::exit_key(r, rank))) seen.push_back({rank, std::stoi(*v), false});
+        if (auto v = agents_->get(rounds::exit_key(r, rank)))
+          seen.push_back({rank, std::stoi(*v), false});
     for (const WorkerExit& x : seen) {
       if (!s.pending.erase(x.rank)) continue;
       s.exits.push_back(x);
-      if (WIFSIGNALED(x.status) && !x.stopped_by_us && WTERMSIG(x.status) != SIGINT && counts(s, rec))
+      if (WIFSIGNALED(x.status) && !x.stopped_by_us && WTERMSIG(x.status) != SIGINT &&
+          counts(s, rec))
         s.lost.emplace(x.rank, describe_status(x.status));
       if (!x.ok() && !s.ending) {
         rec.ended_s = rounds::unix_now();
-        begin_end(s, store, detail::cat("rank ", x.rank, " ended (", describe_status(x.status), ")"),
+        begin_end(s, store,
+                  detail::cat("rank ", x.rank, " ended (", describe_status(x.status), ")"),
                   WIFSIGNALED(x.status));
       }
     }
@@ -301,8 +314,8 @@ void Leader::follow(RoundState& s, WorkerGroup& group, run::StoreServer& store, 
       s.stop_at = Clock::now();
     }
     // Only lost ranks left: a stalled one never ends by itself, so there is nothing to wait for.
-    if (s.ending && std::all_of(s.pending.begin(), s.pending.end(),
-                                [&](int x) { return s.lost.count(x) > 0; }))
+    if (s.ending &&
+        std::all_of(s.pending.begin(), s.pending.end(), [&](int x) { return s.lost.count(x) > 0; }))
       s.stop_at = std::min(s.stop_at, Clock::now());
     if (s.ending && Clock::now() > s.stop_at && !s.ended_key) {
       s.ended_key = true;
@@ -326,7 +339,9 @@ Outcome Leader::run_round(int r, run::RoundRecord& rec) {
     std::lock_guard lock(ev->mu);
     ev->lost_ranks.push_back({rank, why, rounds::unix_now()});
   };
-  so.log = [r](const std::string& m) { std::fprintf(stderr, "[launch] round %d store: %s\n", r, m.c_str()); };
+  so.log = [r](const std::string& m) {
+    std::fprintf(stderr, "[launch] round %d store: %s\n", r, m.c_str());
+  };
   run::StoreServer store(so);
   s.plan.port = store.port();
   for (const auto& part : s.plan.parts)
@@ -341,9 +356,10 @@ Outcome Leader::run_round(int r, run::RoundRecord& rec) {
   agents_->set(rounds::round_key(r), s.plan.encode());
   agents_->set(rounds::kLatestKey, std::to_string(r));
   std::string who;
-  for (const auto& p : s.plan.parts) who += detail::cat(who.empty() ? "" : ", ", "launcher ", p.member, ": ", p.count);
-  std::fprintf(stderr, "[launch] round %d: %d rank(s) (%s), restarts used %d of %d\n", r, s.plan.world,
-               who.c_str(), restarts_, a_.max_restarts);
+  for (const auto& p : s.plan.parts)
+    who += detail::cat(who.empty() ? "" : ", ", "launcher ", p.member, ": ", p.count);
+  std::fprintf(stderr, "[launch] round %d: %d rank(s) (%s), restarts used %d of %d\n", r,
+               s.plan.world, who.c_str(), restarts_, a_.max_restarts);
   WorkerGroup group;
   if (const auto* own = s.plan.part_of(0)) {
     std::vector<std::vector<std::string>> envs;
@@ -354,7 +370,8 @@ Outcome Leader::run_round(int r, run::RoundRecord& rec) {
   follow(s, group, store, rec, r);
   watch_progress(store, rec);
   // Every rank of the plan ended well: the job is done, whatever a store saw of their exits.
-  const auto ok = std::count_if(s.exits.begin(), s.exits.end(), [](const WorkerExit& x) { return x.ok(); });
+  const auto ok =
+      std::count_if(s.exits.begin(), s.exits.end(), [](const WorkerExit& x) { return x.ok(); });
   if (s.interrupted) return Outcome::Interrupted;
   if (ok == s.plan.world) {
     rec.ended = "finished";
@@ -435,24 +452,27 @@ int Leader::run() {
   for (int r = 0;; ++r) {
     if (!gather(r)) {
       if (g_stop) return finish(130, "interrupted while waiting for members");
-      return finish(1, detail::cat("round ", r, ": fewer than ", a_.min, a_.by_nodes ? " launchers" : " ranks",
-                                   " (the MIN of ", a_.by_nodes ? "--nnodes" : "--nproc", ") within --join-timeout ",
+      return finish(1, detail::cat("round ", r, ": fewer than ", a_.min,
+                                   a_.by_nodes ? " launchers" : " ranks", " (the MIN of ",
+                                   a_.by_nodes ? "--nnodes" : "--nproc", ") within --join-timeout ",
                                    a_.join_timeout_s, " s; stopped"));
     }
     run::RoundRecord rec;
     const Outcome o = run_round(r, rec);
     record(rec);
-    if (o == Outcome::Finished) return finish(0, detail::cat("finished in round ", r, " after ", restarts_, " restart(s)"));
+    if (o == Outcome::Finished)
+      return finish(0, detail::cat("finished in round ", r, " after ", restarts_, " restart(s)"));
     if (o == Outcome::Interrupted) return finish(130, "interrupted; stopped every rank");
     if (o == Outcome::Failed)
-      return finish(1, rec.ended + "; stopped the other ranks (an error of the program, not of membership: "
-                                  "no restart)");
+      return finish(1, rec.ended +
+                           "; stopped the other ranks (an error of the program, not of membership: "
+                           "no restart)");
     if (restarts_ == a_.max_restarts)
-      return finish(1, detail::cat("round ", r, " ended (", rec.ended, ") but --max-restarts ", a_.max_restarts,
-                                   " are used up; stopped"));
+      return finish(1, detail::cat("round ", r, " ended (", rec.ended, ") but --max-restarts ",
+                                   a_.max_restarts, " are used up; stopped"));
     ++restarts_;
-    std::fprintf(stderr, "[launch] round %d ended: %s; restart %d of %d\n", r, rec.ended.c_str(), restarts_,
-                 a_.max_restarts);
+    std::fprintf(stderr, "[launch] round %d ended: %s; restart %d of %d\n", r, rec.ended.c_str(),
+                 restarts_, a_.max_restarts);
   }
 }
 

@@ -21,9 +21,9 @@ volatile sig_atomic_t g_member_stop = 0;
 void on_member_signal(int) { g_member_stop = 1; }
 
 /// Runs this member's part of `plan` until every one of its ranks ended; each end is reported.
-void run_part(run::StoreClient& store, const rounds::Plan& plan, const rounds::Plan::Part& part, int r,
-              const std::pair<std::string, std::vector<std::string>>& program, const std::string& host,
-              const std::string& token) {
+void run_part(run::StoreClient& store, const rounds::Plan& plan, const rounds::Plan::Part& part,
+              int r, const std::pair<std::string, std::vector<std::string>>& program,
+              const std::string& host, const std::string& token) {
   std::vector<std::vector<std::string>> envs;
   for (int l = 0; l < part.count; ++l)
     envs.push_back(rounds::rank_env(inherited_env(), plan, part, l, host, token));
@@ -49,7 +49,8 @@ int run_member(const ElasticArgs& a) {
   const std::string host = a.endpoint.substr(0, colon);
   const int port = std::stoi(a.endpoint.substr(colon + 1));
   const char* t = std::getenv("TESSERA_RDZV_TOKEN");
-  TESSERA_CHECK(t && *t, "launch --join: set TESSERA_RDZV_TOKEN to the job's token (the leading launcher's)");
+  TESSERA_CHECK(
+      t && *t, "launch --join: set TESSERA_RDZV_TOKEN to the job's token (the leading launcher's)");
   run::StoreClient::Options co;
   co.host = host;
   co.port = port;
@@ -58,14 +59,17 @@ int run_member(const ElasticArgs& a) {
   const int id = static_cast<int>(store.add(rounds::kMembersKey, 1));
   co.rank = id;  // the leader's agent store watches this connection: closing it means "lost"
   run::StoreClient watched(co);
-  const auto latest = store.check(rounds::kLatestKey) ? std::stoi(store.get(rounds::kLatestKey, std::chrono::seconds(5))) : -1;
+  const auto latest = store.check(rounds::kLatestKey)
+                          ? std::stoi(store.get(rounds::kLatestKey, std::chrono::seconds(5)))
+                          : -1;
   store.set(rounds::member_key(id), std::to_string(a.nproc));
-  const auto command = a.command.empty()
-                           ? rounds::split_words(store.get(rounds::kCommandKey, std::chrono::seconds(10)))
-                           : a.command;
+  const auto command =
+      a.command.empty()
+          ? rounds::split_words(store.get(rounds::kCommandKey, std::chrono::seconds(10)))
+          : a.command;
   const auto program = resolve_program(command, a.tessera_commands);
-  std::fprintf(stderr, "[launch] joined the job at %s as launcher %d with %d rank(s)\n", a.endpoint.c_str(), id,
-               a.nproc);
+  std::fprintf(stderr, "[launch] joined the job at %s as launcher %d with %d rank(s)\n",
+               a.endpoint.c_str(), id, a.nproc);
   struct sigaction sa {};
   sa.sa_handler = on_member_signal;
   ::sigaction(SIGINT, &sa, nullptr);
@@ -85,10 +89,13 @@ int run_member(const ElasticArgs& a) {
       ::usleep(50000);
       continue;
     }
-    const auto plan = rounds::Plan::decode(store.get(rounds::round_key(r), std::chrono::seconds(5)));
-    if (const auto* part = plan.part_of(id)) run_part(store, plan, *part, r, program, host, co.token);
+    const auto plan =
+        rounds::Plan::decode(store.get(rounds::round_key(r), std::chrono::seconds(5)));
+    if (const auto* part = plan.part_of(id))
+      run_part(store, plan, *part, r, program, host, co.token);
     else
-      std::fprintf(stderr, "[launch] round %d: the job is full; this launcher waits for the next\n", r);
+      std::fprintf(stderr, "[launch] round %d: the job is full; this launcher waits for the next\n",
+                   r);
     ++r;
   }
 }

@@ -32,14 +32,22 @@ Plan Plan::decode(const std::string& text) {
       TESSERA_CHECK(eq != std::string::npos, "no '='");
       const std::string k = line.substr(0, eq), v = line.substr(eq + 1);
       ++seen;
-      if (k == "port") p.port = std::stoi(v);
-      else if (k == "world") p.world = std::stoi(v);
-      else if (k == "heartbeat_ms") p.heartbeat_ms = std::stoi(v);
-      else if (k == "round") p.figures.round = std::stoi(v);
-      else if (k == "restarts") p.figures.restarts = std::stoi(v);
-      else if (k == "max_restarts") p.figures.max_restarts = std::stoi(v);
-      else if (k == "time_lost_s") p.figures.time_lost_s = std::stod(v);
-      else if (k == "steps_lost") p.figures.steps_lost = std::stoll(v);
+      if (k == "port")
+        p.port = std::stoi(v);
+      else if (k == "world")
+        p.world = std::stoi(v);
+      else if (k == "heartbeat_ms")
+        p.heartbeat_ms = std::stoi(v);
+      else if (k == "round")
+        p.figures.round = std::stoi(v);
+      else if (k == "restarts")
+        p.figures.restarts = std::stoi(v);
+      else if (k == "max_restarts")
+        p.figures.max_restarts = std::stoi(v);
+      else if (k == "time_lost_s")
+        p.figures.time_lost_s = std::stod(v);
+      else if (k == "steps_lost")
+        p.figures.steps_lost = std::stoll(v);
       else if (k == "parts") {
         std::istringstream ps(v);
         std::string item;

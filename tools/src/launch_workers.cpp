@@ -25,7 +25,8 @@ bool WorkerExit::ok() const { return WIFEXITED(status) && WEXITSTATUS(status) ==
 
 std::string describe_status(int status) {
   if (WIFSIGNALED(status))
-    return detail::cat("killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
+    return detail::cat("killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)),
+                       ")");
   return detail::cat("exit code ", WEXITSTATUS(status));
 }
 
@@ -73,7 +74,8 @@ void WorkerGroup::start(const std::string& program, const std::vector<std::strin
     pr.out = p[0];
     pr.running = pr.open = true;
     procs_.push_back(std::move(pr));
-    std::fprintf(stderr, "[launch] rank %d pid %d\n", first_rank + static_cast<int>(l), static_cast<int>(pid));
+    std::fprintf(stderr, "[launch] rank %d pid %d\n", first_rank + static_cast<int>(l),
+                 static_cast<int>(pid));
   }
 }
 
@@ -122,7 +124,8 @@ std::vector<WorkerExit> WorkerGroup::poll(std::chrono::milliseconds wait) {
     exits.push_back({p.rank, status, p.sent != 0});
   }
   const auto now = std::chrono::steady_clock::now();
-  if (killed_at_ != std::chrono::steady_clock::time_point{} && now > killed_at_ + std::chrono::seconds(3))
+  if (killed_at_ != std::chrono::steady_clock::time_point{} &&
+      now > killed_at_ + std::chrono::seconds(3))
     for (auto& p : procs_)
       if (p.running && p.sent != SIGKILL) {
         ::kill(p.pid, SIGKILL);
@@ -140,7 +143,8 @@ void WorkerGroup::stop() {
       ::kill(p.pid, SIGCONT);
       p.sent = SIGTERM;
     }
-  if (killed_at_ == std::chrono::steady_clock::time_point{}) killed_at_ = std::chrono::steady_clock::now();
+  if (killed_at_ == std::chrono::steady_clock::time_point{})
+    killed_at_ = std::chrono::steady_clock::now();
 }
 
 int WorkerGroup::running() const {
@@ -168,7 +172,8 @@ std::pair<std::string, std::vector<std::string>> resolve_program(
     return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
   };
   const std::string& first = command.front();
-  if (std::find(tessera_commands.begin(), tessera_commands.end(), first) != tessera_commands.end()) {
+  if (std::find(tessera_commands.begin(), tessera_commands.end(), first) !=
+      tessera_commands.end()) {
     std::vector<std::string> argv = {"/proc/self/exe"};
     argv.insert(argv.end(), command.begin(), command.end());
     return {"/proc/self/exe", argv};
@@ -193,7 +198,8 @@ std::pair<std::string, std::vector<std::string>> resolve_program(
   for (const auto& c : tessera_commands) known += (known.empty() ? "" : ", ") + c;
   TESSERA_CHECK(!path.empty() && runnable(path), "launch: '", first,
                 "' is neither a tessera command (", known, ") nor an executable program",
-                first.find('/') != std::string::npos ? "" : " on PATH", "; e.g. tessera launch --nproc 2 -- python3 train.py");
+                first.find('/') != std::string::npos ? "" : " on PATH",
+                "; e.g. tessera launch --nproc 2 -- python3 train.py");
   return {path, command};
 }
 
@@ -210,7 +216,6 @@ std::string fresh_token() {
   return t;
 }
 
-
 std::vector<std::string> inherited_env() {
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) {
@@ -218,7 +223,8 @@ std::vector<std::string> inherited_env() {
     const std::string k = kv.substr(0, kv.find('='));
     if (k == "RANK" || k == "WORLD_SIZE" || k == "LOCAL_RANK" || k == "LOCAL_WORLD_SIZE" ||
         k == "MASTER_ADDR" || k == "MASTER_PORT" || k == "TESSERA_RDZV_TOKEN" ||
-        k == "TESSERA_RDZV_HOSTED" || k == "TESSERA_HEARTBEAT_MS" || k.rfind("TESSERA_ELASTIC_", 0) == 0)
+        k == "TESSERA_RDZV_HOSTED" || k == "TESSERA_HEARTBEAT_MS" ||
+        k.rfind("TESSERA_ELASTIC_", 0) == 0)
       continue;
     env.push_back(kv);
   }

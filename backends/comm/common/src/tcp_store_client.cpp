@@ -91,10 +91,9 @@ void TcpStoreClient::start_heartbeats() {
   const int fd = open_connection(false);
   heartbeat_ = std::make_unique<Heartbeat>();
   heartbeat_->fd = fd;
-  heartbeat_->thread = std::thread([hb = heartbeat_.get(), rank = options_.rank,
-                                    interval = options_.heartbeat_interval] {
-    hb->beat(rank, interval);
-  });
+  heartbeat_->thread =
+      std::thread([hb = heartbeat_.get(), rank = options_.rank,
+                   interval = options_.heartbeat_interval] { hb->beat(rank, interval); });
 }
 
 void TcpStoreClient::stop_heartbeats() noexcept {

@@ -85,7 +85,7 @@ namespace {
 // A Get deadline beyond this many milliseconds (about 100 years) is no deadline: now + it would
 // overflow the clock's nanoseconds (found by tests/fuzz/store_wire_fuzz.cpp).
 constexpr std::int64_t kForeverMs = std::int64_t{100} * 365 * 24 * 3600 * 1000;
-}
+}  // namespace
 
 void TcpStoreServer::State::handle(int fd, const std::string& body, std::string& reply, bool& bye) {
   (void)fd;
@@ -203,8 +203,10 @@ void TcpStoreServer::State::serve(int fd) {
       refusal = "wrong token: every rank must use this job's token (TESSERA_RDZV_TOKEN)";
     if (refusal.empty() && rank_conn) {
       std::lock_guard lock(mu);
-      if (rank_fds.count(rank)) refusal = detail::cat("rank ", rank, " joined twice");
-      else rank_fds[rank] = fd;
+      if (rank_fds.count(rank))
+        refusal = detail::cat("rank ", rank, " joined twice");
+      else
+        rank_fds[rank] = fd;
     }
     if (!refusal.empty()) {
       rank_conn = false;

@@ -227,7 +227,8 @@ void Context::shutdown() noexcept {
   // A live peer completes the flush within microseconds; a dead one never does. In a job that
   // has aborted (a peer died: the usual reason) nothing sent still matters, so its ranks wait a
   // quarter second, not two, before they go: an elastic job's next round starts that much sooner.
-  const auto deadline = Clock::now() + (force ? std::chrono::milliseconds(250) : std::chrono::milliseconds(2000));
+  const auto deadline =
+      Clock::now() + (force ? std::chrono::milliseconds(250) : std::chrono::milliseconds(2000));
   for (void* r : closing) {
     while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < deadline)
       ucp_worker_progress(worker_);

@@ -69,8 +69,8 @@ struct TrainSetup {
   /// classes); null for other data.
   std::shared_ptr<const data::Dataset> images;
   std::string save, resume, trace, metrics;  ///< resume "auto": run/checkpoints.hpp chooses
-  int save_every = 0;        ///< with save: also save SAVE.step<N> every this many steps; 0 off
-  int keep_checkpoints = 3;  ///< the SAVE.step<N> files save_every keeps, newest first
+  int save_every = 0;            ///< with save: also save SAVE.step<N> every this many steps; 0 off
+  int keep_checkpoints = 3;      ///< the SAVE.step<N> files save_every keeps, newest first
   std::string init_from;         ///< weights to start from (.safetensors), "" for none
   int metrics_port = -1;         ///< live Prometheus metrics on 127.0.0.1 (0: any free port; -1: off)
   std::string metrics_textfile;  ///< the same text, written atomically after every step

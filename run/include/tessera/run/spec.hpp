@@ -77,7 +77,7 @@ struct RunSpec {
   std::string metrics, save, resume;
   /// with save: also write the checkpoint every K steps as SAVE.step<N> (0: off)
   int save_every = 0;
-  int keep_checkpoints = 3;  ///< how many SAVE.step<N> files save_every keeps, newest first
+  int keep_checkpoints = 3;          ///< how many SAVE.step<N> files save_every keeps, newest first
   std::string init_from;             ///< training: start from these weights (.safetensors)
   int metrics_port = -1;             ///< training: live Prometheus metrics on 127.0.0.1:PORT (0: any free port; -1: off)
   std::string metrics_textfile;      ///< training: the same, written to this file after every step
