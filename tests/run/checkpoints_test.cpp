@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "run/tiny_spec.hpp"
 #include "run/expect.hpp"
 #include "support/catch.hpp"
 #include "support/test_utils.hpp"
@@ -168,19 +169,6 @@ TEST_CASE("pruning keeps the newest step checkpoints and touches nothing else", 
 
 namespace {
 
-/// tests/cli_train.sh's tiny run: convnext-mini at 3x32x128, batch 2, 2 ranks.
-run::RunSpec tiny_run(int steps) {
-  run::RunSpec s;
-  s.set("model", std::string(TESSERA_TEST_DATA_DIR) + "/../../examples/convnext-mini.json");
-  s.set("input", "3x32x128");
-  s.set("batch", "2");
-  s.set("mesh", "sp=2");
-  s.set("classes", "6");
-  s.set("threads", "1");
-  s.set("steps", std::to_string(steps));
-  return s;
-}
-
 /// Every tensor of a checkpoint as float64, by name.
 std::map<std::string, std::vector<double>> tensors_of(const std::string& path) {
   std::map<std::string, std::vector<double>> out;
@@ -201,11 +189,11 @@ run::TrainCallbacks collect_notices(std::vector<std::pair<core::ReportLevel, std
 TEST_CASE("save_every writes SAVE.step<N>, and resume auto continues bit for bit", "[run]") {
   TempDir dir("tessera_checkpoints_train");
   // The reference: five steps in one go.
-  run::RunSpec straight = tiny_run(5);
+  run::RunSpec straight = runtest::tiny_train_run(5);
   straight.set("save", dir.file("straight"));
   run::train(straight);
 
-  run::RunSpec first = tiny_run(3);
+  run::RunSpec first = runtest::tiny_train_run(3);
   const std::string save = dir.file("ckpt");
   first.set("save", save);
   first.set("save_every", "1");
@@ -224,7 +212,7 @@ TEST_CASE("save_every writes SAVE.step<N>, and resume auto continues bit for bit
 
   // SAVE itself is broken: resume auto warns and takes SAVE.step2, then runs to step 5.
   corrupt(save);
-  run::RunSpec again = tiny_run(5);
+  run::RunSpec again = runtest::tiny_train_run(5);
   again.set("save", save);
   again.set("resume", "auto");
   std::vector<std::pair<core::ReportLevel, std::string>> notices;
@@ -239,7 +227,7 @@ TEST_CASE("save_every writes SAVE.step<N>, and resume auto continues bit for bit
 
   SECTION("none left: the run starts at step 0 and says so") {
     TempDir empty("tessera_checkpoints_empty");
-    run::RunSpec fresh = tiny_run(1);
+    run::RunSpec fresh = runtest::tiny_train_run(1);
     fresh.set("save", empty.file("ckpt"));
     fresh.set("resume", "auto");
     notices.clear();
@@ -249,7 +237,7 @@ TEST_CASE("save_every writes SAVE.step<N>, and resume auto continues bit for bit
     CHECK(has(notices[0].second, "starting at step 0"));
   }
   SECTION("a checkpoint of another seed or order is refused, naming the flag") {
-    run::RunSpec other = tiny_run(5);
+    run::RunSpec other = runtest::tiny_train_run(5);
     other.set("resume", save + ".step2");
     other.set("seed", "3");
     CHECK(has(message([&] { run::train(other); }), "resume with --seed 0"));
@@ -265,7 +253,7 @@ TEST_CASE("save_every writes SAVE.step<N>, and resume auto continues bit for bit
     std::vector<std::pair<std::string, const core::Tensor*>> ts;
     for (const auto& [n, t] : old.tensors) ts.emplace_back(n, &t);
     nn::save_checkpoint(dir.file("old"), old.meta, ts);
-    run::RunSpec resumed = tiny_run(5);
+    run::RunSpec resumed = runtest::tiny_train_run(5);
     resumed.set("resume", dir.file("old"));
     resumed.set("save", dir.file("from_old"));
     CHECK(run::train(resumed).steps.size() == 3);
@@ -274,7 +262,7 @@ TEST_CASE("save_every writes SAVE.step<N>, and resume auto continues bit for bit
 }
 
 TEST_CASE("save_every and resume auto need save, and are refused naming both fields", "[run]") {
-  run::RunSpec s = tiny_run(2);
+  run::RunSpec s = runtest::tiny_train_run(2);
   s.set("save_every", "2");
   const std::string every = message([&] { run::resolve_train(s); });
   CHECK(has(every, "save_every 2"));

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "run/tiny_spec.hpp"
 #include "records_doc.hpp"
 #include "support/catch.hpp"
 #include "support/test_utils.hpp"
@@ -314,14 +315,7 @@ TEST_CASE("a step record gains its elastic round only in an elastic job", "[run]
 TEST_CASE("run::train in an elastic round writes the round in its records and live series",
           "[run]") {
   test::TempDir dir("tessera_elastic_test");
-  run::RunSpec spec;  // tests/cli_train.sh's tiny run: 2 ranks, 2 steps
-  spec.set("model", std::string(TESSERA_TEST_DATA_DIR) + "/../../examples/convnext-mini.json");
-  spec.set("input", "3x32x128");
-  spec.set("batch", "2");
-  spec.set("mesh", "sp=2");
-  spec.set("classes", "6");
-  spec.set("threads", "1");
-  spec.set("steps", "2");
+  run::RunSpec spec = runtest::tiny_train_run(2);
   spec.set("metrics", dir.file("m.jsonl"));
   spec.set("metrics_textfile", dir.file("live.prom"));
   ScopedEnv env(run::elastic_env(sample_round()));

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "run/tiny_spec.hpp"
 #include "records_doc.hpp"
 #include "support/test_utils.hpp"
 #include "tessera/run/step_record.hpp"
@@ -20,22 +21,10 @@ using test::TempDir;
 
 namespace {
 
-/// The tiny run of tests/cli_train.sh: convnext-mini at 3x32x128, batch 2, 2 ranks, 2 steps.
-run::RunSpec tiny_run() {
-  run::RunSpec s;
-  s.set("model", std::string(TESSERA_TEST_DATA_DIR) + "/../../examples/convnext-mini.json");
-  s.set("input", "3x32x128");
-  s.set("batch", "2");
-  s.set("mesh", "sp=2");
-  s.set("classes", "6");
-  s.set("threads", "1");
-  s.set("steps", "2");
-  return s;
-}
 
-/// tiny_run() writing its metrics to `dir`/m.jsonl and its checkpoint to `dir`/ckpt.
+/// runtest::tiny_train_run(2) writing its metrics to `dir`/m.jsonl and its checkpoint to `dir`/ckpt.
 run::RunSpec recorded_run(const TempDir& dir) {
-  run::RunSpec s = tiny_run();
+  run::RunSpec s = runtest::tiny_train_run(2);
   s.set("metrics", dir.file("m.jsonl"));
   s.set("save", dir.file("ckpt"));
   return s;
@@ -167,7 +156,7 @@ TEST_CASE(
 }
 
 TEST_CASE("run::train stops every rank after the step whose alarm says stop", "[run]") {
-  run::RunSpec spec = tiny_run();
+  run::RunSpec spec = runtest::tiny_train_run(2);
   spec.set("steps", "4");
   spec.set("alarm",
            "grad_variance=1e-9:stop,grad_norm=off,loss=off,step_time=off,warmup=1,window=2");
