@@ -281,8 +281,11 @@ void Leader::follow(RoundState& s, WorkerGroup& group, run::StoreServer& store,
     }
     for (int rank : std::set<int>(s.pending))
       if (s.member_of[rank] != 0)
-        if (auto v = agents_->get(rounds::exit_key(r, rank)))
-          seen.push_back({rank, std::stoi(*v), false});
+        if (auto v = agents_->get(rounds::exit_key(r, rank))) {
+          int status = 0, stopped = 0;  // "<waitpid status> <1: its launcher stopped it>"
+          std::sscanf(v->c_str(), "%d %d", &status, &stopped);
+          seen.push_back({rank, status, stopped != 0});
+        }
     for (const WorkerExit& x : seen) {
       if (!s.pending.erase(x.rank)) continue;
       s.exits.push_back(x);

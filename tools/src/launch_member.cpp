@@ -32,7 +32,7 @@ void run_part(run::StoreClient& store, const rounds::Plan& plan, const rounds::P
   bool stopped = false;
   while (!group.done()) {
     for (const WorkerExit& x : group.poll(std::chrono::milliseconds(50)))
-      store.set(rounds::exit_key(r, x.rank), std::to_string(x.status));
+      store.set(rounds::exit_key(r, x.rank), detail::cat(x.status, " ", x.stopped_by_us ? 1 : 0));
     if (!stopped && (g_member_stop || store.check(rounds::end_key(r)))) {
       group.stop();
       stopped = true;

@@ -16,6 +16,7 @@ inline const std::string kLatestKey = "elastic/latest";    ///< the newest round
 inline const std::string kDoneKey = "elastic/done";        ///< "<exit code> <why>": the job is over
 inline std::string member_key(int id) { return "elastic/member/" + std::to_string(id); }
 inline std::string round_key(int r) { return "elastic/round/" + std::to_string(r); }
+/// "<waitpid status> <1 when its launcher stopped it, else 0>"
 inline std::string exit_key(int r, int rank) {
   return round_key(r) + "/exit/" + std::to_string(rank);
 }
