@@ -113,8 +113,8 @@ std::string elastic_round_prometheus_text(const ElasticRound& r) {
            "MIN:MAX, launchers with --nnodes MIN:MAX).");
   t.sample("tessera_elastic_members", r.members);
   t.family("tessera_elastic_time_lost_seconds_total", "counter",
-           "Seconds lost to membership changes: from each event that ended a round until the "
-           "next round was back at the step reached. Only known losses count: a round not yet "
+           "Seconds lost to membership changes: from each ended round's last completed step "
+           "until the next round was back at that step. Only known losses count: a round not yet "
            "back there (or never) adds nothing.");
   t.sample("tessera_elastic_time_lost_seconds_total", r.time_lost_s);
   t.family("tessera_elastic_steps_lost_total", "counter",

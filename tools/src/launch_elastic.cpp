@@ -71,7 +71,7 @@ class Leader {
 
  private:
   void take_joiners();
-  void take_lost_members(RoundState& s);
+  void take_lost_members(RoundState* s);
   int usable_world() const;
   bool gather(int round);
   rounds::Plan make_plan(int round) const;
@@ -139,7 +139,8 @@ void Leader::take_joiners() {
   }
 }
 
-void Leader::take_lost_members(RoundState& s) {
+/// Marks the launchers the agent store lost; with a round running (`s`), their ranks end lost.
+void Leader::take_lost_members(RoundState* s) {
   std::vector<std::pair<int, std::string>> lost;
   {
     std::lock_guard lock(events_->mu);
@@ -150,24 +151,17 @@ void Leader::take_lost_members(RoundState& s) {
     if (it == members_.end() || !it->second.alive) continue;
     it->second.alive = false;
     std::fprintf(stderr, "[launch] launcher %d lost: %s\n", id, why.c_str());
-    for (auto [rank, m] : s.member_of)
-      if (m == id && s.pending.erase(rank))
-        s.lost[rank] = detail::cat("its launcher ", id, " was lost");
+    if (!s) continue;
+    for (auto [rank, m] : s->member_of)
+      if (m == id && s->pending.erase(rank))
+        s->lost[rank] = detail::cat("its launcher ", id, " was lost");
   }
 }
 
-/// The world the alive members make: their ranks in member order, up to MAX ranks (--nproc) or
-/// the first MAX launchers (--nnodes).
+/// The world the next round would have (make_plan's), or 0 when it would be below MIN.
 int Leader::usable_world() const {
-  int world = 0, launchers = 0;
-  for (const auto& [id, m] : members_) {
-    if (!m.alive || m.slots == 0) continue;
-    if (a_.by_nodes && launchers == a_.max) break;
-    ++launchers;
-    world += a_.by_nodes ? m.slots : std::min(m.slots, a_.max - world);
-    if (!a_.by_nodes && world == a_.max) break;
-  }
-  return a_.by_nodes ? (launchers >= a_.min ? world : 0) : (world >= a_.min ? world : 0);
+  const rounds::Plan p = make_plan(0);
+  return p.figures.members >= a_.min ? p.world : 0;
 }
 
 /// Waits for members: the first round up to --join-timeout for MAX, later rounds only until MIN.
@@ -176,8 +170,7 @@ bool Leader::gather(int round) {
       Clock::now() + std::chrono::milliseconds(std::llround(a_.join_timeout_s * 1000));
   for (;;) {
     take_joiners();
-    RoundState none;
-    take_lost_members(none);
+    take_lost_members(nullptr);
     int launchers = 0, ranks = 0;
     for (const auto& [id, m] : members_)
       if (m.alive && m.slots > 0) ++launchers, ranks += m.slots;
@@ -204,7 +197,8 @@ rounds::Plan Leader::make_plan(int round) const {
   p.figures.round = round;
   p.figures.restarts = restarts_;
   p.figures.max_restarts = a_.max_restarts;
-  p.figures.members = p.world;
+  // What --nproc MIN:MAX and --nnodes MIN:MAX count: ranks, or launchers.
+  p.figures.members = a_.by_nodes ? static_cast<int>(p.parts.size()) : p.world;
   for (const auto& r : records_) {
     p.figures.steps_lost += r.steps_lost;
     if (r.time_lost_s > 0) p.figures.time_lost_s += r.time_lost_s;
@@ -230,13 +224,11 @@ void Leader::begin_end(RoundState& s, run::StoreServer& store, const std::string
 }
 
 void Leader::watch_progress(run::StoreServer& store, run::RoundRecord& rec) {
-  auto read = [&](const std::string& key, std::int64_t& step, double& at) {
+  auto read = [&](const std::string& key, long long& step, double& at) {
     const auto v = store.get(key);
-    if (!v) return false;
-    std::sscanf(v->c_str(), "%lld %lf", reinterpret_cast<long long*>(&step), &at);
-    return true;
+    return v && std::sscanf(v->c_str(), "%lld %lf", &step, &at) == 2;
   };
-  std::int64_t step = 0;
+  long long step = 0;
   double at = 0;
   if (rec.first_step_s < 0 && read("tessera/first_step", step, at)) {
     rec.first_step_s = at;
@@ -299,7 +291,7 @@ void Leader::follow(RoundState& s, WorkerGroup& group, run::StoreServer& store,
                   WIFSIGNALED(x.status));
       }
     }
-    take_lost_members(s);
+    take_lost_members(&s);
     watch_progress(store, rec);
     take_joiners();
     if (!s.ending && usable_world() > s.plan.world) {
@@ -354,7 +346,7 @@ Outcome Leader::run_round(int r, run::RoundRecord& rec) {
     }
   rec.round = r;
   rec.world = s.plan.world;
-  rec.members = a_.by_nodes ? static_cast<int>(s.plan.parts.size()) : s.plan.world;
+  rec.members = s.plan.figures.members;
   rec.started_s = rounds::unix_now();
   agents_->set(rounds::round_key(r), s.plan.encode());
   agents_->set(rounds::kLatestKey, std::to_string(r));

@@ -13,7 +13,8 @@ std::string Plan::encode() const {
   o.precision(17);
   o << "port=" << port << "\nworld=" << world << "\nheartbeat_ms=" << heartbeat_ms
     << "\nround=" << figures.round << "\nrestarts=" << figures.restarts
-    << "\nmax_restarts=" << figures.max_restarts << "\ntime_lost_s=" << figures.time_lost_s
+    << "\nmax_restarts=" << figures.max_restarts << "\nmembers=" << figures.members
+    << "\ntime_lost_s=" << figures.time_lost_s
     << "\nsteps_lost=" << figures.steps_lost << "\nparts=";
   for (std::size_t i = 0; i < parts.size(); ++i)
     o << (i ? "," : "") << parts[i].member << ':' << parts[i].first << ':' << parts[i].count;
@@ -44,6 +45,8 @@ Plan Plan::decode(const std::string& text) {
         p.figures.restarts = std::stoi(v);
       else if (k == "max_restarts")
         p.figures.max_restarts = std::stoi(v);
+      else if (k == "members")
+        p.figures.members = std::stoi(v);
       else if (k == "time_lost_s")
         p.figures.time_lost_s = std::stod(v);
       else if (k == "steps_lost")
@@ -67,9 +70,8 @@ Plan Plan::decode(const std::string& text) {
     throw InvalidArgument(detail::cat("elastic round plan '", text, "' is malformed (", e.what(),
                                       "); every launcher of a job must be the same tessera"));
   }
-  TESSERA_CHECK(seen == 9 && p.world > 0, "elastic round plan '", text,
+  TESSERA_CHECK(seen == 10 && p.world > 0, "elastic round plan '", text,
                 "' is incomplete; every launcher of a job must be the same tessera");
-  p.figures.members = p.world;
   return p;
 }
 
@@ -106,9 +108,7 @@ std::vector<std::string> rank_env(const std::vector<std::string>& base, const Pl
                   "TESSERA_RDZV_TOKEN=" + token, std::string("TESSERA_RDZV_HOSTED=1"),
                   detail::cat("TESSERA_HEARTBEAT_MS=", plan.heartbeat_ms)})
     env.push_back(kv);
-  run::ElasticRound figures = plan.figures;
-  figures.members = plan.world;
-  for (auto& kv : run::elastic_env(figures)) env.push_back(kv);
+  for (auto& kv : run::elastic_env(plan.figures)) env.push_back(kv);
   return env;
 }
 

@@ -66,12 +66,12 @@ struct TcpStoreServer::State {
     cv.notify_all();
   }
   void report_lost() {
-    std::vector<std::pair<int, std::string>> todo;
+    std::vector<std::pair<int, std::string>> reports;
     {
       std::lock_guard lock(mu);
-      todo.swap(lost);
+      reports.swap(lost);
     }
-    for (const auto& [rank, why] : todo) {
+    for (const auto& [rank, why] : reports) {
       log(why);
       if (opt.on_rank_lost) opt.on_rank_lost(rank, why);
     }

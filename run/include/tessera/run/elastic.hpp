@@ -18,7 +18,7 @@ struct ElasticRound {
   int round = 0;           ///< TESSERA_ELASTIC_ROUND: 0 for the first round
   int restarts = 0;        ///< TESSERA_ELASTIC_RESTARTS: membership changes used so far
   int max_restarts = 0;    ///< TESSERA_ELASTIC_MAX_RESTARTS
-  int members = 0;         ///< TESSERA_ELASTIC_MEMBERS: ranks in this round (its world size)
+  int members = 0;  ///< TESSERA_ELASTIC_MEMBERS: ranks in this round, launchers with --nnodes
   double time_lost_s = 0;  ///< TESSERA_ELASTIC_TIME_LOST_S: seconds lost to earlier rounds' ends
   std::int64_t steps_lost = 0;  ///< TESSERA_ELASTIC_STEPS_LOST: steps redone so far
 };
