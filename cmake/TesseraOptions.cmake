@@ -46,15 +46,25 @@ tessera_resolve(UCX _found "UCX not found (Debian: libucx-dev)")
 
 # oneDNN (the cpu backend's matrix-product path: bf16 on AVX512_BF16/AMX, and f32) with the
 # OpenMP runtime it is built on (Debian's libdnnl-dev 2.6 runs on libgomp)
+# Debian's dnnl-config.cmake calls find_package(OpenCL REQUIRED), a configure error where the
+# OpenCL development files (only Recommended by libdnnl-dev) are missing: look for them first.
 set(_found OFF)
+set(_why "oneDNN not found (Debian: libdnnl-dev)")
 if(NOT TESSERA_WITH_ONEDNN STREQUAL "OFF")
-  find_package(dnnl CONFIG QUIET)
+  find_package(OpenCL QUIET)
+  find_file(TESSERA_DNNL_CONFIG dnnl-config.cmake
+            PATH_SUFFIXES lib/${CMAKE_LIBRARY_ARCHITECTURE}/cmake/dnnl lib/cmake/dnnl)
+  if(NOT OpenCL_FOUND AND TESSERA_DNNL_CONFIG)
+    set(_why "oneDNN's CMake config needs the OpenCL development files (Debian: ocl-icd-opencl-dev)")
+  else()
+    find_package(dnnl CONFIG QUIET)
+  endif()
   find_package(OpenMP QUIET COMPONENTS CXX)
   if(dnnl_FOUND AND OpenMP_CXX_FOUND)
     set(_found ON)
   endif()
 endif()
-tessera_resolve(ONEDNN _found "oneDNN not found (Debian: libdnnl-dev)")
+tessera_resolve(ONEDNN _found "${_why}")
 
 # CUDA (compiles here even without a GPU)
 set(_found OFF)

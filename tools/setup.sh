@@ -15,6 +15,7 @@ required=(build-essential cmake ninja-build pkg-config libeigen3-dev catch2 libc
 optional=(
   libucx-dev ucx-utils            # UCX backend and ucx_perftest
   libdnnl-dev                     # oneDNN: the cpu backend's bf16 and f32 matrix products
+  ocl-icd-opencl-dev              # ... whose CMake config requires OpenCL (only Recommended)
   openmpi-bin libopenmpi-dev      # OpenMPI: the collectives peer in bench/comm
   libtorch-dev                    # libtorch: the CPU-kernel peer in bench/
   libopenblas0-pthread            # ... and the BLAS its users run it on (else: reference BLAS)
