@@ -389,6 +389,77 @@ TEST_CASE("JPEG regions with restart markers equal the full decode", "[image]") 
   for (int denom : {1, 2, 8}) check_regions_match_full(path, DecodeMode::Color, denom, 300 + denom);
 }
 
+// Below the top, the decoder starts at the restart marker above the region (image_jpeg_restart):
+// a JPEG of its own cut out of the file. Every chroma layout, marker spacing (every MCU row, every
+// 2 or 3 rows, every 5 MCUs: a row begins a segment only every 5 rows of 13 MCUs) and DCT scale.
+TEST_CASE("JPEG regions decoded from a restart marker equal the full decode", "[image]") {
+  TempDir dir;
+  std::uint64_t seed = 400;
+  std::vector<test::JpegExtras> spacings(4);
+  spacings[0].restart_rows = 1;
+  spacings[1].restart_rows = 2;
+  spacings[2].restart_rows = 3;
+  spacings[3].restart_mcus = 5;
+  for (const test::JpegSpec& spec : jpeg_kinds(203, 157)) {
+    if (spec.progressive) continue;  // decoded from the top whatever its markers
+    for (const test::JpegExtras& extras : spacings) {
+      const std::string path = dir.file("rs.jpg");
+      test::write_jpeg(path, spec,
+                       to_u8(test::test_picture(spec.width, spec.height, spec.channels, 8, ++seed)),
+                       extras);
+      INFO("channels " << spec.channels << " subsampling " << spec.subsampling << " restart rows "
+                       << extras.restart_rows << " mcus " << extras.restart_mcus);
+      for (int denom : {1, 2, 4, 8})
+        check_regions_match_full(path, DecodeMode::Color, denom, ++seed);
+    }
+  }
+}
+
+TEST_CASE("A region low in a JPEG with restart markers reads only its part of the file",
+          "[image]") {
+  TempDir dir;
+  const int w = 512, h = 384;
+  const auto px = to_u8(test::test_picture(w, h, 3, 8, 7));
+  const std::string plain = dir.file("plain.jpg"), marked = dir.file("marked.jpg");
+  test::write_jpeg(plain, {w, h, 3, 90, 420, false}, px);
+  test::JpegExtras every_row;
+  every_row.restart_rows = 1;
+  test::write_jpeg(marked, {w, h, 3, 90, 420, false}, px, every_row);
+  const Region bottom{288, 384, 0, w};  // the last quarter, as the last of 4 ranks holds it
+  const DecodedRegion full = decode(marked, whole(w, h));
+  const DecodedRegion part = decode(marked, bottom);
+  const DecodedRegion part_plain = decode(plain, bottom);
+  // From the MCU row (16 image rows) above the region: 112 of 384 rows, and their bytes only.
+  CHECK(part.pixels_decoded == std::int64_t{112} * w);
+  CHECK(part.bytes_read < full.bytes_read * 2 / 5);
+  // Without markers every byte above the region is read (and Huffman-decoded) to reach it.
+  CHECK(part_plain.bytes_read > full.bytes_read * 9 / 10);
+  CHECK(samples(part) == cut(full, bottom));
+}
+
+TEST_CASE("A damaged restart marker below the top is named, not decoded around", "[image]") {
+  TempDir dir;
+  const int w = 128, h = 128;
+  test::JpegExtras every_row;
+  every_row.restart_rows = 1;
+  const std::string path = dir.file("ok.jpg");
+  test::write_jpeg(path, {w, h, 3, 90, 420, false}, to_u8(test::test_picture(w, h, 3, 8, 9)),
+                   every_row);
+  std::string bytes = read_bytes(path);
+  const std::size_t rst3 = bytes.find("\xff\xd3", bytes.find("\xff\xda"));  // begins row 64
+  REQUIRE(rst3 != std::string::npos);
+  bytes[rst3 + 1] = static_cast<char>(0xd5);
+  const std::string bad = dir.file("bad.jpg");
+  test::write_file(bad, bytes);
+  // Below the damage: the marker walk refuses the file, the decode from the top names it.
+  CHECK_THAT(error_of([&] {
+               decode(bad, {100, 120, 0, w});
+             }),
+             Contains(bad) && Contains("Corrupt JPEG data"));
+  // Above it the file decodes as before.
+  CHECK(samples(decode(bad, {20, 40, 0, w})) == samples(decode(path, {20, 40, 0, w})));
+}
+
 TEST_CASE("A palette PNG with a tRNS chunk expands to RGBA in Color mode", "[image]") {
   TempDir dir;
   const int w = 37, h = 23;

@@ -85,7 +85,8 @@ bool write_png_rows(png_structp png, png_infop info, const PngSpec& spec, std::F
   std::longjmp(*static_cast<std::jmp_buf*>(cinfo->client_data), 1);
 }
 
-bool write_jpeg_rows(jpeg_compress_struct& c, const JpegSpec& spec, std::FILE* f, JSAMPROW* rows) {
+bool write_jpeg_rows(jpeg_compress_struct& c, const JpegSpec& spec, const JpegExtras& extras,
+                     std::FILE* f, JSAMPROW* rows) {
   if (setjmp(*static_cast<std::jmp_buf*>(c.client_data)) != 0) return false;
   jpeg_create_compress(&c);
   jpeg_stdio_dest(&c, f);
@@ -101,7 +102,13 @@ bool write_jpeg_rows(jpeg_compress_struct& c, const JpegSpec& spec, std::FILE* f
     for (int k = 1; k < 3; ++k) c.comp_info[k].h_samp_factor = c.comp_info[k].v_samp_factor = 1;
   }
   if (spec.progressive) jpeg_simple_progression(&c);
+  c.restart_in_rows = extras.restart_rows;
+  c.restart_interval = static_cast<unsigned int>(extras.restart_mcus);
   jpeg_start_compress(&c, TRUE);
+  if (!extras.comment.empty()) {
+    jpeg_write_marker(&c, JPEG_COM, reinterpret_cast<const JOCTET*>(extras.comment.data()),
+                      static_cast<unsigned int>(extras.comment.size()));
+  }
   jpeg_write_scanlines(&c, rows, static_cast<JDIMENSION>(spec.height));
   jpeg_finish_compress(&c);
   return true;
@@ -131,7 +138,7 @@ void write_png(const std::string& path, const PngSpec& spec,
 }
 
 void write_jpeg(const std::string& path, const JpegSpec& spec,
-                const std::vector<std::uint8_t>& samples) {
+                const std::vector<std::uint8_t>& samples, const JpegExtras& extras) {
   if (spec.channels != 1 && spec.channels != 3)
     throw std::runtime_error("write_jpeg: channels must be 1 or 3");
   const std::size_t stride = static_cast<std::size_t>(spec.width) * spec.channels;
@@ -146,7 +153,7 @@ void write_jpeg(const std::string& path, const JpegSpec& spec,
   c.err = jpeg_std_error(&err);
   err.error_exit = jpeg_fail;
   c.client_data = &jump;
-  const bool ok = write_jpeg_rows(c, spec, f.get(), rows.data());
+  const bool ok = write_jpeg_rows(c, spec, extras, f.get(), rows.data());
   jpeg_destroy_compress(&c);
   if (!ok || std::fflush(f.get()) != 0) throw std::runtime_error("write_jpeg failed for " + path);
 }

@@ -30,9 +30,16 @@ struct JpegSpec {
   bool progressive = false;
 };
 
+/// What write_jpeg() adds beyond its defaults.
+struct JpegExtras {
+  int restart_rows = 0;  ///< a restart marker every this many MCU rows (0: see restart_mcus)
+  int restart_mcus = 0;  ///< ... or every this many MCUs (both 0: no restart markers)
+  std::string comment;   ///< non-empty: written as a COM marker
+};
+
 /// Writes `samples` (height × width × channels, 8-bit) as a JPEG. Throws std::runtime_error.
 void write_jpeg(const std::string& path, const JpegSpec& spec,
-                const std::vector<std::uint8_t>& samples);
+                const std::vector<std::uint8_t>& samples, const JpegExtras& extras = {});
 
 /// A smooth, deterministic test picture (gradients and stripes, different per channel and per
 /// `seed`): height × width × channels samples below 2^bit_depth.

@@ -22,6 +22,9 @@ struct ImageInfo {
   int bit_depth = 8;        ///< 8 or 16 (PNG 1/2/4-bit gray and palettes decode to 8)
   bool palette = false;     ///< a PNG with a palette (masks: its indices are the values)
   bool interlaced = false;  ///< progressive JPEG or Adam7 PNG (decoded in full, then cut)
+  /// JPEG: a restart segment begins an MCU row every this many MCU rows, so a region below the
+  /// top is decoded from the marker above it (0: decoded from the top; image_jpeg_restart.hpp).
+  int restart_rows = 0;
   std::int64_t file_bytes = 0;
 };
 

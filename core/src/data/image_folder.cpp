@@ -302,6 +302,16 @@ class ImageFolder final : public Dataset {
     return out;
   }
 
+  JpegAccess jpeg_access() const {
+    JpegAccess a;
+    for (const Entry& e : samples_) {
+      if (e.image_info.format != internal::ImageFormat::Jpeg) continue;
+      ++a.jpegs;
+      if (e.image_info.restart_rows == 0) ++a.from_top;
+    }
+    return a;
+  }
+
  private:
   void record(int rank, const DataStats& st) const {
     const std::lock_guard<std::mutex> lock(mutex_);
@@ -434,11 +444,22 @@ std::unique_ptr<Dataset> open_image_folder(const ImageFolderOptions& options) {
   return std::make_unique<ImageFolder>(options, std::move(samples), lister.skipped(), num_classes);
 }
 
-std::vector<std::pair<std::string, std::string>> image_folder_files(const Dataset& dataset) {
+namespace {
+
+const ImageFolder& as_folder(const Dataset& dataset, const char* who) {
   const auto* folder = dynamic_cast<const ImageFolder*>(&dataset);
-  TESSERA_CHECK(folder != nullptr,
-                "image_folder_files: the dataset was not made by open_image_folder");
-  return folder->files();
+  TESSERA_CHECK(folder != nullptr, who, ": the dataset was not made by open_image_folder");
+  return *folder;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> image_folder_files(const Dataset& dataset) {
+  return as_folder(dataset, "image_folder_files").files();
+}
+
+JpegAccess image_folder_jpeg_access(const Dataset& dataset) {
+  return as_folder(dataset, "image_folder_jpeg_access").jpeg_access();
 }
 
 }  // namespace tessera::data

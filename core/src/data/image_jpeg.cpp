@@ -1,9 +1,7 @@
-// JPEG region decoding with libjpeg-turbo (jpeg_crop_scanline, jpeg_skip_scanlines, DCT scaling),
-// and the format-neutral entry points of image_decode.hpp (probe, the end-of-file check, dispatch).
-//
-// libjpeg reports errors by calling error_exit, which must not return: it longjmps back to the
-// setjmp in guarded(). Nothing that owns memory may live in the frames a longjmp skips, so every
-// buffer is allocated before the guarded step and the steps hold plain pointers only.
+// JPEG region decoding with libjpeg-turbo (jpeg_crop_scanline, jpeg_skip_scanlines, DCT scaling,
+// and a start at the restart marker above the region where the file has them), and the
+// format-neutral entry points of image_decode.hpp (probe, the end-of-file check, dispatch). Every
+// libjpeg call runs guarded (jpeg_codec.hpp: no owning object in a frame a longjmp skips).
 #include <sys/stat.h>
 
 // jpeglib.h uses size_t and FILE without including their headers.
@@ -14,11 +12,12 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <csetjmp>
 #include <cstring>
 #include <memory>
 
 #include "image_decode.hpp"
+#include "image_jpeg_restart.hpp"
+#include "jpeg_codec.hpp"
 #include "tessera/core/error.hpp"
 
 namespace tessera::data::internal {
@@ -26,66 +25,6 @@ namespace tessera::data::internal {
 namespace {
 
 const char* const kFix = "; re-encode or remove the file";
-
-struct JpegError {
-  jpeg_error_mgr mgr;  // first member: libjpeg hands back &mgr as cinfo->err
-  std::jmp_buf jump;
-  char message[JMSG_LENGTH_MAX];
-};
-
-[[noreturn]] void on_error(j_common_ptr cinfo) {
-  auto* err = reinterpret_cast<JpegError*>(cinfo->err);
-  err->mgr.format_message(cinfo, err->message);
-  std::longjmp(err->jump, 1);
-}
-
-// libjpeg reports corrupt entropy data and a premature end as warnings (level -1) and carries on,
-// filling the damage with grey; a dataset must not train on that, so a warning ends the decode
-// like an error. Trace messages (level >= 0) are dropped: library code never prints.
-void on_message(j_common_ptr cinfo, int level) {
-  if (level < 0) on_error(cinfo);
-}
-
-/// Owns one jpeg_decompress_struct and its error manager.
-class Decompressor {
- public:
-  explicit Decompressor(std::string name) : name_(std::move(name)) {
-    cinfo.err = jpeg_std_error(&err_.mgr);
-    err_.mgr.error_exit = on_error;
-    err_.mgr.emit_message = on_message;
-    run([this] { jpeg_create_decompress(&cinfo); });
-    created_ = true;
-  }
-  ~Decompressor() {
-    if (created_) jpeg_destroy_decompress(&cinfo);
-  }
-  Decompressor(const Decompressor&) = delete;
-  Decompressor& operator=(const Decompressor&) = delete;
-
-  /// Runs `step` (libjpeg calls on plain pointers: see the file comment); a libjpeg error or
-  /// warning becomes an InvalidArgument naming the file.
-  template <class Step>
-  void run(Step&& step) {
-    if (!guarded(step)) {
-      throw InvalidArgument(
-          detail::cat("'", name_, "' is not a readable JPEG: ", err_.message, kFix));
-    }
-  }
-
-  jpeg_decompress_struct cinfo{};
-
- private:
-  template <class Step>
-  bool guarded(Step& step) {
-    if (setjmp(err_.jump) != 0) return false;
-    step();
-    return true;
-  }
-
-  std::string name_;
-  JpegError err_{};
-  bool created_ = false;
-};
 
 /// Where a decode starts and what it reads: the (cropped) columns libjpeg produces, and the first
 /// row it decodes.
@@ -168,6 +107,7 @@ ImageInfo probe_jpeg_header(const std::uint8_t* head, std::size_t size, const st
   info.width = static_cast<int>(std::min<JDIMENSION>(d.cinfo.image_width, 1u << 30));
   info.height = static_cast<int>(std::min<JDIMENSION>(d.cinfo.image_height, 1u << 30));
   info.interlaced = d.cinfo.progressive_mode != 0;
+  info.restart_rows = restart_layout(d.cinfo).row_step;
   switch (d.cinfo.jpeg_color_space) {
     case JCS_GRAYSCALE:
       info.channels = 1;
@@ -191,6 +131,63 @@ ImageInfo probe_jpeg_header(const std::uint8_t* head, std::size_t size, const st
   return info;
 }
 
+namespace {
+
+std::vector<std::uint8_t> read_at(std::FILE* f, std::int64_t offset, std::size_t n,
+                                  const std::string& path);
+
+/// Sets what decode_jpeg() asks of libjpeg on a header it has read, and computes the output size.
+void configure(Decompressor& d, const ImageInfo& info, int scale_denom) {
+  jpeg_decompress_struct& c = d.cinfo;
+  c.out_color_space = info.channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  c.scale_num = 1;
+  c.scale_denom = static_cast<unsigned int>(scale_denom);
+  c.dct_method = JDCT_ISLOW;  // PIL's default, so the pixels match what PIL users expect
+  d.run([&] { jpeg_calc_output_dimensions(&c); });
+}
+
+/// Decodes `region` with a configured decompressor (its source is `size` bytes long).
+DecodedRegion decode_configured(Decompressor& d, const ImageInfo& info, const Region& region,
+                                const std::string& name) {
+  jpeg_decompress_struct& c = d.cinfo;
+  d.run([&] { jpeg_start_decompress(&c); });
+  TESSERA_ASSERT(static_cast<int>(c.output_components) == info.channels, "JPEG output has ",
+                 c.output_components, " components, expected ", info.channels);
+  check_region(region, static_cast<int>(c.output_width), static_cast<int>(c.output_height), name);
+  DecodedRegion out;
+  out.region = region;
+  out.channels = info.channels;
+  out.bit_depth = 8;
+  out.u8.resize(static_cast<std::size_t>(region.rows()) * region.cols() * info.channels);
+  const JpegPlan plan = plan_jpeg(d, region);
+  read_jpeg_rows(d, plan, region, info.channels, out.u8.data());
+  // Rows read, at the width libjpeg produced them (skipped rows are entropy-decoded only).
+  out.pixels_decoded = static_cast<std::int64_t>(region.row1 - plan.first_row) * plan.width;
+  return out;
+}
+
+/// MCU rows [first, end) to decode from a restart marker for output `region`, one MCU row of
+/// margin kept on either side (the chroma upsampler's context); first == 0 when starting at the
+/// top is as good (no restart markers, none that begin a row above the region, a progressive file).
+struct RestartCut {
+  int first = 0, end = 0;
+};
+
+RestartCut restart_cut(const RestartLayout& l, const jpeg_decompress_struct& c,
+                       const Region& region) {
+  if (l.row_step == 0) return {};
+  // Output rows per MCU row at this scale (min_DCT_scaled_size: libjpeg-turbo's DCT scaling).
+  const int rows = c.max_v_samp_factor * c.min_DCT_scaled_size;
+  const int want_first = std::max(0, region.row0 / rows - 1);
+  const int want_end = std::min(l.mcu_rows, (region.row1 - 1) / rows + 2);
+  RestartCut cut;
+  cut.first = want_first / l.row_step * l.row_step;
+  cut.end = std::min(l.mcu_rows, (want_end + l.row_step - 1) / l.row_step * l.row_step);
+  return cut;
+}
+
+}  // namespace
+
 DecodedRegion decode_jpeg(const ImageSource& src, const ImageInfo& info, Region region,
                           DecodeMode mode, int scale_denom) {
   TESSERA_CHECK(scale_denom == 1 || scale_denom == 2 || scale_denom == 4 || scale_denom == 8,
@@ -210,25 +207,43 @@ DecodedRegion decode_jpeg(const ImageSource& src, const ImageInfo& info, Region 
   check_unchanged(info, c.image_width, c.image_height, src.name);
   TESSERA_CHECK(c.jpeg_color_space != JCS_CMYK && c.jpeg_color_space != JCS_YCCK, "'", src.name,
                 "' is a CMYK JPEG (probe it first: probe_image refuses it)");
-  c.out_color_space = info.channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
-  c.scale_num = 1;
-  c.scale_denom = static_cast<unsigned int>(scale_denom);
-  c.dct_method = JDCT_ISLOW;  // PIL's default, so the pixels match what PIL users expect
-  d.run([&] { jpeg_start_decompress(&c); });
-  TESSERA_ASSERT(static_cast<int>(c.output_components) == info.channels, "JPEG output has ",
-                 c.output_components, " components, expected ", info.channels);
+  configure(d, info, scale_denom);
   check_region(region, static_cast<int>(c.output_width), static_cast<int>(c.output_height),
                src.name);
 
-  DecodedRegion out;
-  out.region = region;
-  out.channels = info.channels;
-  out.bit_depth = 8;
-  out.u8.resize(static_cast<std::size_t>(region.rows()) * region.cols() * info.channels);
-  const JpegPlan plan = plan_jpeg(d, region);
-  read_jpeg_rows(d, plan, region, info.channels, out.u8.data());
-  // Rows read, at the width libjpeg produced them (skipped rows are entropy-decoded only).
-  out.pixels_decoded = static_cast<std::int64_t>(region.row1 - plan.first_row) * plan.width;
+  // Below the top, start at the restart marker above the region where the file has them.
+  const RestartLayout layout = restart_layout(c);
+  const RestartCut cut = restart_cut(layout, c, region);
+  if (cut.first > 0) {
+    std::vector<std::uint8_t> whole;
+    const std::uint8_t* bytes = src.data;
+    std::size_t size = src.size;
+    if (src.file != nullptr) {
+      whole = read_at(src.file, 0, static_cast<std::size_t>(info.file_bytes), src.name);
+      bytes = whole.data();
+      size = whole.size();
+    }
+    const std::vector<std::uint8_t> part = restart_substream(
+        bytes, size, layout, static_cast<int>(c.image_height), cut.first, cut.end);
+    if (!part.empty()) {
+      const int shift = cut.first * c.max_v_samp_factor * c.min_DCT_scaled_size;
+      Decompressor p(src.name);
+      p.run([&] {
+        jpeg_mem_src(&p.cinfo, part.data(), static_cast<unsigned long>(part.size()));
+        jpeg_read_header(&p.cinfo, TRUE);
+      });
+      configure(p, info, scale_denom);
+      Region inner = region;
+      inner.row0 -= shift;
+      inner.row1 -= shift;
+      DecodedRegion out = decode_configured(p, info, inner, src.name);
+      out.region = region;
+      out.bytes_read = static_cast<std::int64_t>(part.size() - p.cinfo.src->bytes_in_buffer);
+      return out;
+    }
+  }
+
+  DecodedRegion out = decode_configured(d, info, region, src.name);
   const auto unread = static_cast<std::int64_t>(c.src->bytes_in_buffer);
   out.bytes_read = (src.file != nullptr ? static_cast<std::int64_t>(std::ftell(src.file))
                                         : static_cast<std::int64_t>(src.size)) -

@@ -73,4 +73,14 @@ std::unique_ptr<Dataset> open_image_folder(const ImageFolderOptions& options);
 /// after any left out. For the CLI's summary and the tests.
 std::vector<std::pair<std::string, std::string>> image_folder_files(const Dataset& dataset);
 
+/// A folder's JPEG images, and how many of them a rank must decode from the top to reach rows
+/// further down (no restart marker begins an MCU row, or progressive): with the image split along
+/// H, a rank's decode time falls as 1/sp only for the others. `tessera images add-restarts` (and
+/// data::add_jpeg_restarts) adds the markers without changing a pixel.
+struct JpegAccess {
+  std::int64_t jpegs = 0;
+  std::int64_t from_top = 0;
+};
+JpegAccess image_folder_jpeg_access(const Dataset& dataset);
+
 }  // namespace tessera::data
