@@ -17,7 +17,9 @@
 // torch thread each.
 // sp rows: the "full" batch layout split along H over sp ranks (nn::input_layout, as the trainer
 // builds it, aligned to ConvNeXt's stride 32); each rank's load_into_at per batch timed on one
-// thread, every rank in turn, with the share of each file's pixels it decoded (DataStats).
+// thread, every rank in turn, with the share of each file's pixels it decoded (DataStats); on the
+// images as written and (--markers) on a copy with a restart marker at every MCU row
+// (run::add_restarts), from which a rank below the top starts decoding at its shard.
 // Exit status: 0 figures and ratios printed; 1 an error; 2 a bad command line; 4 tessera's
 // figures printed but the peer not available (its row says why; --no-peer: 0).
 #include <chrono>
@@ -33,6 +35,7 @@
 #include "tessera/data/image_folder.hpp"
 #include "tessera/data/loader.hpp"
 #include "tessera/nn/trainer.hpp"
+#include "tessera/run/images.hpp"
 
 namespace tessera::bench {
 namespace {
@@ -106,7 +109,8 @@ void measure_case(const LoaderArgs& a, const std::string& folder, const std::str
 
 /// Per-rank synchronous load time of the "full" case split along H over `sp` ranks. The ranks take
 /// turns batch by batch, so that a busy spell on a shared machine lands on all of them alike.
-void measure_sp(const LoaderArgs& a, const std::string& folder, int sp, std::vector<SpRow>& out) {
+void measure_sp(const LoaderArgs& a, const std::string& folder, int sp, bool markers,
+                std::vector<SpRow>& out) {
   auto ds = open_case(a, folder, a.height, a.width, true);  // fresh: its stats count only these
   const core::Layout layout = batch_layout(sp, a.batch, a.height, a.width);
   const data::SampleOrder order(ds->size(), true, a.seed);
@@ -132,7 +136,8 @@ void measure_sp(const LoaderArgs& a, const std::string& folder, int sp, std::vec
   for (int rank = 0; rank < sp; ++rank) {
     const data::DataStats st = ds->stats(rank);
     const core::Range rows = layout.local_range(rank, 2);
-    SpRow r{sp, rank, rows.begin, rows.end, stats_of(ms[std::size_t(rank)]), 0, 1.0 / sp, 0, 0};
+    SpRow r{sp, rank,     markers, rows.begin, rows.end, stats_of(ms[std::size_t(rank)]),
+            0,  1.0 / sp, 0,       0};
     r.pixels_decoded_share =
         st.pixels_total ? double(st.pixels_decoded) / double(st.pixels_total) : 0;
     r.decode_ms_per_batch = 1e3 * decode_s[std::size_t(rank)] / (double(a.repeats) * a.batches);
@@ -225,12 +230,26 @@ int run(int argc, char** argv) {
       std::error_code ec;
       if (!dir.empty()) std::filesystem::remove_all(dir, ec);
     }
-  } cleanup{a.keep_images ? std::string() : owned};
+  } cleanup{a.keep_images ? std::string() : owned}, marked;  // marked: the copy with markers
   const std::string& folder = res.images.folder;
   for (const std::string& c : a.cases) measure_case(a, folder, c, res.rows);
-  for (int sp : a.sp) measure_sp(a, folder, sp, res.sp);
-  for (SpRow& r : res.sp)
-    r.ratio_to_sp1 = res.sp.front().ms.median > 0 ? r.ms.median / res.sp.front().ms.median : 0;
+  for (const std::string& m : a.markers) {
+    std::string from = folder;
+    if (m == "on") {
+      from = temp_folder();
+      marked.dir = from;
+      run::AddRestartsOptions o;
+      o.source = folder, o.target = from, o.rows = 1;
+      const run::AddRestartsResult r = run::add_restarts(o);
+      res.marked_bytes_in = r.bytes_in, res.marked_bytes_out = r.bytes_out;
+      res.marked_seconds = r.seconds;
+    }
+    const std::size_t first = res.sp.size();
+    for (int sp : a.sp) measure_sp(a, from, sp, m == "on", res.sp);
+    const double base = res.sp[first].ms.median;
+    for (std::size_t i = first; i < res.sp.size(); ++i)
+      res.sp[i].ratio_to_sp1 = base > 0 ? res.sp[i].ms.median / base : 0;
+  }
   res.peer = a.peer ? nlohmann::json::object() : nlohmann::json{{"error", "skipped (--no-peer)"}};
   res.peer_ok = a.peer;
   for (std::size_t i = 0; a.peer && i < a.cases.size() && res.peer_ok; ++i) {

@@ -21,6 +21,9 @@ struct LoaderArgs {
   std::vector<int> workers = {1, 2};  ///< loader threads (tessera) = worker processes (torch)
   int prefetch_per_worker = 2;  ///< tessera prefetch = this x workers (torch's prefetch_factor)
   std::vector<int> sp = {1, 2, 4};
+  /// --markers: the sp rows on the images as written (off), on a copy with a restart marker at
+  /// every MCU row (on: run::add_restarts), or both
+  std::vector<std::string> markers = {"off", "on"};
   std::vector<std::string> cases = {"full", "half"};
   std::string python = "/usr/bin/python3", peer_script;
   bool peer = true, json = false;
@@ -46,6 +49,7 @@ struct RateRow {
 /// One rank's synchronous load_into_at per batch with the image split along H over sp ranks.
 struct SpRow {
   int sp = 1, rank = 0;
+  bool markers = false;                     ///< the images with restart markers
   std::int64_t row_begin = 0, row_end = 0;  ///< the rank's image rows
   Stats ms;                                 ///< per batch, one figure per repeat
   double ratio_to_sp1 = 0, ideal = 1;       ///< ms / sp=1's ms, and 1/sp
@@ -60,6 +64,9 @@ struct LoaderResults {
   bool images_written = false;
   std::vector<RateRow> rows;
   std::vector<SpRow> sp;
+  /// The copy with restart markers (with markers on): its JPEGs' bytes before and after, seconds
+  std::int64_t marked_bytes_in = 0, marked_bytes_out = 0;
+  double marked_seconds = 0;
   nlohmann::json peer;  ///< the peer's versions, or {"error": why}
   bool peer_ok = false;
 };

@@ -13,7 +13,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: bench_loader [--images DIR | --count 16 --height 1024 --width 2048 [--keep-images]]\n"
     "                    [--batch 2] [--batches 8] [--warmup 2] [--repeats 5] [--workers 1,2]\n"
-    "                    [--prefetch-per-worker 2] [--sp 1,2,4] [--cases full,half] [--seed 0]\n"
+    "                    [--prefetch-per-worker 2] [--sp 1,2,4] [--markers off,on]\n"
+    "                    [--cases full,half] [--seed 0]\n"
     "                    [--python /usr/bin/python3] [--peer-script PATH] [--no-peer] [--json]\n";
 
 [[noreturn]] void usage_exit(const std::string& why) {
@@ -58,11 +59,11 @@ std::string loader_name(const RateRow& r) {
   return r.case_name == "half" ? s + (r.jpeg_downscale ? ", dct" : ", no dct") : s;
 }
 
-/// Per sp, the rank whose load is slowest: the one every step waits for.
+/// Per sp (and marker setting), the rank whose load is slowest: the one every step waits for.
 std::vector<SpRow> slowest_ranks(const std::vector<SpRow>& rows) {
   std::vector<SpRow> out;
   for (const SpRow& r : rows)
-    if (out.empty() || out.back().sp != r.sp)
+    if (out.empty() || out.back().sp != r.sp || out.back().markers != r.markers)
       out.push_back(r);
     else if (r.ms.median > out.back().ms.median)
       out.back() = r;
@@ -115,7 +116,12 @@ LoaderArgs parse_loader_args(int argc, char** argv) {
       a.keep_images = true;
     else if (f == "--json")
       a.json = true;
-    else if (f == "--cases") {
+    else if (f == "--markers") {
+      a.markers = split(value());
+      for (const std::string& m : a.markers)
+        if (m != "off" && m != "on")
+          usage_exit("--markers: unknown setting '" + m + "'; use off, on or off,on");
+    } else if (f == "--cases") {
       a.cases = split(value());
       for (const std::string& c : a.cases)
         if (c != "full" && c != "half")
@@ -170,18 +176,27 @@ void print_table(const LoaderArgs& a, const LoaderResults& r) {
   if (auto m = full_min_ratio(r))
     std::printf("target: full case tessera/torchvision >= 1.5: smallest %.2f, %s\n", *m,
                 *m >= 1.5 ? "met" : "not met");
-  std::printf("\nsp rows (full case, H split, one rank's load_into_at per batch on one thread)\n");
-  std::printf("%-3s %-4s %-11s %-26s %-9s %-6s %-13s %s\n", "sp", "rank", "rows", "ms/batch",
-              "vs sp=1", "ideal", "pixels share", "decode ms/batch");
+  std::printf(
+      "\nsp rows (full case, H split, one rank's load_into_at per batch on one thread;\n"
+      "markers: a copy with a restart marker at every MCU row, vs sp=1 of the same)\n");
+  if (r.marked_bytes_in > 0)
+    std::printf("the copy with markers: %.2f -> %.2f MiB of JPEGs (%+.1f%%), written in %.1f s\n",
+                double(r.marked_bytes_in) / (1 << 20), double(r.marked_bytes_out) / (1 << 20),
+                100.0 * double(r.marked_bytes_out - r.marked_bytes_in) / double(r.marked_bytes_in),
+                r.marked_seconds);
+  std::printf("%-3s %-4s %-11s %-26s %-9s %-6s %-13s %-16s %s\n", "sp", "rank", "rows", "ms/batch",
+              "vs sp=1", "ideal", "pixels share", "decode ms/batch", "markers");
   for (const SpRow& s : r.sp) {
     const std::string rows = std::to_string(s.row_begin) + "-" + std::to_string(s.row_end);
-    std::printf("%-3d %-4d %-11s %-26s %-9.3f %-6.3f %-13.3f %.2f\n", s.sp, s.rank, rows.c_str(),
-                stats_text(s.ms).c_str(), s.ratio_to_sp1, s.ideal, s.pixels_decoded_share,
-                s.decode_ms_per_batch);
+    std::printf("%-3d %-4d %-11s %-26s %-9.3f %-6.3f %-13.3f %-16.2f %s\n", s.sp, s.rank,
+                rows.c_str(), stats_text(s.ms).c_str(), s.ratio_to_sp1, s.ideal,
+                s.pixels_decoded_share, s.decode_ms_per_batch, s.markers ? "on" : "off");
   }
   for (const SpRow& s : slowest_ranks(r.sp))
-    std::printf("sp %d: slowest rank %d at %.3f of sp=1 (ideal %.3f): a step waits for it\n", s.sp,
-                s.rank, s.ratio_to_sp1, s.ideal);
+    std::printf(
+        "sp %d, markers %s: slowest rank %d at %.3f of sp=1 (ideal %.3f): a step waits for "
+        "it\n",
+        s.sp, s.markers ? "on" : "off", s.rank, s.ratio_to_sp1, s.ideal);
 }
 
 void print_json(const LoaderArgs& a, const LoaderResults& r) {
@@ -233,11 +248,18 @@ void print_json(const LoaderArgs& a, const LoaderResults& r) {
                        {"ratio_to_sp1", s.ratio_to_sp1},
                        {"ideal", s.ideal},
                        {"pixels_decoded_share", s.pixels_decoded_share},
-                       {"decode_ms_per_batch", s.decode_ms_per_batch}});
+                       {"decode_ms_per_batch", s.decode_ms_per_batch},
+                       {"markers", s.markers}});
   j["sp_slowest"] = nlohmann::json::array();
   for (const SpRow& s : slowest_ranks(r.sp))
-    j["sp_slowest"].push_back(
-        {{"sp", s.sp}, {"rank", s.rank}, {"ratio_to_sp1", s.ratio_to_sp1}, {"ideal", s.ideal}});
+    j["sp_slowest"].push_back({{"sp", s.sp},
+                               {"markers", s.markers},
+                               {"rank", s.rank},
+                               {"ratio_to_sp1", s.ratio_to_sp1},
+                               {"ideal", s.ideal}});
+  j["marked_copy"] = {{"bytes_in", r.marked_bytes_in},
+                      {"bytes_out", r.marked_bytes_out},
+                      {"seconds", r.marked_seconds}};
   const std::optional<double> m = full_min_ratio(r);
   j["target"] = {{"full_ratio_min", 1.5},
                  {"full_ratio_smallest", m ? nlohmann::json(*m) : nlohmann::json(nullptr)},

@@ -4,8 +4,9 @@
 # the DCT downscale on and off), images/s with min <= median <= max, the tessera / torchvision ratio
 # of each row equal to its two medians' quotient (where the peer ran: Debian's /usr/bin/python3 with
 # torch and torchvision; else exit 4 with the peer's reason and no ratio), the peer's batch of the
-# row's size, and the sp rows: ranks 0..sp-1 whose rows tile the image, ideal 1/sp, a pixel share
-# between the rank's rows and two JPEG iMCU rows more. Then the failures: a bad option (exit 2),
+# row's size, and the sp rows (on the images as written, then on the copy with restart markers):
+# ranks 0..sp-1 whose rows tile the image, ideal 1/sp, a pixel share between the rank's rows and
+# two JPEG iMCU rows more. Then the failures: a bad option (exit 2),
 # a missing folder (exit 1, {"error"} naming it), a missing interpreter (exit 4, the row says why).
 #   tests/bench_loader.sh <bench_loader binary>
 set -euo pipefail
@@ -44,10 +45,12 @@ if peer:
 else:
     assert target["met"] is None, target
 sp = j["sp"]
-assert [(s["sp"], s["rank"]) for s in sp] == [(1, 0), (2, 0), (2, 1)] + [(4, k) for k in range(4)], sp
-base = sp[0]["ms_per_batch"]["median"]
+ranks = [(1, 0), (2, 0), (2, 1)] + [(4, k) for k in range(4)]
+assert [(s["sp"], s["rank"], s["markers"]) for s in sp] == \
+    [(p, k, m) for m in (False, True) for p, k in ranks], sp
 for s in sp:
     P, (lo, hi) = s["sp"], s["rows"]
+    base = [t for t in sp if t["sp"] == 1 and t["markers"] == s["markers"]][0]["ms_per_batch"]["median"]
     assert lo == 128 * s["rank"] // P and hi == 128 * (s["rank"] + 1) // P, s
     assert abs(s["ideal"] - 1 / P) < 1e-12, s
     assert abs(s["ratio_to_sp1"] - s["ms_per_batch"]["median"] / base) < 1e-6 * s["ratio_to_sp1"], s
@@ -55,21 +58,27 @@ for s in sp:
     assert (hi - lo) / 128 - 1e-9 <= share <= (hi - lo + 32) / 128 + 1e-9, s
     assert s["decode_ms_per_batch"] > 0, s
 slow = j["sp_slowest"]
-assert [x["sp"] for x in slow] == [1, 2, 4], slow
+assert [(x["sp"], x["markers"]) for x in slow] == [(p, m) for m in (False, True) for p in (1, 2, 4)], slow
 for x in slow:
-    ranks = [s for s in sp if s["sp"] == x["sp"]]
-    worst = max(ranks, key=lambda s: s["ms_per_batch"]["median"])
+    group = [s for s in sp if s["sp"] == x["sp"] and s["markers"] == x["markers"]]
+    worst = max(group, key=lambda s: s["ms_per_batch"]["median"])
     assert x["rank"] == worst["rank"] and x["ratio_to_sp1"] == worst["ratio_to_sp1"], (x, worst)
+copy = j["marked_copy"]
+assert copy["bytes_in"] == j["images"]["bytes"] and copy["bytes_out"] > 0, (copy, j["images"])
 print("bench_loader json: ok (peer %s)" % ("ran" if peer else "not available: " + j["peer"]["error"]))
 PY
 # The table: a line per row, the sp section, and the target line where the peer ran.
 "$bin" "${args[@]}" --repeats 1 --cases full --sp 2 >"$tmp/out.txt" 2>&1 || rc=$?
 test "$(grep -cE '^full +3x128x256 ' "$tmp/out.txt")" = 3
-test "$(grep -cE '^2 +[01] +(0-64|64-128) ' "$tmp/out.txt")" = 2
-grep -qE '^sp 2: slowest rank [01] at [0-9.]+ of sp=1 \(ideal 0\.500\)' "$tmp/out.txt"
+test "$(grep -cE '^2 +[01] +(0-64|64-128) .* off$' "$tmp/out.txt")" = 2
+test "$(grep -cE '^2 +[01] +(0-64|64-128) .* on$' "$tmp/out.txt")" = 2
+grep -qE '^sp 2, markers off: slowest rank [01] at [0-9.]+ of sp=1 \(ideal 0\.500\)' "$tmp/out.txt"
+grep -qE '^the copy with markers: [0-9.]+ -> [0-9.]+ MiB of JPEGs' "$tmp/out.txt"
 # Failures say what is wrong.
 if "$bin" --workers 0 2>"$tmp/err.txt"; then exit 1; fi
 grep -q "\-\-workers wants a positive integer, not '0'" "$tmp/err.txt"
+if "$bin" --markers bogus 2>"$tmp/err.txt"; then exit 1; fi
+grep -q "\-\-markers: unknown setting 'bogus'" "$tmp/err.txt"
 rc=0; "$bin" --images "$tmp/none" --json --no-peer >"$tmp/bad.json" 2>/dev/null || rc=$?
 test "$rc" = 1
 python3 -c "import json,sys; e=json.load(open(sys.argv[1]))['error']; assert sys.argv[2] in e, e" "$tmp/bad.json" "$tmp/none"

@@ -3,7 +3,8 @@
 # on a segmentation folder gives the same losses at sp=1, sp=2 and dp=2 (f64), each rank
 # decoding about its share of the pixels; a classification folder takes its class count; bad
 # input fails naming the file, or is skipped and counted; --init-from a timm file reports what
-# loaded; `tessera export` gives back the very tensors timm wrote (strict load, torch.equal).
+# loaded; `tessera export` gives back the very tensors timm wrote (strict load, torch.equal);
+# `tessera images` adds restart markers without changing what trains.
 #   tests/cli_images.sh <tessera binary> <source dir>
 set -euo pipefail
 # shellcheck source=tests/cli_common.sh
@@ -79,6 +80,40 @@ import json, sys
 run = json.load(open(f"{sys.argv[1]}/bad.json"))
 assert run["data"][0]["bad_skipped"] == 1, run["data"]
 PY
+
+# Restart markers. `tessera images info` counts the JPEGs a rank must decode from the top; a run
+# splitting them along H says so. `tessera images add-restarts` copies the folder with markers in
+# every JPEG (PNGs and masks byte for byte); then none is decoded from the top, the run says
+# nothing, trains on the same pixels (the same losses), and its lower rank reads fewer bytes.
+"$bin" images info "$tmp/seg" --json >"$tmp/info.json"
+"$bin" images info "$tmp/seg" | grep -q "images add-restarts" || { echo "info gives no command"; exit 1; }
+"$bin" images add-restarts "$tmp/seg" "$tmp/seg_rs" >"$tmp/add.out"
+grep -qE "JPEGs with a restart marker every 1 MCU rows" "$tmp/add.out" || { cat "$tmp/add.out"; exit 1; }
+"$bin" images info "$tmp/seg_rs" --json >"$tmp/info_rs.json"
+cmp <(cd "$tmp/seg/masks" && cat ./*) <(cd "$tmp/seg_rs/masks" && cat ./*)
+h=(--shard H)
+"$bin" train "${seg[@]}" --mesh sp=2 "${h[@]}" --data "images:$tmp/seg" --metrics "$tmp/h.jsonl" >"$tmp/h.out" 2>&1
+"$bin" train "${seg[@]}" --mesh sp=2 "${h[@]}" --data "images:$tmp/seg_rs" --metrics "$tmp/hrs.jsonl" >"$tmp/hrs.out" 2>&1
+grep -q "JPEGs have no restart markers.*images add-restarts $tmp/seg NEW_FOLDER" "$tmp/h.out" ||
+  { echo "no restart-marker notice on an H split:"; cat "$tmp/h.out"; exit 1; }
+if grep -q "restart markers" "$tmp/hrs.out"; then echo "notice despite markers:"; cat "$tmp/hrs.out"; exit 1; fi
+if [ "$(losses "$tmp/h.out")" != "$(losses "$tmp/hrs.out")" ]; then
+  echo "losses differ with restart markers:"; paste <(losses "$tmp/h.out") <(losses "$tmp/hrs.out"); exit 1
+fi
+python3 - "$tmp" <<'PY'
+import json, sys
+tmp = sys.argv[1]
+a, b = (json.load(open(f"{tmp}/{n}.json")) for n in ("info", "info_rs"))
+assert a["jpegs"] > 0 and a["jpegs_from_top"] == a["jpegs"] and a["pngs"] > 0, a
+assert b["jpegs"] == a["jpegs"] and b["jpegs_from_top"] == 0 and b["pngs"] == a["pngs"], b
+assert b["restart_rows_max"] == 1, b
+def read(name, rank):
+    return sum(json.loads(l)["ranks"][rank]["data"]["bytes_read"] for l in open(f"{tmp}/{name}.jsonl"))
+assert read("hrs", 1) < read("h", 1), (read("hrs", 1), read("h", 1))
+PY
+expect_fail "inside the source" images add-restarts "$tmp/seg" "$tmp/seg/copy"
+expect_fail "scene_99.jpg" images add-restarts "$tmp/seg_bad" "$tmp/seg_bad_rs"
+expect_fail "not a folder" images info "$tmp/none"
 
 # Pretrained weights: timm's convnext_atto, written by timm itself (CI's /usr/bin/python3 has it).
 if ! /usr/bin/python3 -c "import timm, safetensors.torch" 2>/dev/null; then

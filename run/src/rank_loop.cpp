@@ -6,6 +6,7 @@
 #include "alarm_actions.hpp"
 #include "counting_comm.hpp"
 #include "fault_comm.hpp"
+#include "resolve_images.hpp"
 #include "run_metrics.hpp"
 #include "tessera/comm/mesh_comm.hpp"
 #include "tessera/core/tracing.hpp"
@@ -148,6 +149,8 @@ RankLoop::RankLoop(const RankContext& context, comm::Backend& world, int device_
   if (!ctx_.setup.init_from.empty() && ctx_.setup.resume != "auto") init_weights();
   if (!ctx_.setup.resume.empty()) resume();
   if (lead_) ctx_.result.parameters = nn::count_parameters(trainer_.model());
+  if (const std::string n = lead_ ? images_notice(ctx_.setup) : ""; !n.empty())
+    notify(ctx_.callbacks, core::ReportLevel::Info, n);
   if (lead_) metrics_ = std::make_unique<RunMetrics>(ctx_.setup, ctx_.callbacks);
 }
 

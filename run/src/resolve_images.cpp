@@ -92,6 +92,26 @@ void resolve_image_folder(const RunSpec& spec, TrainSetup& c) {
   c.train.model.num_classes = c.images->num_classes();
 }
 
+std::string images_notice(const TrainSetup& setup) {
+  if (setup.images == nullptr) return "";
+  int rows_split = 1;  // ranks an image's rows are split over
+  for (int d = 0; d < setup.mesh.ndim(); ++d) {
+    const std::string& name = setup.mesh.dim_name(d);
+    if (name == "sp_h" || (name == "sp" && setup.train.shard == "H"))
+      rows_split *= setup.mesh.dim_size(d);
+  }
+  if (rows_split == 1) return "";
+  const data::JpegAccess a = data::image_folder_jpeg_access(*setup.images);
+  if (a.from_top == 0) return "";
+  const std::string folder = setup.data.substr(std::string(kImagesPrefix).size());
+  return detail::cat(
+      "data ", setup.data, ": ", a.from_top, " of ", a.jpegs,
+      " JPEGs have no restart markers, so each rank below the top of an image decodes (Huffman) "
+      "every row above its shard and its decode time does not fall as 1/",
+      rows_split, "; `tessera images add-restarts ", folder,
+      " NEW_FOLDER` adds them without changing a pixel");
+}
+
 void check_init_from(const RunSpec& spec) {
   if (spec.init_from.empty()) return;
   TESSERA_CHECK(spec.resume.empty() || spec.resume == "auto", "init_from '", spec.init_from,

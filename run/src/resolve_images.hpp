@@ -12,6 +12,11 @@ namespace tessera::run {
 /// segmentation folder without classes.
 void resolve_image_folder(const RunSpec& spec, TrainSetup& setup);
 
+/// What a run over an image folder should be told before it starts, or "": with the images split
+/// along H over more than one rank, how many of its JPEGs each rank below the top must decode
+/// from the top (no restart markers), and the command that adds the markers.
+std::string images_notice(const TrainSetup& setup);
+
 /// Refuses init_from with resume, and an init_from file that does not exist.
 void check_init_from(const RunSpec& spec);
 

@@ -100,3 +100,19 @@ def test_load_weights_report_and_tensors(tmp_path, folders):
         tessera.load_weights(str(tmp_path / "bad.safetensors"), model="convnext-atto")
     with pytest.raises(tessera.InvalidArgument, match="task"):
         tessera.load_weights(str(path), task="detect")
+
+
+def test_restart_markers_added_to_a_copy(folders, tmp_path):
+    info = tessera.images_info(folders / "seg")
+    assert info["jpegs"] > 0 and info["jpegs_from_top"] == info["jpegs"] and info["pngs"] > 0, info
+    done = tessera.add_restarts(folders / "seg", tmp_path / "rs", rows=2)
+    assert done["jpegs"] == info["jpegs"] and done["copied"] == info["pngs"] + info["other_files"]
+    assert done["bytes_in"] > 0 and done["bytes_out"] > 0 and done["seconds"] >= 0, done
+    after = tessera.images_info(tmp_path / "rs")
+    assert after["jpegs_from_top"] == 0 and after["restart_rows_max"] == 2, after
+    masks = sorted((folders / "seg" / "masks").iterdir())
+    assert [m.read_bytes() for m in masks] == [(tmp_path / "rs" / "masks" / m.name).read_bytes() for m in masks]
+    with pytest.raises(tessera.InvalidArgument, match="inside the source"):
+        tessera.add_restarts(folders / "seg", folders / "seg" / "copy")
+    with pytest.raises(tessera.InvalidArgument, match="1 to 65535"):
+        tessera.add_restarts(folders / "seg", tmp_path / "x", rows=0)

@@ -19,6 +19,8 @@ void add_verify_command(CLI::App& app, Action& action);
 void add_backends_command(CLI::App& app, Action& action);
 void add_train_command(CLI::App& app, Action& action);
 void add_export_command(CLI::App& app, Action& action);
+/// `tessera images` (cmd_images.cpp): `info` and `add-restarts`.
+void add_images_command(CLI::App& app, Action& action);
 /// `tessera launch` (cmd_launch.cpp).
 void add_launch_command(CLI::App& app, Action& action);
 /// `tessera sim`: a parent command (`--list`) with subcommands (`collective`, `run`, `memory`).

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   tessera::tools::Action action;
   tessera::tools::add_train_command(app, action);
   tessera::tools::add_export_command(app, action);
+  tessera::tools::add_images_command(app, action);
   tessera::tools::add_launch_command(app, action);
   tessera::tools::add_halo_command(app, action);
   tessera::tools::add_verify_command(app, action);

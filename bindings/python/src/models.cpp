@@ -6,6 +6,7 @@
 #include "common.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/report.hpp"
+#include "tessera/run/images.hpp"
 #include "tessera/run/train.hpp"
 #include "tessera/run/weights.hpp"
 
@@ -100,6 +101,31 @@ void bind_models(py::module_& m) {
       },
       py::arg("path"), py::arg("model"), py::arg("classes"), py::arg("task"),
       "run::load_model_weights as a dict (tessera.load_weights).");
+  m.def(
+      "_images_info",
+      [](const std::string& folder) {
+        std::string text;
+        {
+          py::gil_scoped_release nogil;
+          text = run::summarize_images(folder).to_json();
+        }
+        return loads(text);
+      },
+      py::arg("folder"), "run::summarize_images as a dict (tessera.images_info).");
+  m.def(
+      "_add_restarts",
+      [](const std::string& source, const std::string& target, int rows, int jobs) {
+        run::AddRestartsOptions o;
+        o.source = source, o.target = target, o.rows = rows, o.jobs = jobs;
+        std::string text;
+        {
+          py::gil_scoped_release nogil;
+          text = run::add_restarts(o).to_json();
+        }
+        return loads(text);
+      },
+      py::arg("source"), py::arg("target"), py::arg("rows"), py::arg("jobs"),
+      "run::add_restarts as a dict (tessera.add_restarts).");
 }
 
 }  // namespace tessera::python

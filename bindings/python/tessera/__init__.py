@@ -51,12 +51,13 @@ from ._tessera import (  # noqa: F401  (re-exported)
 )
 from . import functional, sim  # noqa: E402,F401
 from .functional import distribute, gather  # noqa: E402,F401
+from .images import add_restarts, images_info  # noqa: E402,F401
 from .train import load_weights, train  # noqa: E402,F401
 
 # tessera.TimeoutError (a subclass of the built-in) is left out of `import *`, which would
 # otherwise shadow the built-in TimeoutError in the importing module.
 __all__ = [
-    "BackendError", "ConvSpec", "DeviceMesh", "Error", "InternalError", "InvalidArgument", "Layout",
+    "BackendError", "ConvSpec", "add_restarts", "images_info", "DeviceMesh", "Error", "InternalError", "InvalidArgument", "Layout",
     "ModelSpec", "NonFiniteError", "OutOfMemory", "Partial", "Placement", "Replicate", "Shard", "Tensor", "Unsupported", "conv_output_layout", "distribute", "from_numpy", "functional", "gather", "halo_plan",
     "load_weights", "model_preset", "model_presets", "sim", "train",
 ]
