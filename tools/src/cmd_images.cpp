@@ -15,15 +15,25 @@ struct ImagesArgs {
   bool json = false;
 };
 
+/// A size in bytes as KiB below a MiB, MiB above.
+std::string size_text(std::int64_t bytes) {
+  char buf[32];
+  if (bytes < (1 << 20))
+    std::snprintf(buf, sizeof buf, "%.1f KiB", double(bytes) / 1024);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f MiB", double(bytes) / (1 << 20));
+  return buf;
+}
+
 int run_info(const ImagesArgs& a) {
   const run::ImagesSummary s = run::summarize_images(a.folder);
   if (a.json) {
     std::printf("%s\n", s.to_json().c_str());
     return 0;
   }
-  std::printf("%s: %lld JPEGs, %lld PNGs (%.1f MiB), %lld other files\n", s.folder.c_str(),
+  std::printf("%s: %lld JPEGs, %lld PNGs (%s), %lld other files\n", s.folder.c_str(),
               static_cast<long long>(s.jpegs), static_cast<long long>(s.pngs),
-              double(s.bytes) / (1 << 20), static_cast<long long>(s.other_files));
+              size_text(s.bytes).c_str(), static_cast<long long>(s.other_files));
   if (s.jpegs == 0) return 0;
   std::printf(
       "JPEGs entered at a restart marker below the top: %lld (markers every %d MCU rows "
@@ -51,10 +61,10 @@ int run_add_restarts(const ImagesArgs& a) {
       r.bytes_in > 0 ? 100.0 * double(r.bytes_out - r.bytes_in) / double(r.bytes_in) : 0;
   std::printf(
       "%s: %lld JPEGs with a restart marker every %d MCU rows (%lld were progressive), "
-      "%lld other files copied; JPEGs %.2f -> %.2f MiB (%+.1f%%), %.1f s\n",
+      "%lld other files copied; JPEGs %s -> %s (%+.1f%%), %.1f s\n",
       a.add.target.c_str(), static_cast<long long>(r.jpegs), a.add.rows,
       static_cast<long long>(r.progressive), static_cast<long long>(r.copied),
-      double(r.bytes_in) / (1 << 20), double(r.bytes_out) / (1 << 20), growth, r.seconds);
+      size_text(r.bytes_in).c_str(), size_text(r.bytes_out).c_str(), growth, r.seconds);
   return 0;
 }
 
