@@ -426,15 +426,34 @@ TEST_CASE("A region low in a JPEG with restart markers reads only its part of th
   every_row.restart_rows = 1;
   test::write_jpeg(marked, {w, h, 3, 90, 420, false}, px, every_row);
   const Region bottom{288, 384, 0, w};  // the last quarter, as the last of 4 ranks holds it
+  const ImageInfo info = data::internal::probe_image(marked);
   const DecodedRegion full = decode(marked, whole(w, h));
-  const DecodedRegion part = decode(marked, bottom);
-  const DecodedRegion part_plain = decode(plain, bottom);
+  // The first decode below the top reads the whole file to find the markers; with the slot that
+  // keeps where they are, later ones read the header and their segments only.
+  data::internal::RestartSlot slot;
+  const DecodedRegion first =
+      data::internal::decode_region(marked, info, bottom, DecodeMode::Color, 1, &slot);
+  const DecodedRegion part =
+      data::internal::decode_region(marked, info, bottom, DecodeMode::Color, 1, &slot);
+  CHECK(first.bytes_read == info.file_bytes);
   // From the MCU row (16 image rows) above the region: 112 of 384 rows, and their bytes only.
   CHECK(part.pixels_decoded == std::int64_t{112} * w);
-  CHECK(part.bytes_read < full.bytes_read * 2 / 5);
-  // Without markers every byte above the region is read (and Huffman-decoded) to reach it.
-  CHECK(part_plain.bytes_read > full.bytes_read * 9 / 10);
+  CHECK(part.bytes_read < info.file_bytes * 2 / 5);
   CHECK(samples(part) == cut(full, bottom));
+  CHECK(samples(first) == cut(full, bottom));
+  // A file replaced under its slot (another size) is indexed again, not cut at the old places.
+  test::JpegExtras every_2_rows;
+  every_2_rows.restart_rows = 2;
+  test::write_jpeg(marked, {w, h, 3, 80, 420, false}, px, every_2_rows);
+  const ImageInfo info2 = data::internal::probe_image(marked);
+  REQUIRE(info2.file_bytes != info.file_bytes);
+  const DecodedRegion again =
+      data::internal::decode_region(marked, info2, bottom, DecodeMode::Color, 1, &slot);
+  CHECK(again.bytes_read == info2.file_bytes);
+  CHECK(samples(again) == cut(decode(marked, whole(w, h)), bottom));
+  // Without markers every byte above the region is read (and Huffman-decoded) to reach it.
+  const DecodedRegion part_plain = decode(plain, bottom);
+  CHECK(part_plain.bytes_read > data::internal::probe_image(plain).file_bytes * 9 / 10);
 }
 
 TEST_CASE("A damaged restart marker below the top is named, not decoded around", "[image]") {

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -54,7 +56,7 @@ struct DecodedRegion {
   int bit_depth = 8;
   std::vector<std::uint8_t> u8;
   std::vector<std::uint16_t> u16;
-  std::int64_t bytes_read = 0;      ///< compressed bytes the decoder consumed
+  std::int64_t bytes_read = 0;      ///< bytes of the file read to decode the region
   std::int64_t pixels_decoded = 0;  ///< pixels it produced, including what it had to decode and
                                     ///< drop (iMCU padding, PNG rows above the region)
   /// Sample (row, col, channel) of the region, as an integer (0..255 or 0..65535).
@@ -64,15 +66,38 @@ struct DecodedRegion {
   }
 };
 
-/// Decodes `region` of `path` (probed as `info`). JPEG: libjpeg-turbo's jpeg_skip_scanlines and
-/// jpeg_crop_scanline; with `scale_denom` 2, 4 or 8 the image is decoded at that fraction of its
-/// size (ceil(width / denom) × ceil(height / denom)) and `region` is in those pixels. PNG: rows
-/// are decoded in order up to row1 and only the region kept (scale_denom must be 1); an
-/// interlaced PNG is decoded in full. Throws InvalidArgument naming the path for a corrupt or
-/// truncated stream (libjpeg warnings about corrupt data count as errors), a region outside the
-/// image, or an Index decode of a colour image.
+struct RestartIndex;  // image_jpeg_restart.hpp
+
+/// Where one JPEG file's restart segments lie, kept between decodes of it (an image folder keeps
+/// one per JPEG): a region below the top then reads only the file's header and its own segments,
+/// where without it every such decode reads and walks the whole file. Thread-safe.
+class RestartSlot {
+ public:
+  std::shared_ptr<const RestartIndex> get() const {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return index_;
+  }
+  void set(std::shared_ptr<const RestartIndex> index) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    index_ = std::move(index);
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::shared_ptr<const RestartIndex> index_;
+};
+
+/// Decodes `region` of `path` (probed as `info`). JPEG: from the restart marker above the region
+/// where the file has markers that begin MCU rows (image_jpeg_restart.hpp; `slot`, when given,
+/// keeps where they are), else libjpeg-turbo's jpeg_skip_scanlines; jpeg_crop_scanline for the
+/// columns; with `scale_denom` 2, 4 or 8 the image is decoded at that fraction of its size
+/// (ceil(width / denom) × ceil(height / denom)) and `region` is in those pixels. PNG: rows are
+/// decoded in order up to row1 and only the region kept (scale_denom must be 1); an interlaced
+/// PNG is decoded in full. Throws InvalidArgument naming the path for a corrupt or truncated
+/// stream (libjpeg warnings about corrupt data count as errors), a region outside the image, or
+/// an Index decode of a colour image.
 DecodedRegion decode_region(const std::string& path, const ImageInfo& info, Region region,
-                            DecodeMode mode, int scale_denom = 1);
+                            DecodeMode mode, int scale_denom = 1, RestartSlot* slot = nullptr);
 
 /// The same from a buffer in memory (the fuzzer's entry; `name` stands for the path in
 /// messages). probe_image_memory() is probe_image() of a buffer.
@@ -96,9 +121,10 @@ constexpr std::size_t kMaxTrailingPadding = 16;
 /// (so a region near the top of a large image reads only the start of the file).
 struct ImageSource {
   const std::uint8_t* data = nullptr;
-  std::size_t size = 0;
+  std::size_t size = 0;       ///< the buffer's bytes, or the file's
   std::FILE* file = nullptr;  ///< when set, read from here (positioned at the file's start)
   std::string name;           ///< the path, or a memory buffer's stand-in, for messages
+  RestartSlot* restarts = nullptr;  ///< JPEG: where its restart segments lie, kept between decodes
 };
 
 /// The header fields of a JPEG or PNG whose first `size` bytes are `head` (format, size, channels,

@@ -33,6 +33,8 @@ struct Entry {
   std::string image, mask;  // mask "" for classification
   int label = -1;           // classification: the class index
   ImageInfo image_info, mask_info;
+  /// A JPEG image's restart index, kept between decodes (made when the folder is opened).
+  std::shared_ptr<internal::RestartSlot> restarts;
 };
 
 bool is_hidden(const fs::path& p) { return p.filename().string().starts_with("."); }
@@ -216,9 +218,9 @@ struct CorruptFile : InvalidArgument {
 };
 
 DecodedRegion decode(const std::string& path, const ImageInfo& info, Region r, DecodeMode mode,
-                     int denom) {
+                     int denom, internal::RestartSlot* restarts = nullptr) {
   try {
-    return internal::decode_region(path, info, r, mode, denom);
+    return internal::decode_region(path, info, r, mode, denom, restarts);
   } catch (const InvalidArgument& e) {
     throw CorruptFile(
         detail::cat(kWho, ": '", path, "' cannot be decoded although its header and end were ",
@@ -246,6 +248,9 @@ class ImageFolder final : public Dataset {
               int num_classes)
       : o_(o), samples_(std::move(samples)), open_skipped_(skipped), num_classes_(num_classes) {
     task_ = samples_.front().mask.empty() ? Task::Classify : Task::Segment;
+    for (Entry& e : samples_)
+      if (e.image_info.format == internal::ImageFormat::Jpeg && e.image_info.restart_rows > 0)
+        e.restarts = std::make_shared<internal::RestartSlot>();
     spec_ = {o.height, o.width, o.augment, o.scale_min, o.scale_max, o.flip, o.seed};
     for (int c = 0; c < o.channels; ++c) {
       for (int wide = 0; wide < 2; ++wide)
@@ -357,7 +362,7 @@ class ImageFolder final : public Dataset {
     const AxisTaps rows = internal::linear_taps(ry, k, (info.height + denom - 1) / denom);
     const AxisTaps cols = internal::linear_taps(rx, k, (info.width + denom - 1) / denom);
     const DecodedRegion d = decode(e.image, info, {rows.src0, rows.src1, cols.src0, cols.src1},
-                                   DecodeMode::Color, denom);
+                                   DecodeMode::Color, denom, e.restarts.get());
     count_decode(st, d, info);
     const int wide = d.bit_depth == 16 ? 1 : 0;
     const std::int64_t plane = p.h.size() * p.w.size();

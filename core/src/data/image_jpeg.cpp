@@ -146,7 +146,7 @@ void configure(Decompressor& d, const ImageInfo& info, int scale_denom) {
   d.run([&] { jpeg_calc_output_dimensions(&c); });
 }
 
-/// Decodes `region` with a configured decompressor (its source is `size` bytes long).
+/// Decodes `region` with a decompressor whose header is read and configured.
 DecodedRegion decode_configured(Decompressor& d, const ImageInfo& info, const Region& region,
                                 const std::string& name) {
   jpeg_decompress_struct& c = d.cinfo;
@@ -186,6 +186,47 @@ RestartCut restart_cut(const RestartLayout& l, const jpeg_decompress_struct& c,
   return cut;
 }
 
+/// The JPEG of MCU rows [cut.first, cut.end) cut out of the source, and the bytes read from the
+/// file to make it; empty bytes when the file's markers are not where its header says.
+struct RestartPart {
+  std::vector<std::uint8_t> bytes;
+  std::int64_t file_bytes_read = 0;
+};
+
+RestartPart restart_part(const ImageSource& src, const RestartLayout& layout, const RestartCut& cut,
+                         int image_height) {
+  RestartPart part;
+  std::shared_ptr<const RestartIndex> index =
+      src.restarts != nullptr ? src.restarts->get() : nullptr;
+  std::vector<std::uint8_t> whole;  // the file, read when it has no index yet
+  const std::uint8_t* data = src.data;
+  if (index == nullptr || index->file_bytes != static_cast<std::int64_t>(src.size)) {
+    if (src.file != nullptr) {
+      whole = read_at(src.file, 0, src.size, src.name);
+      data = whole.data();
+      part.file_bytes_read = static_cast<std::int64_t>(src.size);
+    }
+    index = std::make_shared<const RestartIndex>(index_restarts(data, src.size, layout));
+    if (src.restarts != nullptr) src.restarts->set(index);
+  }
+  if (index->row_begin.empty()) return {};
+  const RestartSpan span = restart_span(*index, layout, cut.first, cut.end);
+  std::vector<std::uint8_t> header, segments;
+  const std::uint8_t* head = data;
+  const std::uint8_t* seg = data == nullptr ? nullptr : data + span.begin;
+  if (data == nullptr) {  // a file with its index: read only the header and the segments
+    header = read_at(src.file, 0, index->scan_start, src.name);
+    segments =
+        read_at(src.file, static_cast<std::int64_t>(span.begin), span.end - span.begin, src.name);
+    head = header.data();
+    seg = segments.data();
+    part.file_bytes_read = static_cast<std::int64_t>(header.size() + segments.size());
+  }
+  part.bytes = restart_substream(head, *index, seg, span.end - span.begin, layout, image_height,
+                                 cut.first, cut.end);
+  return part;
+}
+
 }  // namespace
 
 DecodedRegion decode_jpeg(const ImageSource& src, const ImageInfo& info, Region region,
@@ -215,21 +256,12 @@ DecodedRegion decode_jpeg(const ImageSource& src, const ImageInfo& info, Region 
   const RestartLayout layout = restart_layout(c);
   const RestartCut cut = restart_cut(layout, c, region);
   if (cut.first > 0) {
-    std::vector<std::uint8_t> whole;
-    const std::uint8_t* bytes = src.data;
-    std::size_t size = src.size;
-    if (src.file != nullptr) {
-      whole = read_at(src.file, 0, static_cast<std::size_t>(info.file_bytes), src.name);
-      bytes = whole.data();
-      size = whole.size();
-    }
-    const std::vector<std::uint8_t> part = restart_substream(
-        bytes, size, layout, static_cast<int>(c.image_height), cut.first, cut.end);
-    if (!part.empty()) {
+    RestartPart part = restart_part(src, layout, cut, static_cast<int>(c.image_height));
+    if (!part.bytes.empty()) {
       const int shift = cut.first * c.max_v_samp_factor * c.min_DCT_scaled_size;
       Decompressor p(src.name);
       p.run([&] {
-        jpeg_mem_src(&p.cinfo, part.data(), static_cast<unsigned long>(part.size()));
+        jpeg_mem_src(&p.cinfo, part.bytes.data(), static_cast<unsigned long>(part.bytes.size()));
         jpeg_read_header(&p.cinfo, TRUE);
       });
       configure(p, info, scale_denom);
@@ -238,7 +270,7 @@ DecodedRegion decode_jpeg(const ImageSource& src, const ImageInfo& info, Region 
       inner.row1 -= shift;
       DecodedRegion out = decode_configured(p, info, inner, src.name);
       out.region = region;
-      out.bytes_read = static_cast<std::int64_t>(part.size() - p.cinfo.src->bytes_in_buffer);
+      out.bytes_read = part.file_bytes_read;
       return out;
     }
   }
@@ -400,12 +432,14 @@ ImageInfo probe_image(const std::string& path) {
 }
 
 DecodedRegion decode_region(const std::string& path, const ImageInfo& info, Region region,
-                            DecodeMode mode, int scale_denom) {
+                            DecodeMode mode, int scale_denom, RestartSlot* slot) {
   std::int64_t bytes = 0;
   const FilePtr f = open_image(path, &bytes);
   ImageSource src;
   src.file = f.get();
+  src.size = static_cast<std::size_t>(bytes);
   src.name = path;
+  src.restarts = slot;
   return info.format == ImageFormat::Jpeg ? decode_jpeg(src, info, region, mode, scale_denom)
                                           : decode_png(src, info, region, mode, scale_denom);
 }

@@ -64,75 +64,104 @@ HeaderSpan header_span(const std::uint8_t* data, std::size_t size) {
   return span;
 }
 
+/// The next marker at or after `q` in entropy-coded data (0xFF then a code other than a stuffed
+/// 0x00 or a fill 0xFF): its offset, or `size` when there is none.
+std::size_t next_marker(const std::uint8_t* data, std::size_t size, std::size_t q) {
+  while (q < size) {
+    const void* hit = std::memchr(data + q, 0xff, size - q);
+    if (hit == nullptr) return size;
+    q = static_cast<std::size_t>(static_cast<const std::uint8_t*>(hit) - data);
+    if (q + 1 >= size) return size;
+    const std::uint8_t code = data[q + 1];
+    if (code == 0xff) {
+      q += 1;
+    } else if (code == 0x00) {
+      q += 2;
+    } else {
+      return q;
+    }
+  }
+  return size;
+}
+
+bool is_restart(std::uint8_t code) { return code >= 0xd0 && code <= 0xd7; }
+
+std::int64_t segment_count(const RestartLayout& l) {
+  const std::int64_t total = std::int64_t{l.mcus_per_row} * l.mcu_rows;
+  return (total + l.interval - 1) / l.interval;
+}
+
 }  // namespace
 
-std::vector<std::uint8_t> restart_substream(const std::uint8_t* data, std::size_t size,
-                                            const RestartLayout& layout, int image_height, int row0,
-                                            int row1) {
-  if (layout.row_step <= 0 || row0 < 0 || row0 >= row1 || row0 % layout.row_step != 0) return {};
-  const bool to_end = row1 >= layout.mcu_rows;
-  if (!to_end && row1 % layout.row_step != 0) return {};
+RestartIndex index_restarts(const std::uint8_t* data, std::size_t size,
+                            const RestartLayout& layout) {
+  RestartIndex index;
+  index.file_bytes = static_cast<std::int64_t>(size);
+  if (layout.row_step <= 0) return index;
   const HeaderSpan span = header_span(data, size);
-  if (span.scan_start == 0) return {};
-
-  const std::int64_t per_row = layout.mcus_per_row;
-  const std::int64_t total = per_row * layout.mcu_rows;
-  const std::int64_t segments = (total + layout.interval - 1) / layout.interval;
-  const std::int64_t seg0 = row0 * per_row / layout.interval;
-  const std::int64_t seg1 = to_end ? segments : row1 * per_row / layout.interval;
-
-  // Walk the entropy-coded data marker by marker: segment s begins after the s-th RSTn, whose
-  // code must be RST(s-1 mod 8).
-  std::size_t begin = seg0 == 0 ? span.scan_start : 0, end = 0;
-  std::vector<std::size_t> inner;  // RSTn markers between begin and end
+  if (span.scan_start == 0) return index;
+  const std::int64_t segments = segment_count(layout);
+  // Segment s begins MCU row s·interval / mcus_per_row; it begins a row every row_step rows.
+  const std::int64_t segs_per_step =
+      std::int64_t{layout.row_step} * layout.mcus_per_row / layout.interval;
+  std::vector<std::size_t> row_begin = {span.scan_start};
   std::int64_t seg = 0;
   std::size_t q = span.scan_start;
   while (true) {
-    const void* hit = q < size ? std::memchr(data + q, 0xff, size - q) : nullptr;
-    if (hit == nullptr) return {};
-    q = static_cast<std::size_t>(static_cast<const std::uint8_t*>(hit) - data);
-    if (q + 1 >= size) return {};
+    q = next_marker(data, size, q);
+    if (q >= size) return index;  // no EOI: truncated
     const std::uint8_t code = data[q + 1];
-    if (code == 0x00) {
-      q += 2;
-      continue;
-    }
-    if (code == 0xff) {
-      q += 1;
-      continue;
-    }
-    if (code >= 0xd0 && code <= 0xd7) {
-      if (code != 0xd0 + seg % 8) return {};
-      ++seg;
-      if (seg == seg1) {
-        end = q;
-        break;
-      }
-      if (seg == seg0) {
-        begin = q + 2;
-      } else if (seg > seg0) {
-        inner.push_back(q);
-      }
-      q += 2;
-      continue;
-    }
-    // Any other marker ends the scan: it must be EOI after the last segment.
-    if (!to_end || code != 0xd9 || seg != segments - 1) return {};
-    end = q;
-    break;
+    if (!is_restart(code)) break;
+    if (code != 0xd0 + seg % 8) return index;
+    ++seg;
+    if (seg % segs_per_step == 0) row_begin.push_back(q + 2);
+    q += 2;
   }
+  // The scan ends with EOI after exactly the segments the header asks for.
+  if (data[q + 1] != 0xd9 || seg != segments - 1) return index;
+  index.height_at = span.height_at;
+  index.scan_start = span.scan_start;
+  index.scan_end = q;
+  index.row_begin = std::move(row_begin);
+  return index;
+}
 
+RestartSpan restart_span(const RestartIndex& index, const RestartLayout& layout, int row0,
+                         int row1) {
+  RestartSpan span;
+  span.begin = index.row_begin[static_cast<std::size_t>(row0 / layout.row_step)];
+  span.end = row1 >= layout.mcu_rows
+                 ? index.scan_end
+                 : index.row_begin[static_cast<std::size_t>(row1 / layout.row_step)] - 2;
+  return span;
+}
+
+std::vector<std::uint8_t> restart_substream(const std::uint8_t* header, const RestartIndex& index,
+                                            const std::uint8_t* segments, std::size_t size,
+                                            const RestartLayout& layout, int image_height, int row0,
+                                            int row1) {
+  const bool to_end = row1 >= layout.mcu_rows;
+  const std::int64_t per_row = layout.mcus_per_row;
+  const std::int64_t seg0 = row0 * per_row / layout.interval;
+  const std::int64_t seg1 = to_end ? segment_count(layout) : row1 * per_row / layout.interval;
+  std::vector<std::uint8_t> out;
+  out.reserve(index.scan_start + size + 2);
+  out.insert(out.end(), header, header + index.scan_start);
   const int height =
       to_end ? image_height - row0 * layout.mcu_height : (row1 - row0) * layout.mcu_height;
-  std::vector<std::uint8_t> out;
-  out.reserve(span.scan_start + (end - begin) + 2);
-  out.insert(out.end(), data, data + span.scan_start);
-  out[span.height_at] = static_cast<std::uint8_t>(height >> 8);
-  out[span.height_at + 1] = static_cast<std::uint8_t>(height & 0xff);
+  out[index.height_at] = static_cast<std::uint8_t>(height >> 8);
+  out[index.height_at + 1] = static_cast<std::uint8_t>(height & 0xff);
   const std::size_t base = out.size();
-  out.insert(out.end(), data + begin, data + end);
-  for (std::size_t k = 0; k < inner.size(); ++k)
-    out[base + (inner[k] - begin) + 1] = static_cast<std::uint8_t>(0xd0 + k % 8);
+  out.insert(out.end(), segments, segments + size);
+  // The segments' own RSTn, renumbered from RST0; nothing else may be among them.
+  std::int64_t found = 0;
+  for (std::size_t q = next_marker(segments, size, 0); q < size;
+       q = next_marker(segments, size, q + 2)) {
+    if (!is_restart(segments[q + 1])) return {};
+    out[base + q + 1] = static_cast<std::uint8_t>(0xd0 + found % 8);
+    ++found;
+  }
+  if (found != seg1 - seg0 - 1) return {};
   out.push_back(0xff);
   out.push_back(0xd9);
   return out;
