@@ -24,17 +24,13 @@ using data::internal::DecodeMode;
 using data::internal::ImageInfo;
 using data::internal::Region;
 using test::error_of;
+using test::read_bytes;
 
 namespace {
 
 struct TempDir : test::TempDir {
   TempDir() : test::TempDir("tessera_image") {}
 };
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 std::vector<std::uint8_t> to_u8(const std::vector<std::uint16_t>& v) {
   return {v.begin(), v.end()};

@@ -13,17 +13,13 @@
 using namespace tessera;
 using Catch::Matchers::Contains;
 using test::error_of;
+using test::read_bytes;
 
 namespace {
 
 struct TempDir : test::TempDir {
   TempDir() : test::TempDir("tessera_restarts") {}
 };
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 std::vector<std::uint8_t> full_decode(const std::string& path) {
   const auto info = data::internal::probe_image(path);

@@ -21,6 +21,7 @@
 using namespace tessera;
 using runtest::has;
 using runtest::message;
+using test::read_bytes;
 using test::TempDir;
 namespace fs = std::filesystem;
 
@@ -39,11 +40,6 @@ void write_checkpoint(const std::string& path, std::int64_t step, int stages = 1
     if (stages > 1) m["pipeline_stage"] = std::to_string(k);
     nn::save_checkpoint(k == 0 ? path : path + ".stage" + std::to_string(k), m, {{"w", &t}});
   }
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 /// Flips bytes in the middle of the file (its tensor data): the checksum no longer matches.

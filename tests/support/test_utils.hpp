@@ -41,6 +41,9 @@ struct TempDir {
 /// Writes `bytes` to `path` (replacing it), REQUIREing that the write succeeded.
 void write_file(const std::filesystem::path& path, const std::string& bytes);
 
+/// The bytes of `path` ("" when it cannot be read).
+std::string read_bytes(const std::filesystem::path& path);
+
 /// Tensor of `shape` with values uniform in [lo, hi), from a seeded generator (same seed, same data).
 core::Tensor random_tensor(const core::Shape& shape, core::DType dtype, std::uint64_t seed,
                            double lo = -1.0, double hi = 1.0);
