@@ -5,6 +5,7 @@
 
 #include "commands.hpp"
 #include "tessera/run/images.hpp"
+#include "tessera/sim/units.hpp"
 
 namespace tessera::tools {
 namespace {
@@ -15,16 +16,6 @@ struct ImagesArgs {
   bool json = false;
 };
 
-/// A size in bytes as KiB below a MiB, MiB above.
-std::string size_text(std::int64_t bytes) {
-  char buf[32];
-  if (bytes < (1 << 20))
-    std::snprintf(buf, sizeof buf, "%.1f KiB", double(bytes) / 1024);
-  else
-    std::snprintf(buf, sizeof buf, "%.2f MiB", double(bytes) / (1 << 20));
-  return buf;
-}
-
 int run_info(const ImagesArgs& a) {
   const run::ImagesSummary s = run::summarize_images(a.folder);
   if (a.json) {
@@ -33,7 +24,7 @@ int run_info(const ImagesArgs& a) {
   }
   std::printf("%s: %lld JPEGs, %lld PNGs (%s), %lld other files\n", s.folder.c_str(),
               static_cast<long long>(s.jpegs), static_cast<long long>(s.pngs),
-              size_text(s.bytes).c_str(), static_cast<long long>(s.other_files));
+              sim::format_bytes(s.bytes).c_str(), static_cast<long long>(s.other_files));
   if (s.jpegs == 0) return 0;
   std::printf(
       "JPEGs entered at a restart marker below the top: %lld (markers every %d MCU rows "
@@ -64,7 +55,8 @@ int run_add_restarts(const ImagesArgs& a) {
       "%lld other files copied; JPEGs %s -> %s (%+.1f%%), %.1f s\n",
       a.add.target.c_str(), static_cast<long long>(r.jpegs), a.add.rows,
       static_cast<long long>(r.progressive), static_cast<long long>(r.copied),
-      size_text(r.bytes_in).c_str(), size_text(r.bytes_out).c_str(), growth, r.seconds);
+      sim::format_bytes(r.bytes_in).c_str(), sim::format_bytes(r.bytes_out).c_str(), growth,
+      r.seconds);
   return 0;
 }
 
